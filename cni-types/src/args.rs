@@ -1,0 +1,147 @@
+//! `CNI_ARGS` parsing with the Go library's `types.LoadArgs` semantics (spec-notes §7.8).
+//!
+//! Go fills a struct by reflection; here the caller names its fields and their kinds in an
+//! [`ArgSpec`] list. The rules are Go's: pairs split on `;`, each pair must have exactly one `=`,
+//! keys are matched case-sensitively, values are checked by kind, and unknown keys are an error
+//! unless `IgnoreUnknown` (always known) is true somewhere in the string.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+
+/// How a known key's value is parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgKind {
+    /// Any text (Go's `UnmarshallableString`).
+    String,
+    /// `1`/`true`/`0`/`false`, case-insensitive (Go's `UnmarshallableBool`).
+    Bool,
+    /// An IP address without prefix (Go's `net.IP`); empty means unset.
+    Ip,
+}
+
+/// A key the caller understands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArgSpec {
+    /// The exact, case-sensitive key.
+    pub key: &'static str,
+    /// How its value is parsed.
+    pub kind: ArgKind,
+}
+
+/// A parsed value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgValue {
+    /// Text.
+    String(String),
+    /// A boolean.
+    Bool(bool),
+    /// An address; `None` for an empty value.
+    Ip(Option<IpAddr>),
+}
+
+/// Why `CNI_ARGS` was refused; the text is Go's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgsError(pub String);
+
+impl fmt::Display for ArgsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ArgsError {}
+
+/// The result of [`load_args`]: the known keys that were set, and every pair in order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Args {
+    /// Known keys and their values (the last occurrence wins, as in Go).
+    pub values: BTreeMap<String, ArgValue>,
+    /// `IgnoreUnknown`.
+    pub ignore_unknown: bool,
+    /// Every `(key, value)` pair, known or not, in order.
+    pub pairs: Vec<(String, String)>,
+}
+
+impl Args {
+    /// A known string value.
+    pub fn string(&self, key: &str) -> Option<&str> {
+        match self.values.get(key) {
+            Some(ArgValue::String(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// A known IP value.
+    pub fn ip(&self, key: &str) -> Option<IpAddr> {
+        match self.values.get(key) {
+            Some(ArgValue::Ip(ip)) => *ip,
+            _ => None,
+        }
+    }
+
+    /// A known boolean value (false when unset).
+    pub fn bool(&self, key: &str) -> bool {
+        matches!(self.values.get(key), Some(ArgValue::Bool(true)))
+    }
+}
+
+fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        _ => Err(format!("boolean unmarshal error: invalid input {s}")),
+    }
+}
+
+/// Splits `CNI_ARGS` into pairs with Go's exactly-one-`=` rule, without interpreting keys.
+pub fn split_pairs(args: &str) -> Result<Vec<(String, String)>, ArgsError> {
+    if args.is_empty() {
+        return Ok(Vec::new());
+    }
+    args.split(';')
+        .map(|pair| {
+            let mut kv = pair.split('=');
+            match (kv.next(), kv.next(), kv.next()) {
+                (Some(k), Some(v), None) => Ok((k.to_string(), v.to_string())),
+                _ => Err(ArgsError(format!("ARGS: invalid pair {}", crate::gojson::quote(pair)))),
+            }
+        })
+        .collect()
+}
+
+/// Go's `types.LoadArgs` against the keys in `spec` (plus `IgnoreUnknown`).
+pub fn load_args(args: &str, spec: &[ArgSpec]) -> Result<Args, ArgsError> {
+    let mut out = Args::default();
+    let mut unknown: Vec<String> = Vec::new();
+    for (key, value) in split_pairs(args)? {
+        let pair = format!("{key}={value}");
+        let kind = if key == "IgnoreUnknown" {
+            Some(ArgKind::Bool)
+        } else {
+            spec.iter().find(|s| s.key == key).map(|s| s.kind)
+        };
+        let Some(kind) = kind else {
+            unknown.push(pair);
+            out.pairs.push((key, value));
+            continue;
+        };
+        let fail =
+            |e: String| ArgsError(format!("ARGS: error parsing value of pair {}: {e}", crate::gojson::quote(&pair)));
+        let parsed = match kind {
+            ArgKind::String => ArgValue::String(value.clone()),
+            ArgKind::Bool => ArgValue::Bool(parse_bool(&value).map_err(fail)?),
+            ArgKind::Ip if value.is_empty() => ArgValue::Ip(None),
+            ArgKind::Ip => ArgValue::Ip(Some(crate::ip::parse_ip(&value).map_err(|e| fail(e.to_string()))?)),
+        };
+        if key == "IgnoreUnknown" {
+            out.ignore_unknown = matches!(parsed, ArgValue::Bool(true));
+        }
+        out.values.insert(key.clone(), parsed);
+        out.pairs.push((key, value));
+    }
+    if !unknown.is_empty() && !out.ignore_unknown {
+        return Err(ArgsError(format!("ARGS: unknown args {}", crate::gojson::quote_list(&unknown))));
+    }
+    Ok(out)
+}

@@ -1,0 +1,33 @@
+//! The CNI data model, for every spec version from 0.1.0 to 1.1.0.
+//!
+//! This crate does no I/O. It reads and writes the JSON that plugins and runtimes exchange,
+//! with the Go reference library's observable behaviour: its version rules, its result
+//! conversions (edges, losses and error texts), its JSON presence rules and its messages. Where
+//! braid deliberately differs from Go, the item's documentation says so and why.
+//!
+//! * [`version`]: versions, families, command gates, reconciliation.
+//! * [`result`]: results of all three families and conversion between them.
+//! * [`config`], [`conflist`]: plugin configurations (unknown keys kept) and conflists.
+//! * [`error`]: the CNI error object and codes.
+//! * [`args`], [`validate`]: `CNI_ARGS`, and container-ID / interface-name / network-name rules.
+//! * [`ip`]: addresses that keep their host bits; MACs compared as bytes.
+//! * [`gojson`]: Go-compatible JSON errors and output formatting.
+#![forbid(unsafe_code)]
+
+pub mod args;
+pub mod config;
+pub mod conflist;
+mod decode;
+pub mod error;
+pub mod gojson;
+pub mod ip;
+pub mod result;
+pub mod validate;
+pub mod version;
+
+pub use config::{NetConf, RuntimeConfig};
+pub use conflist::NetConfList;
+pub use decode::DecodeError;
+pub use error::CniError;
+pub use ip::{IpNet, Mac};
+pub use result::{AnyResult, Result};

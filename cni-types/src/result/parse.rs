@@ -1,0 +1,196 @@
+//! Decoding results (Go's `create.Create`): the *requested* version picks the family, and the
+//! document's own `cniVersion` must belong to it.
+//!
+//! One deliberate difference from Go: an IP without `address` or a route without `dst` is an
+//! error here. Go accepts both and prints `"<nil>"`, which no consumer can use.
+
+use super::{
+    AnyResult, Dns, Interface, InterfaceV04, IpConfig, IpConfigLegacy, IpConfigV04, Result, ResultLegacy, ResultV04,
+    Route,
+};
+use crate::decode::{DecodeError, Obj};
+use crate::ip::{parse_ip, IpNet};
+use crate::version::Family;
+use serde_json::Value;
+use std::fmt;
+use std::net::IpAddr;
+
+/// Why bytes could not be made into a result of the requested version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateError {
+    /// `unsupported CNI result version "9.9.9"`: the requested version names no family.
+    UnsupportedVersion(String),
+    /// The JSON is malformed or a field has the wrong type or an unparsable address.
+    Decode(String),
+    /// `result type supports [1.0.0 1.1.0] but unmarshalled CNIVersion is "0.4.0"`.
+    WrongFamily {
+        /// The versions the requested family accepts.
+        supported: &'static [&'static str],
+        /// The document's own `cniVersion`.
+        got: String,
+    },
+}
+
+impl fmt::Display for CreateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CreateError::UnsupportedVersion(v) => {
+                write!(f, "unsupported CNI result version {}", crate::gojson::quote(v))
+            }
+            CreateError::Decode(msg) => f.write_str(msg),
+            CreateError::WrongFamily { supported, got } => write!(
+                f,
+                "result type supports [{}] but unmarshalled CNIVersion is {}",
+                supported.join(" "),
+                crate::gojson::quote(got)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CreateError {}
+
+impl From<DecodeError> for CreateError {
+    fn from(e: DecodeError) -> Self {
+        CreateError::Decode(e.0)
+    }
+}
+
+pub(super) fn create(version: &str, bytes: &[u8]) -> std::result::Result<AnyResult, CreateError> {
+    if Family::of(version).is_none() {
+        return Err(CreateError::UnsupportedVersion(version.to_string()));
+    }
+    let value = crate::gojson::parse(bytes).map_err(|e| CreateError::Decode(e.0))?;
+    create_from_value(version, &value)
+}
+
+pub(super) fn create_from_value(version: &str, value: &Value) -> std::result::Result<AnyResult, CreateError> {
+    let family = Family::of(version).ok_or_else(|| CreateError::UnsupportedVersion(version.to_string()))?;
+    let obj = Obj::root(value, "Result")?;
+    let mut result = match family {
+        Family::Legacy => AnyResult::Legacy(legacy(&obj)?),
+        Family::V04 => AnyResult::V04(v04(&obj)?),
+        Family::V1 => AnyResult::V1(v1(&obj)?),
+    };
+    let got = result.version().to_string();
+    let ok = family.versions().contains(&got.as_str()) || (family == Family::Legacy && got.is_empty());
+    if !ok {
+        return Err(CreateError::WrongFamily { supported: family.versions(), got });
+    }
+    if let AnyResult::Legacy(r) = &mut result {
+        if r.cni_version.is_empty() {
+            r.cni_version = crate::version::DEFAULT.to_string();
+        }
+    }
+    Ok(result)
+}
+
+fn required_cidr(obj: &Obj<'_>, key: &str, what: &str) -> std::result::Result<IpNet, DecodeError> {
+    match obj.opt_string(key)? {
+        Some(s) => IpNet::parse(&s).map_err(|e| DecodeError(e.to_string())),
+        None => Err(DecodeError(format!("{what} has no {key:?}"))),
+    }
+}
+
+fn opt_ip(obj: &Obj<'_>, key: &str) -> std::result::Result<Option<IpAddr>, DecodeError> {
+    match obj.opt_string(key)? {
+        None => Ok(None),
+        Some(s) if s.is_empty() => Ok(None),
+        Some(s) => parse_ip(&s).map(Some).map_err(|e| DecodeError(e.to_string())),
+    }
+}
+
+fn dns(obj: &Obj<'_>) -> std::result::Result<Dns, DecodeError> {
+    let Some(d) = obj.object("dns")? else {
+        return Ok(Dns::default());
+    };
+    Ok(Dns {
+        nameservers: d.string_list("nameservers")?,
+        domain: d.string("domain")?,
+        search: d.string_list("search")?,
+        options: d.string_list("options")?,
+    })
+}
+
+/// Decodes one route object (shared by all families and by the merge module's callers).
+pub(crate) fn route(r: &Obj<'_>) -> std::result::Result<Route, DecodeError> {
+    Ok(Route {
+        dst: required_cidr(r, "dst", "a route")?,
+        gw: opt_ip(r, "gw")?,
+        mtu: r.int("mtu")?.unwrap_or(0),
+        advmss: r.int("advmss")?.unwrap_or(0),
+        priority: r.int("priority")?.unwrap_or(0),
+        table: r.int("table")?,
+        scope: r.int("scope")?,
+    })
+}
+
+fn routes(obj: &Obj<'_>) -> std::result::Result<Vec<Route>, DecodeError> {
+    obj.objects("routes")?.iter().map(route).collect()
+}
+
+fn v1(obj: &Obj<'_>) -> std::result::Result<Result, DecodeError> {
+    let interfaces = obj
+        .objects("interfaces")?
+        .iter()
+        .map(|i| {
+            Ok(Interface {
+                name: i.string("name")?,
+                mac: i.string("mac")?,
+                mtu: i.int("mtu")?.unwrap_or(0),
+                sandbox: i.string("sandbox")?,
+                socket_path: i.string("socketPath")?,
+                pci_id: i.string("pciID")?,
+            })
+        })
+        .collect::<std::result::Result<_, DecodeError>>()?;
+    let ips = obj
+        .objects("ips")?
+        .iter()
+        .map(|ip| {
+            Ok(IpConfig {
+                address: required_cidr(ip, "address", "an IP entry")?,
+                gateway: opt_ip(ip, "gateway")?,
+                interface: ip.int("interface")?,
+            })
+        })
+        .collect::<std::result::Result<_, DecodeError>>()?;
+    Ok(Result { cni_version: obj.string("cniVersion")?, interfaces, ips, routes: routes(obj)?, dns: dns(obj)? })
+}
+
+fn v04(obj: &Obj<'_>) -> std::result::Result<ResultV04, DecodeError> {
+    let interfaces = obj
+        .objects("interfaces")?
+        .iter()
+        .map(|i| Ok(InterfaceV04 { name: i.string("name")?, mac: i.string("mac")?, sandbox: i.string("sandbox")? }))
+        .collect::<std::result::Result<_, DecodeError>>()?;
+    let ips = obj
+        .objects("ips")?
+        .iter()
+        .map(|ip| {
+            Ok(IpConfigV04 {
+                version: ip.string("version")?,
+                interface: ip.int("interface")?,
+                address: required_cidr(ip, "address", "an IP entry")?,
+                gateway: opt_ip(ip, "gateway")?,
+            })
+        })
+        .collect::<std::result::Result<_, DecodeError>>()?;
+    Ok(ResultV04 { cni_version: obj.string("cniVersion")?, interfaces, ips, routes: routes(obj)?, dns: dns(obj)? })
+}
+
+fn legacy_ip(obj: &Obj<'_>, key: &'static str) -> std::result::Result<Option<IpConfigLegacy>, DecodeError> {
+    let Some(c) = obj.object(key)? else {
+        return Ok(None);
+    };
+    Ok(Some(IpConfigLegacy { ip: required_cidr(&c, "ip", key)?, gateway: opt_ip(&c, "gateway")?, routes: routes(&c)? }))
+}
+
+fn legacy(obj: &Obj<'_>) -> std::result::Result<ResultLegacy, DecodeError> {
+    Ok(ResultLegacy {
+        cni_version: obj.string("cniVersion")?,
+        ip4: legacy_ip(obj, "ip4")?,
+        ip6: legacy_ip(obj, "ip6")?,
+        dns: dns(obj)?,
+    })
+}

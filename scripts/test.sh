@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# All of braid's tests: formatting, lints, unit tests, and (as root) the namespace tests.
+# Installs what it needs on a fresh Debian machine. Usage: sudo scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '== %s\n' "$*"; }
+
+need_pkgs=()
+command -v ip >/dev/null 2>&1 || need_pkgs+=(iproute2)
+[ -x /usr/lib/cni/bridge ] || need_pkgs+=(containernetworking-plugins)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing ${need_pkgs[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+  else
+    log "WARNING: missing ${need_pkgs[*]} and cannot install them (not root or no apt-get)"
+  fi
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo not found: install the Rust toolchain (rustup) first" >&2
+  exit 1
+fi
+rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+log "cargo fmt --check"
+cargo fmt --all -- --check
+
+log "cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+log "cargo doc"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked -q
+
+log "cargo test"
+cargo test --workspace --locked
