@@ -90,7 +90,7 @@ fn select_version(cni_version: &str, versions: &[String]) -> Result<String, Conf
             }
         }
     }
-    usable.sort_by(|a, b| a.0.cmp(&b.0));
+    usable.sort_by_key(|a| a.0);
     Ok(usable.last().map(|(_, s)| s.to_string()).unwrap_or_default())
 }
 

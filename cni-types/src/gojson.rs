@@ -361,11 +361,11 @@ impl serde_json::ser::Formatter for GoFormatter<'_> {
                 '\u{2029}' => "\\u2029",
                 _ => continue,
             };
-            w.write_all(fragment[last..idx].as_bytes())?;
+            w.write_all(&fragment.as_bytes()[last..idx])?;
             w.write_all(esc.as_bytes())?;
             last = idx + ch.len_utf8();
         }
-        w.write_all(fragment[last..].as_bytes())
+        w.write_all(&fragment.as_bytes()[last..])
     }
 
     fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
