@@ -1,6 +1,6 @@
 //! CNI results of every spec version.
 //!
-//! Three wire families exist (see [`Family`](crate::version::Family)); each has its own type
+//! Three wire families exist (see [`Family`]); each has its own type
 //! here, because Go's conversions between them lose and invent information in specific ways
 //! that a single type would hide: [`ResultLegacy`] (0.1.0/0.2.0), [`ResultV04`]
 //! (0.3.0/0.3.1/0.4.0) and [`Result`] (1.0.0/1.1.0, the internal model every plugin works in).
