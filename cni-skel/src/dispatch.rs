@@ -1,0 +1,339 @@
+//! The dispatcher: environment and stdin in, one command run, result or error out.
+//!
+//! It reproduces the Go skeleton (`pkg/skel`) check for check and message for message — the
+//! required-variable table, the order of checks, the version gates of CHECK/GC/STATUS, VERSION
+//! without reading stdin, the about text — with two deliberate differences: the "CNI_NETNS is
+//! the plugin's own namespace" check runs *before* ADD/DEL (Go runs it after the callback has
+//! already printed its result), and a panic becomes a code-999 error object instead of a
+//! stack trace.
+
+use crate::env::Environment;
+use cni_types::error::{
+    DECODING_FAILURE, INCOMPATIBLE_CNI_VERSION, INTERNAL, INVALID_ENVIRONMENT_VARIABLES, INVALID_NETNS, IO_FAILURE,
+};
+use cni_types::version::{self, Command, Version};
+use cni_types::{CniError, NetConf};
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The largest configuration accepted on stdin. Real configurations are a few KiB; anything near
+/// this is a runtime bug, and reading it unbounded would let one bad call exhaust memory.
+pub const MAX_STDIN: u64 = 16 * 1024 * 1024;
+
+/// What a command's callback receives (Go's `CmdArgs`): the raw values, unparsed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CmdArgs {
+    /// `CNI_CONTAINERID` (empty for GC and STATUS).
+    pub container_id: String,
+    /// `CNI_NETNS` (may be empty for DEL, GC, STATUS).
+    pub netns: String,
+    /// `CNI_IFNAME`.
+    pub ifname: String,
+    /// `CNI_ARGS`, unparsed (see [`cni_types::args::load_args`]).
+    pub args: String,
+    /// `CNI_PATH`, unsplit (see [`CmdArgs::path_list`]).
+    pub path: String,
+    /// `CNI_NETNS_OVERRIDE`.
+    pub netns_override: String,
+    /// stdin, unmodified.
+    pub stdin_data: Vec<u8>,
+}
+
+impl CmdArgs {
+    /// The configuration on stdin, typed; decode failures are code 6.
+    pub fn conf(&self) -> Result<NetConf, CniError> {
+        NetConf::parse(&self.stdin_data)
+            .map_err(|e| CniError::new(DECODING_FAILURE, format!("failed to parse network configuration: {e}")))
+    }
+
+    /// `CNI_PATH` split on `:`, empty entries dropped (Go's `filepath.SplitList`).
+    pub fn path_list(&self) -> Vec<std::path::PathBuf> {
+        self.path.split(':').filter(|p| !p.is_empty()).map(Into::into).collect()
+    }
+}
+
+/// A CNI plugin. Implement `add` and `del`; the rest default to success, as a nil Go callback
+/// does.
+pub trait Plugin {
+    /// The versions the plugin accepts in configurations, in order (Go's `PluginInfo`).
+    fn supported_versions(&self) -> Vec<String> {
+        version::ALL.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// A one-line description printed to stderr when run without `CNI_COMMAND`. With `None`,
+    /// running without a command is an error, as in Go.
+    fn about(&self) -> Option<String> {
+        None
+    }
+
+    /// ADD: returns the result in the 1.1 model; the skel prints it in the config's version.
+    fn add(&self, args: &CmdArgs) -> Result<cni_types::Result, CniError>;
+
+    /// DEL: must succeed when what it would remove is already gone.
+    fn del(&self, args: &CmdArgs) -> Result<(), CniError>;
+
+    /// CHECK (0.4.0 and later).
+    fn check(&self, _args: &CmdArgs) -> Result<(), CniError> {
+        Ok(())
+    }
+
+    /// GC (1.1.0 and later).
+    fn gc(&self, _args: &CmdArgs) -> Result<(), CniError> {
+        Ok(())
+    }
+
+    /// STATUS (1.1.0 and later): code 50 or 51 when not ready.
+    fn status(&self, _args: &CmdArgs) -> Result<(), CniError> {
+        Ok(())
+    }
+}
+
+/// Which variables each command requires (Go's table). VERSION needs only `CNI_COMMAND`.
+struct Var {
+    name: &'static str,
+    required: &'static [Command],
+}
+
+const VARS: [Var; 7] = [
+    Var { name: "CNI_COMMAND", required: &[] },
+    Var { name: "CNI_CONTAINERID", required: &[Command::Add, Command::Check, Command::Del] },
+    Var { name: "CNI_NETNS", required: &[Command::Add, Command::Check] },
+    Var { name: "CNI_IFNAME", required: &[Command::Add, Command::Check, Command::Del] },
+    Var { name: "CNI_ARGS", required: &[] },
+    Var { name: "CNI_PATH", required: &[Command::Add, Command::Check, Command::Del, Command::Gc, Command::Status] },
+    Var { name: "CNI_NETNS_OVERRIDE", required: &[] },
+];
+
+fn args_from_env(env: &dyn Environment) -> Result<(String, CmdArgs), CniError> {
+    let get = |k: &str| env.getenv(k).unwrap_or_default();
+    let command = get("CNI_COMMAND");
+    let cmd = Command::parse(&command);
+    let mut missing = Vec::new();
+    let mut values: [String; 7] = Default::default();
+    for (i, var) in VARS.iter().enumerate() {
+        let value = get(var.name);
+        let required = i == 0 || cmd.is_some_and(|c| var.required.contains(&c));
+        if required && value.is_empty() {
+            missing.push(var.name);
+        } else if required {
+            match var.name {
+                "CNI_CONTAINERID" => cni_types::validate::container_id(&value)?,
+                "CNI_IFNAME" => cni_types::validate::interface_name(&value)?,
+                _ => {}
+            }
+        }
+        values[i] = value;
+    }
+    if !missing.is_empty() {
+        return Err(CniError::new(
+            INVALID_ENVIRONMENT_VARIABLES,
+            format!("required env variables [{}] missing", missing.join(",")),
+        ));
+    }
+    let [_, container_id, netns, ifname, args, path, netns_override] = values;
+    Ok((command, CmdArgs { container_id, netns, ifname, args, path, netns_override, stdin_data: Vec::new() }))
+}
+
+fn read_stdin(env: &mut dyn Environment) -> Result<Vec<u8>, CniError> {
+    let mut buf = Vec::new();
+    let io_err = |e: std::io::Error| CniError::new(IO_FAILURE, format!("error reading from stdin: {e}"));
+    env.stdin().take(MAX_STDIN + 1).read_to_end(&mut buf).map_err(io_err)?;
+    if buf.len() as u64 > MAX_STDIN {
+        return Err(CniError::new(
+            IO_FAILURE,
+            format!("error reading from stdin: configuration larger than {MAX_STDIN} bytes"),
+        ));
+    }
+    Ok(buf)
+}
+
+/// The skel's network configuration check: stdin must hold `{"name": <valid name>}`.
+fn validate_config(stdin: &[u8]) -> Result<(), CniError> {
+    let decode = |e: String| CniError::new(DECODING_FAILURE, format!("error unmarshall network config: {e}"));
+    let value = cni_types::gojson::parse(stdin).map_err(|e| decode(e.0))?;
+    let name = match &value {
+        serde_json::Value::Object(map) => {
+            let v =
+                map.get("name").or_else(|| map.iter().find(|(k, _)| k.eq_ignore_ascii_case("name")).map(|(_, v)| v));
+            match v {
+                None | Some(serde_json::Value::Null) => String::new(),
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(other) => {
+                    return Err(decode(format!(
+                        "json: cannot unmarshal {} into Go struct field .name of type string",
+                        cni_types::gojson::type_name(other)
+                    )))
+                }
+            }
+        }
+        serde_json::Value::Null => String::new(),
+        other => {
+            return Err(decode(format!(
+                "json: cannot unmarshal {} into Go value of type struct {{ Name string \"json:\\\"name\\\"\" }}",
+                cni_types::gojson::type_name(other)
+            )))
+        }
+    };
+    cni_types::validate::network_name_skel(&name)
+}
+
+fn decode_version(stdin: &[u8]) -> Result<String, CniError> {
+    cni_types::config::decode_version(stdin).map_err(|e| CniError::new(DECODING_FAILURE, e.0))
+}
+
+fn reconcile(config: &str, supported: &[String]) -> Result<(), CniError> {
+    version::reconcile(config, supported)
+        .map_err(|e| CniError::with_details(INCOMPATIBLE_CNI_VERSION, "incompatible CNI versions", e.details()))
+}
+
+/// The CHECK/GC/STATUS gate (spec-notes G1.7).
+fn gate(cmd: Command, stdin: &[u8], supported: &[String]) -> Result<(), CniError> {
+    let config = decode_version(stdin)?;
+    let parse = |v: &str| Version::parse(v).map_err(|e| CniError::new(DECODING_FAILURE, e.to_string()));
+    let min = parse(cmd.since())?;
+    if parse(&config)? < min {
+        return Err(CniError::new(INCOMPATIBLE_CNI_VERSION, format!("config version does not allow {cmd}")));
+    }
+    let wanted = parse(&config)?;
+    for v in supported {
+        if parse(v)? >= wanted {
+            return reconcile(&config, supported);
+        }
+    }
+    Err(CniError::new(INCOMPATIBLE_CNI_VERSION, format!("plugin version does not allow {cmd}")))
+}
+
+/// Go's own-namespace check: an unopenable or empty `CNI_NETNS` is fine (DEL of a vanished
+/// namespace), the plugin's own namespace is code 8.
+fn check_not_own_netns(args: &CmdArgs) -> Result<(), CniError> {
+    let o = args.netns_override.as_str();
+    if o.eq_ignore_ascii_case("true") || o == "1" || args.netns.is_empty() {
+        return Ok(());
+    }
+    let Ok(target) = crate::netns::identity(std::path::Path::new(&args.netns)) else {
+        return Ok(());
+    };
+    let own =
+        crate::netns::current_identity().map_err(|_| CniError::new(INVALID_NETNS, "get plugin's netns failed"))?;
+    if own == target {
+        return Err(CniError::new(INVALID_NETNS, "plugin's netns and netns from CNI_NETNS should not be the same"));
+    }
+    Ok(())
+}
+
+/// Everything after the environment: returns what to print on success.
+fn dispatch(plugin: &dyn Plugin, env: &mut dyn Environment) -> Result<Option<String>, CniError> {
+    let (command, mut args) = args_from_env(&*env)?;
+    let supported = plugin.supported_versions();
+    if command == "VERSION" {
+        let info = version::VersionInfo { cni_version: version::CURRENT.to_string(), supported_versions: supported };
+        return Ok(Some(format!("{}\n", info.to_json())));
+    }
+    args.stdin_data = read_stdin(env)?;
+    validate_config(&args.stdin_data)?;
+    let Some(cmd) = Command::parse(&command) else {
+        return Err(CniError::new(INVALID_ENVIRONMENT_VARIABLES, format!("unknown CNI_COMMAND: {command}")));
+    };
+    match cmd {
+        Command::Add => {
+            let config = decode_version(&args.stdin_data)?;
+            reconcile(&config, &supported)?;
+            check_not_own_netns(&args)?;
+            let result = plugin.add(&args)?;
+            let printed = result.to_json_pretty_as(&config).map_err(|e| {
+                CniError::new(INTERNAL, format!("cannot express the result in cniVersion {config}: {e}"))
+            })?;
+            Ok(Some(printed))
+        }
+        Command::Del => {
+            let config = decode_version(&args.stdin_data)?;
+            reconcile(&config, &supported)?;
+            check_not_own_netns(&args)?;
+            plugin.del(&args).map(|()| None)
+        }
+        Command::Check => {
+            gate(cmd, &args.stdin_data, &supported)?;
+            plugin.check(&args).map(|()| None)
+        }
+        Command::Gc => {
+            gate(cmd, &args.stdin_data, &supported)?;
+            plugin.gc(&args).map(|()| None)
+        }
+        Command::Status => {
+            gate(cmd, &args.stdin_data, &supported)?;
+            plugin.status(&args).map(|()| None)
+        }
+        Command::Version => Ok(None),
+    }
+}
+
+/// Set by the process panic hook once it has printed the error object itself.
+static PANIC_REPORTED: AtomicBool = AtomicBool::new(false);
+
+fn panic_error(payload: &(dyn std::any::Any + Send)) -> CniError {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string());
+    CniError::new(INTERNAL, format!("plugin panicked: {what}"))
+}
+
+/// Runs one command against `env` and returns the process exit code (0 or 1). Nothing here
+/// exits the process; only `main` does. Write errors on stdout (a runtime that closed the pipe)
+/// are ignored: there is nobody left to tell.
+pub fn run(plugin: &dyn Plugin, env: &mut dyn Environment) -> i32 {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(plugin, &mut *env)));
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(payload) => {
+            if PANIC_REPORTED.load(Ordering::SeqCst) {
+                return 1;
+            }
+            Err(panic_error(&*payload))
+        }
+    };
+    match outcome {
+        Ok(None) => 0,
+        Ok(Some(text)) => {
+            let _ = env.stdout().write_all(text.as_bytes());
+            let _ = env.stdout().flush();
+            0
+        }
+        Err(e) => {
+            let command = env.getenv("CNI_COMMAND").unwrap_or_default();
+            if command.is_empty() && e.code == INVALID_ENVIRONMENT_VARIABLES {
+                if let Some(about) = plugin.about() {
+                    let versions = plugin.supported_versions().join(", ");
+                    let _ = write!(env.stderr(), "{about}\nCNI protocol versions supported: {versions}\n");
+                    return 0;
+                }
+            }
+            let _ = env.stdout().write_all(e.to_json_pretty().as_bytes());
+            let _ = env.stdout().flush();
+            1
+        }
+    }
+}
+
+/// The whole `main` of a plugin: `std::process::exit(cni_skel::main(&MyPlugin))`.
+///
+/// Installs a panic hook that prints a code-999 error object on stdout, so a panic reaches the
+/// runtime as a CNI error even in release builds, where panics abort instead of unwinding.
+pub fn main(plugin: &dyn Plugin) -> i32 {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        let e = CniError::new(INTERNAL, format!("plugin panicked: {msg}{at}"));
+        let mut out = std::io::stdout();
+        let _ = out.write_all(e.to_json_pretty().as_bytes());
+        let _ = out.flush();
+        PANIC_REPORTED.store(true, Ordering::SeqCst);
+    }));
+    run(plugin, &mut crate::env::ProcessEnv::new())
+}

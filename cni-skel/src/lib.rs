@@ -1,0 +1,17 @@
+//! What every braid plugin needs, so that a correct CNI plugin is a trait implementation and a
+//! one-line `main`.
+//!
+//! * [`dispatch`]: the Go-exact dispatcher ([`Plugin`], [`run`], [`main`]).
+//! * [`env`]: the injected environment (real and test).
+//! * [`netns`]: running work inside a network namespace on a dedicated thread.
+//! * [`state`]: crash-safe, locked per-attachment state files.
+//! * [`log`]: logging that never touches stdout.
+
+pub mod dispatch;
+pub mod env;
+pub mod log;
+pub mod netns;
+pub mod state;
+
+pub use dispatch::{main, run, CmdArgs, Plugin};
+pub use env::{Environment, ProcessEnv, TestEnv};

@@ -1,0 +1,196 @@
+//! Logging for plugins: never to stdout (that is the runtime's channel), one line per event,
+//! each naming the plugin, command and container, to stderr and/or a file chosen by the
+//! plugin's configuration (`logFile`, `logLevel`).
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Severity, most severe first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Something failed.
+    Error,
+    /// Something is off but work goes on.
+    Warn,
+    /// What was done.
+    Info,
+    /// Details for debugging.
+    Debug,
+}
+
+impl Level {
+    /// Parses `error`, `warn`/`warning`, `info`, `debug` (any case).
+    pub fn parse(s: &str) -> Option<Level> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "error" => Level::Error,
+            "warn" | "warning" => Level::Warn,
+            "info" => Level::Info,
+            "debug" => Level::Debug,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Level::Error => "ERROR",
+            Level::Warn => "WARN",
+            Level::Info => "INFO",
+            Level::Debug => "DEBUG",
+        })
+    }
+}
+
+/// A logger bound to one invocation.
+#[derive(Debug)]
+pub struct Logger {
+    plugin: String,
+    command: String,
+    container_id: String,
+    level: Level,
+    stderr: bool,
+    file: Option<File>,
+}
+
+impl Logger {
+    /// A logger writing `level` and above to stderr.
+    pub fn new(plugin: &str, command: &str, container_id: &str) -> Logger {
+        Logger {
+            plugin: plugin.into(),
+            command: command.into(),
+            container_id: container_id.into(),
+            level: Level::Warn,
+            stderr: true,
+            file: None,
+        }
+    }
+
+    /// Applies `logLevel` and `logFile` from a plugin configuration. With a file, stderr only
+    /// gets warnings and errors. Returns a message when a key is unusable (logged, not fatal:
+    /// a bad log path must not take a pod's network down).
+    pub fn configure(&mut self, conf: &cni_types::NetConf) -> Option<String> {
+        let mut problem = None;
+        if let Some(v) = conf.get("logLevel").and_then(|v| v.as_str()) {
+            match Level::parse(v) {
+                Some(l) => self.level = l,
+                None => problem = Some(format!("logLevel {v:?} is not one of error, warn, info, debug")),
+            }
+        }
+        if let Some(path) = conf.get("logFile").and_then(|v| v.as_str()).filter(|p| !p.is_empty()) {
+            match OpenOptions::new().create(true).append(true).mode(0o600).open(path) {
+                Ok(f) => self.file = Some(f),
+                Err(e) => problem = Some(format!("logFile {path}: {e}")),
+            }
+        }
+        if let Some(p) = &problem {
+            self.log(Level::Warn, format_args!("{p}"));
+        }
+        problem
+    }
+
+    /// Sets the threshold.
+    pub fn set_level(&mut self, level: Level) {
+        self.level = level;
+    }
+
+    /// Writes one line if `level` passes the threshold.
+    pub fn log(&mut self, level: Level, msg: fmt::Arguments<'_>) {
+        if level > self.level {
+            return;
+        }
+        let line = format!(
+            "{} {} [{}] {} {}: {}\n",
+            rfc3339_now(),
+            level,
+            self.plugin,
+            self.command,
+            if self.container_id.is_empty() { "-" } else { &self.container_id },
+            msg
+        );
+        if let Some(f) = &mut self.file {
+            let _ = f.write_all(line.as_bytes());
+        }
+        if self.stderr && (self.file.is_none() || level <= Level::Warn) {
+            let _ = std::io::stderr().write_all(line.as_bytes());
+        }
+    }
+
+    /// An error line.
+    pub fn error(&mut self, msg: fmt::Arguments<'_>) {
+        self.log(Level::Error, msg)
+    }
+
+    /// A warning line.
+    pub fn warn(&mut self, msg: fmt::Arguments<'_>) {
+        self.log(Level::Warn, msg)
+    }
+
+    /// An info line.
+    pub fn info(&mut self, msg: fmt::Arguments<'_>) {
+        self.log(Level::Info, msg)
+    }
+
+    /// A debug line.
+    pub fn debug(&mut self, msg: fmt::Arguments<'_>) {
+        self.log(Level::Debug, msg)
+    }
+}
+
+/// UTC time as `2026-12-02T11:23:40.123Z`, without a date library.
+fn rfc3339_now() -> String {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamp_shape() {
+        let t = rfc3339_now();
+        assert_eq!(t.len(), 24, "{t}");
+        assert!(t.starts_with("20") && t.ends_with('Z'));
+    }
+
+    #[test]
+    fn file_logging_respects_level() {
+        let dir = std::env::temp_dir().join(format!("braid-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("plugin.log");
+        let conf = cni_types::NetConf::parse(
+            format!(r#"{{"name":"n","logFile":"{}","logLevel":"info"}}"#, path.display()).as_bytes(),
+        )
+        .unwrap();
+        let mut l = Logger::new("test", "ADD", "ctr1");
+        assert!(l.configure(&conf).is_none());
+        l.info(format_args!("hello"));
+        l.debug(format_args!("hidden"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("INFO [test] ADD ctr1: hello"), "{text}");
+        assert!(!text.contains("hidden"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,88 @@
+//! Entering network namespaces.
+//!
+//! `setns(2)` changes the namespace of one *thread*, and sockets belong to the namespace they
+//! were created in. So work inside a container namespace runs on a dedicated OS thread that
+//! enters the namespace, does the work and ends — it never returns to a pool, and the calling
+//! thread's namespace is never touched.
+
+use nix::sched::{setns, CloneFlags};
+use nix::sys::statfs::fstatfs;
+use std::fmt;
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// `NSFS_MAGIC`: files under `/run/netns` (bind mounts) and `/proc/*/ns/*`.
+const NSFS_MAGIC: i64 = 0x6e73_6673;
+/// `PROC_SUPER_MAGIC`: older kernels report `/proc/<pid>/ns/net` as procfs.
+const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+
+/// Why a namespace could not be entered.
+#[derive(Debug)]
+pub enum NetnsError {
+    /// `failed to open netns "<path>": <err>` (the path is missing or unreadable).
+    Open(PathBuf, std::io::Error),
+    /// `unknown FS magic on "<path>": <hex>`: the path is not a namespace file.
+    NotNetns(PathBuf, i64),
+    /// The path is a namespace, but not a network namespace, or setns failed.
+    Enter(PathBuf, nix::Error),
+    /// The work panicked on the namespace thread.
+    Panicked(PathBuf),
+}
+
+impl NetnsError {
+    /// Whether the namespace is simply gone (DEL treats this as success).
+    pub fn is_missing(&self) -> bool {
+        matches!(self, NetnsError::Open(_, e) if e.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
+impl fmt::Display for NetnsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NetnsError::Open(p, e) => write!(f, "failed to open netns {:?}: {e}", p.display().to_string()),
+            NetnsError::NotNetns(p, m) => write!(f, "unknown FS magic on {:?}: {m:x}", p.display().to_string()),
+            NetnsError::Enter(p, e) => {
+                write!(f, "failed to enter netns {:?}: {e} (is it a network namespace?)", p.display().to_string())
+            }
+            NetnsError::Panicked(p) => write!(f, "work inside netns {:?} panicked", p.display().to_string()),
+        }
+    }
+}
+
+impl std::error::Error for NetnsError {}
+
+/// Opens a namespace file and checks that it is one.
+pub fn open(path: &Path) -> Result<File, NetnsError> {
+    let file = File::open(path).map_err(|e| NetnsError::Open(path.to_path_buf(), e))?;
+    let st = fstatfs(&file).map_err(|e| NetnsError::Open(path.to_path_buf(), e.into()))?;
+    let magic = st.filesystem_type().0 as i64;
+    if magic != NSFS_MAGIC && magic != PROC_SUPER_MAGIC {
+        return Err(NetnsError::NotNetns(path.to_path_buf(), magic));
+    }
+    Ok(file)
+}
+
+/// Runs `work` on a new OS thread inside the network namespace at `path`, and returns its
+/// value. The thread ends with the work, so its namespace dies with it.
+pub fn run_in<T: Send, F: FnOnce() -> T + Send>(path: &Path, work: F) -> Result<T, NetnsError> {
+    let file = open(path)?;
+    std::thread::scope(|s| {
+        let handle = s.spawn(move || {
+            setns(&file, CloneFlags::CLONE_NEWNET).map_err(|e| NetnsError::Enter(path.to_path_buf(), e))?;
+            Ok(work())
+        });
+        handle.join().unwrap_or_else(|_| Err(NetnsError::Panicked(path.to_path_buf())))
+    })
+}
+
+/// Identifies a namespace file by device and inode (equal identities: the same namespace).
+pub fn identity(path: &Path) -> std::io::Result<(u64, u64)> {
+    let m = std::fs::metadata(path)?;
+    Ok((m.dev(), m.ino()))
+}
+
+/// The identity of the calling thread's network namespace.
+pub fn current_identity() -> std::io::Result<(u64, u64)> {
+    identity(Path::new("/proc/thread-self/ns/net")).or_else(|_| identity(Path::new("/proc/self/ns/net")))
+}

@@ -1,0 +1,212 @@
+//! Crash-safe per-attachment state.
+//!
+//! A meta-plugin must remember what it did so that DEL undoes exactly that, even after a crash
+//! or a reboot. Files are replaced atomically (temp file, fsync, rename, fsync the directory) so
+//! a reader sees the old or the new state, never a torn one. The directory is 0700, files 0600;
+//! symlinks are never followed; file names are built only from validated IDs. A lock per
+//! container serialises ADD/DEL of one container while different containers run in parallel.
+
+use nix::fcntl::{Flock, FlockArg};
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// A state-store failure, naming the file.
+#[derive(Debug)]
+pub struct StateError {
+    /// What was being done.
+    pub action: &'static str,
+    /// The file or directory.
+    pub path: PathBuf,
+    /// Why it failed.
+    pub source: std::io::Error,
+}
+
+impl fmt::Display for StateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "state: cannot {} {}: {}", self.action, self.path.display(), self.source)
+    }
+}
+
+impl std::error::Error for StateError {}
+
+fn err(action: &'static str, path: &Path, source: std::io::Error) -> StateError {
+    StateError { action, path: path.to_path_buf(), source }
+}
+
+/// The key of one attachment: a validated container ID and interface name. Container IDs
+/// cannot contain `@`, so `<id>@<ifname>` names every pair uniquely.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Key {
+    container_id: String,
+    ifname: String,
+}
+
+impl Key {
+    /// Validates both parts (CNI rules: no `/`, no `..`, no whitespace).
+    pub fn new(container_id: &str, ifname: &str) -> Result<Key, cni_types::CniError> {
+        cni_types::validate::container_id(container_id)?;
+        cni_types::validate::interface_name(ifname)?;
+        Ok(Key { container_id: container_id.to_string(), ifname: ifname.to_string() })
+    }
+
+    /// The container ID.
+    pub fn container_id(&self) -> &str {
+        &self.container_id
+    }
+
+    /// The interface name.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    fn file_name(&self) -> String {
+        format!("{}@{}", self.container_id, self.ifname)
+    }
+
+    fn parse(name: &str) -> Option<Key> {
+        let (cid, ifname) = name.split_once('@')?;
+        Key::new(cid, ifname).ok()
+    }
+}
+
+/// A directory of state files.
+#[derive(Debug, Clone)]
+pub struct StateStore {
+    dir: PathBuf,
+}
+
+/// Holds the container lock; released (and its file removed) on drop.
+#[derive(Debug)]
+pub struct ContainerLock {
+    path: PathBuf,
+    lock: Option<Flock<File>>,
+}
+
+impl Drop for ContainerLock {
+    fn drop(&mut self) {
+        // Unlink while still holding the lock: a waiter that then acquires the old inode sees
+        // that the path no longer names it and retries on a fresh file.
+        let _ = fs::remove_file(&self.path);
+        drop(self.lock.take());
+    }
+}
+
+impl StateStore {
+    /// Opens (creating with mode 0700) the directory. A symlink in its place is refused.
+    pub fn open(dir: impl Into<PathBuf>) -> Result<StateStore, StateError> {
+        let dir = dir.into();
+        match fs::symlink_metadata(&dir) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(err("use", &dir, std::io::Error::other("is a symlink")));
+            }
+            Ok(m) if !m.is_dir() => return Err(err("use", &dir, std::io::Error::other("not a directory"))),
+            Ok(_) => {}
+            Err(_) => {
+                fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(|e| err("create", &dir, e))?
+            }
+        }
+        Ok(StateStore { dir })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, key: &Key) -> PathBuf {
+        self.dir.join(key.file_name())
+    }
+
+    /// Takes the exclusive lock of one container, waiting for a holder to finish.
+    pub fn lock(&self, container_id: &str) -> Result<ContainerLock, StateError> {
+        cni_types::validate::container_id(container_id)
+            .map_err(|e| err("lock", &self.dir, std::io::Error::other(e.to_string())))?;
+        let path = self.dir.join(format!("{container_id}.lock"));
+        loop {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+                .open(&path)
+                .map_err(|e| err("open lock", &path, e))?;
+            let locked = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| err("lock", &path, e.into()))?;
+            let held = locked.metadata().map_err(|e| err("stat lock", &path, e))?;
+            match fs::symlink_metadata(&path) {
+                Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => {
+                    return Ok(ContainerLock { path, lock: Some(locked) });
+                }
+                _ => continue,
+            }
+        }
+    }
+
+    /// Reads a state file; `None` when there is none.
+    pub fn read(&self, key: &Key) -> Result<Option<Vec<u8>>, StateError> {
+        let path = self.path(key);
+        let file = OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC).open(&path);
+        let mut file = match file {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(err("open", &path, e)),
+        };
+        let mut buf = Vec::new();
+        file.read_to_end(&mut buf).map_err(|e| err("read", &path, e))?;
+        Ok(Some(buf))
+    }
+
+    /// Replaces a state file atomically and durably.
+    pub fn write(&self, key: &Key, bytes: &[u8]) -> Result<(), StateError> {
+        let path = self.path(key);
+        let tmp = self.dir.join(format!(".{}.tmp{}", key.file_name(), std::process::id()));
+        let _ = fs::remove_file(&tmp);
+        let result = (|| {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+                .open(&tmp)
+                .map_err(|e| err("create", &tmp, e))?;
+            f.write_all(bytes).map_err(|e| err("write", &tmp, e))?;
+            f.sync_all().map_err(|e| err("fsync", &tmp, e))?;
+            fs::rename(&tmp, &path).map_err(|e| err("rename into", &path, e))?;
+            self.sync_dir()
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result
+    }
+
+    /// Removes a state file; a missing one is fine.
+    pub fn remove(&self, key: &Key) -> Result<(), StateError> {
+        let path = self.path(key);
+        match fs::remove_file(&path) {
+            Ok(()) => self.sync_dir(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(err("remove", &path, e)),
+        }
+    }
+
+    /// Every key with a state file (GC walks these).
+    pub fn keys(&self) -> Result<Vec<Key>, StateError> {
+        let mut keys = Vec::new();
+        for entry in fs::read_dir(&self.dir).map_err(|e| err("list", &self.dir, e))? {
+            let entry = entry.map_err(|e| err("list", &self.dir, e))?;
+            if let Some(key) = entry.file_name().to_str().and_then(Key::parse) {
+                keys.push(key);
+            }
+        }
+        keys.sort();
+        Ok(keys)
+    }
+
+    fn sync_dir(&self) -> Result<(), StateError> {
+        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(|e| err("fsync", &self.dir, e))
+    }
+}
