@@ -2,10 +2,10 @@
 //! one-line `main`.
 //!
 //! * [`dispatch`]: the Go-exact dispatcher ([`Plugin`], [`run`], [`main`]).
-//! * [`env`]: the injected environment (real and test).
+//! * [`env`](mod@env): the injected environment (real and test).
 //! * [`netns`]: running work inside a network namespace on a dedicated thread.
 //! * [`state`]: crash-safe, locked per-attachment state files.
-//! * [`log`]: logging that never touches stdout.
+//! * [`log`](mod@log): logging that never touches stdout.
 
 pub mod dispatch;
 pub mod env;
