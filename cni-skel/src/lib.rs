@@ -3,12 +3,14 @@
 //!
 //! * [`dispatch`]: the Go-exact dispatcher ([`Plugin`], [`run`], [`main`]).
 //! * [`env`](mod@env): the injected environment (real and test).
+//! * [`invoke`]: finding and running other plugins, with timeouts.
 //! * [`netns`]: running work inside a network namespace on a dedicated thread.
 //! * [`state`]: crash-safe, locked per-attachment state files.
 //! * [`log`](mod@log): logging that never touches stdout.
 
 pub mod dispatch;
 pub mod env;
+pub mod invoke;
 pub mod log;
 pub mod netns;
 pub mod state;

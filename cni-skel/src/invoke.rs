@@ -1,0 +1,361 @@
+//! Running other plugins: finding them in `CNI_PATH`, executing them with an explicit CNI
+//! environment, and decoding what they print — the Go library's `pkg/invoke`, with a timeout
+//! that kills the child and everything it spawned, and the child's stderr always forwarded.
+
+use cni_types::error::INTERNAL;
+use cni_types::result::AnyResult;
+use cni_types::version::Command;
+use cni_types::CniError;
+use std::fmt;
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A failure to run a plugin, worded as the Go library words it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InvokeError {
+    /// `no plugin name provided`
+    NoName,
+    /// `invalid plugin name: <name>` (it contains a path separator).
+    InvalidName(String),
+    /// `no paths provided`
+    NoPaths,
+    /// `failed to find plugin "<name>" in path [<dirs>]`
+    NotFound {
+        /// The plugin type.
+        name: String,
+        /// The directories searched.
+        paths: Vec<PathBuf>,
+    },
+    /// The binary could not be started.
+    Spawn {
+        /// The binary.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The plugin ran longer than allowed and was killed with everything it spawned.
+    TimedOut {
+        /// The binary.
+        path: PathBuf,
+        /// The limit.
+        after: Duration,
+    },
+    /// The plugin failed with a CNI error object; its code is kept.
+    Plugin(CniError),
+    /// The plugin failed without a usable error object (Go's `netplugin failed …` texts).
+    Failed(String),
+    /// The plugin succeeded but its result could not be decoded.
+    BadResult(String),
+}
+
+impl fmt::Display for InvokeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InvokeError::NoName => f.write_str("no plugin name provided"),
+            InvokeError::InvalidName(n) => write!(f, "invalid plugin name: {n}"),
+            InvokeError::NoPaths => f.write_str("no paths provided"),
+            InvokeError::NotFound { name, paths } => {
+                let dirs: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                write!(f, "failed to find plugin {:?} in path [{}]", name, dirs.join(" "))
+            }
+            InvokeError::Spawn { path, reason } => write!(f, "cannot execute {}: {reason}", path.display()),
+            InvokeError::TimedOut { path, after } => {
+                write!(f, "{} timed out after {}", path.display(), humanize(*after))
+            }
+            InvokeError::Plugin(e) => write!(f, "{e}"),
+            InvokeError::Failed(m) | InvokeError::BadResult(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for InvokeError {}
+
+fn humanize(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+impl InvokeError {
+    /// As a CNI error: a child's typed error keeps its code; everything else is code 999, as
+    /// in Go, with the text above.
+    pub fn into_cni_error(self) -> CniError {
+        match self {
+            InvokeError::Plugin(e) => e,
+            other => CniError::new(INTERNAL, other.to_string()),
+        }
+    }
+}
+
+/// Go's `FindInPath`: the first regular file `dir/name` in order (symlinks followed, the exec
+/// bit not checked).
+pub fn find_in_path(name: &str, paths: &[PathBuf]) -> Result<PathBuf, InvokeError> {
+    if name.is_empty() {
+        return Err(InvokeError::NoName);
+    }
+    if name.contains('/') {
+        return Err(InvokeError::InvalidName(name.to_string()));
+    }
+    if paths.is_empty() {
+        return Err(InvokeError::NoPaths);
+    }
+    for dir in paths {
+        let candidate = dir.join(name);
+        if std::fs::metadata(&candidate).is_ok_and(|m| m.is_file()) {
+            return Ok(candidate);
+        }
+    }
+    Err(InvokeError::NotFound { name: name.to_string(), paths: paths.to_vec() })
+}
+
+/// The CNI parameters of one call. Every `CNI_*` variable is set explicitly for the child,
+/// so nothing of ours leaks into it by inheritance (an empty value is still set).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// `CNI_COMMAND`.
+    pub command: Command,
+    /// `CNI_CONTAINERID`.
+    pub container_id: String,
+    /// `CNI_NETNS`.
+    pub netns: String,
+    /// `CNI_IFNAME`.
+    pub ifname: String,
+    /// `CNI_ARGS`.
+    pub args: String,
+    /// `CNI_PATH`.
+    pub path: String,
+}
+
+impl Request {
+    /// The variables to set in the child.
+    pub fn env(&self) -> Vec<(String, String)> {
+        [
+            ("CNI_COMMAND", self.command.as_str()),
+            ("CNI_CONTAINERID", self.container_id.as_str()),
+            ("CNI_NETNS", self.netns.as_str()),
+            ("CNI_IFNAME", self.ifname.as_str()),
+            ("CNI_ARGS", self.args.as_str()),
+            ("CNI_PATH", self.path.as_str()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+}
+
+/// How a plugin binary is run: the real implementation is [`RawExec`]; tests use a fake.
+pub trait Exec {
+    /// Runs `plugin` with `stdin` and the process environment plus `env`, and returns its
+    /// stdout on success.
+    fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError>;
+
+    /// Finds a plugin binary; the default is [`find_in_path`].
+    fn find(&self, name: &str, paths: &[PathBuf]) -> Result<PathBuf, InvokeError> {
+        find_in_path(name, paths)
+    }
+}
+
+/// Executes plugins as child processes.
+#[derive(Debug, Clone, Default)]
+pub struct RawExec {
+    /// Kill the child (and its process group) after this long; `None` waits forever.
+    pub timeout: Option<Duration>,
+}
+
+/// `ETXTBSY`: the binary is still open for writing (it is being installed). Go retries.
+const ETXTBSY: i32 = 26;
+
+fn status_text(status: std::process::ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(9)) => "signal: killed".to_string(),
+        (None, Some(s)) => format!("signal: {s}"),
+        _ => "unknown exit".to_string(),
+    }
+}
+
+fn reader<R: Read + Send + 'static>(mut r: R) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = r.read_to_end(&mut buf);
+        let _ = tx.send(buf);
+    });
+    rx
+}
+
+impl Exec for RawExec {
+    fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
+        let mut attempt = 0;
+        let mut child = loop {
+            let mut cmd = std::process::Command::new(plugin);
+            cmd.envs(env.iter().map(|(k, v)| (k, v)))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                // Its own process group, so a timeout kills whatever it spawned too.
+                .process_group(0);
+            match cmd.spawn() {
+                Ok(c) => break c,
+                Err(e) if e.raw_os_error() == Some(ETXTBSY) && attempt < 5 => {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                Err(e) => return Err(InvokeError::Spawn { path: plugin.to_path_buf(), reason: e.to_string() }),
+            }
+        };
+        let pid = child.id();
+        let out_rx = child.stdout.take().map(reader);
+        let err_rx = child.stderr.take().map(reader);
+        if let Some(mut input) = child.stdin.take() {
+            let data = stdin.to_vec();
+            // A child that does not read its stdin must not block us.
+            std::thread::spawn(move || {
+                let _ = input.write_all(&data);
+            });
+        }
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait());
+        });
+        let waited = match self.timeout {
+            Some(t) => rx.recv_timeout(t).ok(),
+            None => rx.recv().ok(),
+        };
+        let Some(status) = waited else {
+            if let Ok(pid) = i32::try_from(pid) {
+                let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+            }
+            let _ = rx.recv_timeout(Duration::from_secs(2));
+            if let Some(err) = err_rx.and_then(|r| r.recv_timeout(Duration::from_millis(200)).ok()) {
+                let _ = std::io::stderr().write_all(&err);
+            }
+            return Err(InvokeError::TimedOut { path: plugin.to_path_buf(), after: self.timeout.unwrap_or_default() });
+        };
+        let status = status.map_err(|e| InvokeError::Spawn { path: plugin.to_path_buf(), reason: e.to_string() })?;
+        let stdout = out_rx.and_then(|r| r.recv().ok()).unwrap_or_default();
+        let stderr = err_rx.and_then(|r| r.recv().ok()).unwrap_or_default();
+        // Always forward the child's stderr (Go drops it when stdout holds an error object).
+        if !stderr.is_empty() {
+            let _ = std::io::stderr().write_all(&stderr);
+        }
+        if status.success() {
+            return Ok(stdout);
+        }
+        Err(failure(&stdout, &stderr, &status_text(status)))
+    }
+}
+
+/// Go's interpretation of a failed plugin's output.
+pub fn failure(stdout: &[u8], stderr: &[u8], status: &str) -> InvokeError {
+    if stdout.is_empty() {
+        if stderr.is_empty() {
+            return InvokeError::Failed(format!("netplugin failed with no error message: {status}"));
+        }
+        let text = String::from_utf8_lossy(stderr);
+        return InvokeError::Failed(format!("netplugin failed: {}: {status}", cni_types::gojson::quote(&text)));
+    }
+    match CniError::decode(stdout) {
+        Ok(e) => InvokeError::Plugin(e),
+        Err(e) => InvokeError::Failed(format!(
+            "netplugin failed but error parsing its diagnostic message {}: {e}",
+            cni_types::gojson::quote(&String::from_utf8_lossy(stdout))
+        )),
+    }
+}
+
+/// Decodes an ADD result (Go's `ExecPluginWithResult`): `null` is `{}`, and a result without
+/// `cniVersion` is taken to be in the configuration's version.
+pub fn decode_result(stdout: &[u8], conf_version: &str) -> Result<AnyResult, InvokeError> {
+    let bad = |e: String| InvokeError::BadResult(format!("failed to unmarshal raw result: {e}"));
+    let mut value = cni_types::gojson::parse(stdout).map_err(|e| bad(e.0))?;
+    if value.is_null() {
+        value = serde_json::Value::Object(Default::default());
+    }
+    let version = match value.get("cniVersion").and_then(|v| v.as_str()) {
+        Some(v) if !v.is_empty() => v.to_string(),
+        _ => {
+            let v = if conf_version.is_empty() { cni_types::version::DEFAULT } else { conf_version };
+            if let serde_json::Value::Object(map) = &mut value {
+                map.insert("cniVersion".into(), v.into());
+            }
+            v.to_string()
+        }
+    };
+    AnyResult::create_from_value(&version, &value).map_err(|e| bad(e.to_string()))
+}
+
+/// Runs ADD and decodes the result.
+pub fn add(exec: &dyn Exec, plugin: &Path, stdin: &[u8], req: &Request) -> Result<AnyResult, InvokeError> {
+    let out = exec.exec(plugin, stdin, &req.env())?;
+    let conf_version = cni_types::config::decode_version(stdin).unwrap_or_default();
+    decode_result(&out, &conf_version)
+}
+
+/// Runs a command whose stdout is ignored on success (DEL, CHECK, GC, STATUS).
+pub fn run(exec: &dyn Exec, plugin: &Path, stdin: &[u8], req: &Request) -> Result<(), InvokeError> {
+    exec.exec(plugin, stdin, &req.env()).map(|_| ())
+}
+
+/// Asks a plugin which versions it supports (Go's `GetVersionInfo`), sending the dummy values
+/// old plugins insist on.
+pub fn version_info(exec: &dyn Exec, plugin: &Path) -> Result<cni_types::version::VersionInfo, InvokeError> {
+    let env: Vec<(String, String)> = [
+        ("CNI_COMMAND", "VERSION"),
+        ("CNI_CONTAINERID", ""),
+        ("CNI_NETNS", "dummy"),
+        ("CNI_IFNAME", "dummy"),
+        ("CNI_ARGS", ""),
+        ("CNI_PATH", "dummy"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    match exec.exec(plugin, br#"{"cniVersion":"1.1.0"}"#, &env) {
+        Ok(out) => cni_types::version::VersionInfo::decode(&out).map_err(InvokeError::BadResult),
+        Err(InvokeError::Plugin(e)) if e.to_string() == "unknown CNI_COMMAND: VERSION" => {
+            Ok(cni_types::version::VersionInfo {
+                cni_version: "0.1.0".into(),
+                supported_versions: vec!["0.1.0".into()],
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A scripted [`Exec`] for unit tests: records every call and answers from a queue.
+#[derive(Debug, Default)]
+pub struct FakeExec {
+    /// Every call: plugin path, stdin, the env overrides.
+    pub calls: std::sync::Mutex<Vec<(PathBuf, Vec<u8>, Vec<(String, String)>)>>,
+    /// Answers, in order; when empty, calls succeed with empty stdout.
+    pub replies: std::sync::Mutex<std::collections::VecDeque<Result<Vec<u8>, InvokeError>>>,
+}
+
+impl FakeExec {
+    /// Queues an answer.
+    pub fn reply(&self, r: Result<Vec<u8>, InvokeError>) {
+        if let Ok(mut q) = self.replies.lock() {
+            q.push_back(r);
+        }
+    }
+}
+
+impl Exec for FakeExec {
+    fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
+        if let Ok(mut c) = self.calls.lock() {
+            c.push((plugin.to_path_buf(), stdin.to_vec(), env.to_vec()));
+        }
+        self.replies.lock().ok().and_then(|mut q| q.pop_front()).unwrap_or(Ok(Vec::new()))
+    }
+
+    fn find(&self, name: &str, _paths: &[PathBuf]) -> Result<PathBuf, InvokeError> {
+        Ok(PathBuf::from("/fake").join(name))
+    }
+}

@@ -1,0 +1,195 @@
+//! `invoke` against real child processes (small shell scripts), and `upstream/invoke-tests.json`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use cni_skel::invoke::{self, find_in_path, Exec, InvokeError, RawExec, Request};
+use cni_types::version::Command;
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+struct Scripts(PathBuf);
+
+impl Scripts {
+    fn new(tag: &str) -> Scripts {
+        let d = std::env::temp_dir().join(format!("braid-invoke-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Scripts(d)
+    }
+    fn add(&self, name: &str, body: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+}
+
+impl Drop for Scripts {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn req() -> Request {
+    Request {
+        command: Command::Add,
+        container_id: "ctr".into(),
+        netns: "/run/netns/x".into(),
+        ifname: "eth0".into(),
+        args: "K=V".into(),
+        path: "/opt/cni/bin".into(),
+    }
+}
+
+const CONF: &[u8] = br#"{"cniVersion":"1.0.0","name":"n","type":"t"}"#;
+
+#[test]
+fn success_returns_the_result_and_sets_every_cni_variable() {
+    let s = Scripts::new("ok");
+    let p = s.add(
+        "ok",
+        r#"cat >/dev/null; echo "{\"cniVersion\":\"1.0.0\",\"ips\":[{\"address\":\"198.18.0.2/24\"}],\"dns\":{\"domain\":\"$CNI_COMMAND-$CNI_CONTAINERID-$CNI_NETNS-$CNI_IFNAME-$CNI_ARGS-$CNI_PATH\"}}""#,
+    );
+    let r = invoke::add(&RawExec::default(), &p, CONF, &req()).unwrap().to_latest();
+    assert_eq!(r.ips[0].address.to_string(), "198.18.0.2/24");
+    assert_eq!(r.dns.domain, "ADD-ctr-/run/netns/x-eth0-K=V-/opt/cni/bin");
+}
+
+#[test]
+fn typed_error_keeps_its_code() {
+    let s = Scripts::new("typed");
+    let p = s.add("typed", r#"echo '{"code":11,"msg":"try again","details":"busy"}'; echo oops >&2; exit 1"#);
+    let e = invoke::run(&RawExec::default(), &p, CONF, &req()).unwrap_err();
+    assert_eq!(e, InvokeError::Plugin(cni_types::CniError::with_details(11, "try again", "busy")));
+    assert_eq!(e.into_cni_error().code, 11);
+}
+
+#[test]
+fn garbage_empty_and_stderr_failures_use_gos_texts() {
+    let s = Scripts::new("fail");
+    let garbage = s.add("garbage", "echo 'not json'; exit 1");
+    let e = invoke::run(&RawExec::default(), &garbage, CONF, &req()).unwrap_err();
+    assert!(
+        e.to_string().starts_with(
+            "netplugin failed but error parsing its diagnostic message \"not json\\n\": invalid character"
+        ),
+        "{e}"
+    );
+    let quiet = s.add("quiet", "exit 3");
+    let e = invoke::run(&RawExec::default(), &quiet, CONF, &req()).unwrap_err();
+    assert_eq!(e.to_string(), "netplugin failed with no error message: exit status 3");
+    let loud = s.add("loud", "echo 'some stderr message' >&2; exit 1");
+    let e = invoke::run(&RawExec::default(), &loud, CONF, &req()).unwrap_err();
+    assert_eq!(e.to_string(), "netplugin failed: \"some stderr message\\n\": exit status 1");
+    assert_eq!(e.into_cni_error().code, 999);
+    let bad_result = s.add("badresult", "echo hello");
+    let e = invoke::add(&RawExec::default(), &bad_result, CONF, &req()).unwrap_err();
+    assert!(e.to_string().starts_with("failed to unmarshal raw result: invalid character 'h'"), "{e}");
+}
+
+#[test]
+fn timeout_kills_the_child_and_what_it_spawned() {
+    let s = Scripts::new("hang");
+    let marker = s.0.join("grandchild.pid");
+    let p = s.add("hang", &format!("sleep 30 & echo $! > {}; sleep 30", marker.display()));
+    let exec = RawExec { timeout: Some(Duration::from_millis(300)) };
+    let start = Instant::now();
+    let e = invoke::run(&exec, &p, CONF, &req()).unwrap_err();
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+    assert!(e.to_string().ends_with("timed out after 300ms"), "{e}");
+    let pid = std::fs::read_to_string(&marker).unwrap().trim().to_string();
+    std::thread::sleep(Duration::from_millis(100));
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Gone, or a zombie waiting for init to reap it.
+    assert!(stat.is_empty() || stat.contains(") Z "), "grandchild {pid} survived: {stat}");
+}
+
+#[test]
+fn finding_plugins() {
+    let s = Scripts::new("find");
+    let p = s.add("bridge", "true");
+    let missing = PathBuf::from("/nonexistent-braid");
+    assert_eq!(find_in_path("bridge", &[missing.clone(), s.0.clone()]).unwrap(), p);
+    assert_eq!(find_in_path("", &[s.0.clone()]).unwrap_err().to_string(), "no plugin name provided");
+    assert_eq!(find_in_path("../bridge", &[s.0.clone()]).unwrap_err().to_string(), "invalid plugin name: ../bridge");
+    assert_eq!(find_in_path("bridge", &[]).unwrap_err().to_string(), "no paths provided");
+    let e = find_in_path("nope", &[missing, PathBuf::from("/b")]).unwrap_err();
+    assert_eq!(e.to_string(), "failed to find plugin \"nope\" in path [/nonexistent-braid /b]");
+    // A directory of the plugin's name is not a plugin.
+    std::fs::create_dir(s.0.join("dir")).unwrap();
+    assert!(find_in_path("dir", &[s.0.clone()]).is_err());
+    let e = RawExec::default().exec(Path::new("/nonexistent-braid/x"), b"", &[]).unwrap_err();
+    assert!(matches!(e, InvokeError::Spawn { .. }), "{e}");
+}
+
+#[test]
+fn version_probe_sends_dummies() {
+    let s = Scripts::new("version");
+    let p = s.add(
+        "v",
+        r#"in=$(cat); [ "$CNI_NETNS" = dummy ] && [ "$CNI_IFNAME" = dummy ] && [ "$CNI_PATH" = dummy ] || exit 1
+echo "{\"cniVersion\":\"1.0.0\",\"supportedVersions\":[\"0.4.0\",\"1.0.0\"],\"sent\":$in}""#,
+    );
+    let info = invoke::version_info(&RawExec::default(), &p).unwrap();
+    assert_eq!(info.supported_versions, vec!["0.4.0", "1.0.0"]);
+    let old = s.add("old", r#"echo '{"code":4,"msg":"unknown CNI_COMMAND: VERSION"}'; exit 1"#);
+    assert_eq!(invoke::version_info(&RawExec::default(), &old).unwrap().supported_versions, vec!["0.1.0"]);
+}
+
+fn vector() -> Value {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/cni-vectors/upstream/invoke-tests.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+#[test]
+fn upstream_invoke_tests() {
+    let v = vector();
+    for c in v["ExecPluginWithResult"].as_array().unwrap() {
+        let conf = c["netconf"].as_str().unwrap();
+        let version = cni_types::config::decode_version(conf.as_bytes()).unwrap();
+        let r = invoke::decode_result(c["pluginStdout"].as_str().unwrap().as_bytes(), &version).unwrap();
+        assert_eq!(r.version(), c["resultVersion"].as_str().unwrap());
+    }
+    let a = &v["ArgsAsEnv"]["args"];
+    let pairs: Vec<String> = a["PluginArgs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| format!("{}={}", p[0].as_str().unwrap(), p[1].as_str().unwrap()))
+        .collect();
+    let r = Request {
+        command: Command::parse(a["Command"].as_str().unwrap()).unwrap(),
+        container_id: a["ContainerID"].as_str().unwrap().into(),
+        netns: a["NetNS"].as_str().unwrap().into(),
+        ifname: a["IfName"].as_str().unwrap().into(),
+        args: pairs.join(";"),
+        path: a["Path"].as_str().unwrap().into(),
+    };
+    let env: Vec<String> = r.env().into_iter().map(|(k, v)| format!("{k}={v}")).collect();
+    for want in v["ArgsAsEnv"]["envContains"].as_array().unwrap() {
+        assert!(env.contains(&want.as_str().unwrap().to_string()), "{want}");
+    }
+    for c in v["RawExecErrors"].as_array().unwrap() {
+        if let Some(exit) = c.get("exit") {
+            let e = invoke::failure(
+                c["stdout"].as_str().unwrap().as_bytes(),
+                c["stderr"].as_str().unwrap().as_bytes(),
+                &format!("exit status {exit}"),
+            );
+            assert_eq!(e.to_string(), c["error"].as_str().unwrap());
+        } else {
+            let e = invoke::failure(br#"{"code":7,"msg":"banana"}"#, b"", "exit status 1");
+            assert_eq!(e.to_string(), c["error"].as_str().unwrap());
+        }
+    }
+    let gv = &v["GetVersionInfo"];
+    assert_eq!(gv["stdinSent"], r#"{"cniVersion":"1.1.0"}"#);
+    assert!(v["Delegate"]["notFoundErrorPrefix"].as_str().is_some_and(|p| find_in_path(
+        "x",
+        &[PathBuf::from("/none")]
+    )
+    .unwrap_err()
+    .to_string()
+    .starts_with(p)));
+}
