@@ -329,11 +329,22 @@ pub fn version_info(exec: &dyn Exec, plugin: &Path) -> Result<cni_types::version
     }
 }
 
+/// One call recorded by [`FakeExec`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    /// The plugin binary.
+    pub plugin: PathBuf,
+    /// What it was sent on stdin.
+    pub stdin: Vec<u8>,
+    /// The environment overrides.
+    pub env: Vec<(String, String)>,
+}
+
 /// A scripted [`Exec`] for unit tests: records every call and answers from a queue.
 #[derive(Debug, Default)]
 pub struct FakeExec {
-    /// Every call: plugin path, stdin, the env overrides.
-    pub calls: std::sync::Mutex<Vec<(PathBuf, Vec<u8>, Vec<(String, String)>)>>,
+    /// Every call, in order.
+    pub calls: std::sync::Mutex<Vec<Call>>,
     /// Answers, in order; when empty, calls succeed with empty stdout.
     pub replies: std::sync::Mutex<std::collections::VecDeque<Result<Vec<u8>, InvokeError>>>,
 }
@@ -350,7 +361,7 @@ impl FakeExec {
 impl Exec for FakeExec {
     fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
         if let Ok(mut c) = self.calls.lock() {
-            c.push((plugin.to_path_buf(), stdin.to_vec(), env.to_vec()));
+            c.push(Call { plugin: plugin.to_path_buf(), stdin: stdin.to_vec(), env: env.to_vec() });
         }
         self.replies.lock().ok().and_then(|mut q| q.pop_front()).unwrap_or(Ok(Vec::new()))
     }
