@@ -111,14 +111,17 @@ fn finding_plugins() {
     let p = s.add("bridge", "true");
     let missing = PathBuf::from("/nonexistent-braid");
     assert_eq!(find_in_path("bridge", &[missing.clone(), s.0.clone()]).unwrap(), p);
-    assert_eq!(find_in_path("", &[s.0.clone()]).unwrap_err().to_string(), "no plugin name provided");
-    assert_eq!(find_in_path("../bridge", &[s.0.clone()]).unwrap_err().to_string(), "invalid plugin name: ../bridge");
+    assert_eq!(find_in_path("", std::slice::from_ref(&s.0)).unwrap_err().to_string(), "no plugin name provided");
+    assert_eq!(
+        find_in_path("../bridge", std::slice::from_ref(&s.0)).unwrap_err().to_string(),
+        "invalid plugin name: ../bridge"
+    );
     assert_eq!(find_in_path("bridge", &[]).unwrap_err().to_string(), "no paths provided");
     let e = find_in_path("nope", &[missing, PathBuf::from("/b")]).unwrap_err();
     assert_eq!(e.to_string(), "failed to find plugin \"nope\" in path [/nonexistent-braid /b]");
     // A directory of the plugin's name is not a plugin.
     std::fs::create_dir(s.0.join("dir")).unwrap();
-    assert!(find_in_path("dir", &[s.0.clone()]).is_err());
+    assert!(find_in_path("dir", std::slice::from_ref(&s.0)).is_err());
     let e = RawExec::default().exec(Path::new("/nonexistent-braid/x"), b"", &[]).unwrap_err();
     assert!(matches!(e, InvokeError::Spawn { .. }), "{e}");
 }
