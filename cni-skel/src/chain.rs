@@ -1,0 +1,411 @@
+//! Running a conflist the way libcni does (spec-notes §7.4–7.5): ADD in order passing each
+//! plugin's result on as `prevResult`, CHECK with the cached result, DEL in reverse, GC of stale
+//! cached attachments then GC to every plugin, STATUS; per-plugin requests built as libcni
+//! builds them; the `cniCacheV1` result cache. Delegates that are conflists run through this,
+//! and the integration tests use it as their runtime.
+
+use crate::invoke::{self, Exec, InvokeError, Request};
+use cni_types::config::{runtime_config_for, GcAttachment, GC_ATTACHMENTS_LEGACY, GC_VALID_ATTACHMENTS};
+use cni_types::result::AnyResult;
+use cni_types::version::{self, Command};
+use cni_types::{CniError, NetConf, NetConfList};
+use serde_json::{Map, Value};
+use std::fmt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// What the runtime knows about one attachment (libcni's `RuntimeConf`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RuntimeConf {
+    /// `CNI_CONTAINERID`.
+    pub container_id: String,
+    /// `CNI_NETNS`.
+    pub netns: String,
+    /// `CNI_IFNAME`.
+    pub ifname: String,
+    /// `CNI_ARGS` pairs.
+    pub args: Vec<(String, String)>,
+    /// Capability arguments offered to plugins that declare them.
+    pub capability_args: Map<String, Value>,
+}
+
+/// A chain failure: libcni's text, and the plugin's typed error when there was one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainError {
+    /// The message as libcni words it (`plugin type="tuning" failed (add): …`).
+    pub msg: String,
+    /// The failing plugin's own error, code intact.
+    pub cause: Option<CniError>,
+}
+
+impl ChainError {
+    fn plain(msg: impl Into<String>) -> ChainError {
+        ChainError { msg: msg.into(), cause: None }
+    }
+
+    /// As a CNI error: the plugin's code with libcni's wrapped message, or 999.
+    pub fn to_cni_error(&self) -> CniError {
+        match &self.cause {
+            Some(c) => CniError { code: c.code, msg: self.msg.clone(), details: String::new() },
+            None => CniError::new(cni_types::error::INTERNAL, self.msg.clone()),
+        }
+    }
+}
+
+impl fmt::Display for ChainError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.msg)
+    }
+}
+
+impl std::error::Error for ChainError {}
+
+fn from_invoke(e: InvokeError) -> ChainError {
+    let cause = match &e {
+        InvokeError::Plugin(c) => Some(c.clone()),
+        _ => None,
+    };
+    ChainError { msg: e.to_string(), cause }
+}
+
+fn describe(plugin: &NetConf) -> String {
+    let mut s = format!("type={}", cni_types::gojson::quote(&plugin.plugin_type));
+    if !plugin.name.is_empty() {
+        s.push_str(&format!(" name={}", cni_types::gojson::quote(&plugin.name)));
+    }
+    s
+}
+
+fn wrap(plugin: &NetConf, verb: &str, e: InvokeError) -> ChainError {
+    let inner = from_invoke(e);
+    ChainError { msg: format!("plugin {} failed ({verb}): {}", describe(plugin), inner.msg), cause: inner.cause }
+}
+
+/// libcni's `buildOneConfig`: the plugin object with the list's `name` and `cniVersion`,
+/// `prevResult` when there is one (a configured one passes through otherwise), and
+/// `runtimeConfig` from declared capabilities. Compact JSON, keys sorted; `capabilities` stays.
+pub fn build_one_config(
+    plugin: &NetConf,
+    name: &str,
+    version: &str,
+    prev: Option<&AnyResult>,
+    capability_args: &Map<String, Value>,
+) -> Vec<u8> {
+    let mut conf = plugin.clone();
+    conf.set("name", Value::String(name.to_string()));
+    conf.set("cniVersion", Value::String(version.to_string()));
+    if let Some(prev) = prev {
+        conf.set("prevResult", prev.to_value());
+    }
+    if let Some(rc) = runtime_config_for(&conf.capabilities, capability_args) {
+        conf.set("runtimeConfig", Value::Object(rc));
+    }
+    conf.to_bytes()
+}
+
+/// Runs conflists with one exec implementation, finding plugins in `paths`, caching results
+/// under `cache_dir`.
+pub struct Chain<'a> {
+    /// How plugins are run.
+    pub exec: &'a dyn Exec,
+    /// Where plugins are found (`CNI_PATH`).
+    pub paths: Vec<PathBuf>,
+    /// The result cache root (libcni's default is `/var/lib/cni`).
+    pub cache_dir: PathBuf,
+}
+
+impl Chain<'_> {
+    fn path_env(&self) -> String {
+        self.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":")
+    }
+
+    fn request(&self, command: Command, rt: &RuntimeConf) -> Request {
+        Request {
+            command,
+            container_id: rt.container_id.clone(),
+            netns: rt.netns.clone(),
+            ifname: rt.ifname.clone(),
+            args: rt.args.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";"),
+            path: self.path_env(),
+        }
+    }
+
+    fn find(&self, plugin: &NetConf) -> Result<PathBuf, InvokeError> {
+        self.exec.find(&plugin.plugin_type, &self.paths)
+    }
+
+    /// ADD every plugin in order; on success the final result is cached and returned.
+    pub fn add(&self, list: &NetConfList, rt: &RuntimeConf) -> Result<AnyResult, ChainError> {
+        let v = |e: CniError| ChainError { msg: e.to_string(), cause: Some(e) };
+        cni_types::validate::container_id(&rt.container_id).map_err(v)?;
+        cni_types::validate::network_name(&list.name).map_err(v)?;
+        cni_types::validate::interface_name(&rt.ifname).map_err(v)?;
+        let req = self.request(Command::Add, rt);
+        let mut prev: Option<AnyResult> = None;
+        for plugin in &list.plugins {
+            let stdin = build_one_config(plugin, &list.name, &list.cni_version, prev.as_ref(), &rt.capability_args);
+            let path = self.find(plugin).map_err(|e| wrap(plugin, "add", e))?;
+            let result = invoke::add(self.exec, &path, &stdin, &req).map_err(|e| wrap(plugin, "add", e))?;
+            prev = Some(result);
+        }
+        let result = prev.ok_or_else(|| ChainError::plain("no plugins in list"))?;
+        self.write_cache(list, rt, &result)?;
+        Ok(result)
+    }
+
+    /// CHECK every plugin in order with the cached result; refused below 0.4.0.
+    pub fn check(&self, list: &NetConfList, rt: &RuntimeConf) -> Result<(), ChainError> {
+        if !version::greater_than_or_equal_to(&list.cni_version, "0.4.0").unwrap_or(false) {
+            return Err(ChainError::plain(format!(
+                "configuration version {} does not support the CHECK command",
+                cni_types::gojson::quote(&list.cni_version)
+            )));
+        }
+        if list.disable_check {
+            return Ok(());
+        }
+        let cached = self.cached_result(list, rt).map_err(|e| {
+            ChainError::plain(format!(
+                "failed to get network {} cached result: {e}",
+                cni_types::gojson::quote(&list.name)
+            ))
+        })?;
+        let req = self.request(Command::Check, rt);
+        for plugin in &list.plugins {
+            let stdin = build_one_config(plugin, &list.name, &list.cni_version, cached.as_ref(), &rt.capability_args);
+            let path = self.find(plugin).map_err(from_invoke)?;
+            invoke::run(self.exec, &path, &stdin, &req).map_err(from_invoke)?;
+        }
+        Ok(())
+    }
+
+    /// DEL every plugin in reverse with the cached result (if any); removes the cache.
+    pub fn del(&self, list: &NetConfList, rt: &RuntimeConf) -> Result<(), ChainError> {
+        let mut cached = None;
+        if version::greater_than_or_equal_to(&list.cni_version, "0.4.0").unwrap_or(false) {
+            match self.cached_result(list, rt) {
+                Ok(c) => cached = c,
+                Err(_) => {
+                    let _ = std::fs::remove_file(self.cache_path(&list.name, rt));
+                }
+            }
+        }
+        let req = self.request(Command::Del, rt);
+        for plugin in list.plugins.iter().rev() {
+            let stdin = build_one_config(plugin, &list.name, &list.cni_version, cached.as_ref(), &rt.capability_args);
+            let path = self.find(plugin).map_err(|e| wrap(plugin, "delete", e))?;
+            invoke::run(self.exec, &path, &stdin, &req).map_err(|e| wrap(plugin, "delete", e))?;
+        }
+        match std::fs::remove_file(self.cache_path(&list.name, rt)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(ChainError::plain(format!("failed to remove cached result: {e}"))),
+        }
+    }
+
+    /// GC: DEL every cached attachment of this network that is not in `valid`, then (1.1.0
+    /// and later) send GC with the valid list to every plugin. All errors are reported, joined.
+    pub fn gc(&self, list: &NetConfList, valid: Option<&[GcAttachment]>) -> Result<(), ChainError> {
+        if list.disable_gc {
+            return Ok(());
+        }
+        let mut errors = Vec::new();
+        let keep = valid.unwrap_or(&[]);
+        for entry in self.cache_entries(&list.name) {
+            let stale = !keep.iter().any(|a| a.container_id == entry.container_id && a.ifname == entry.ifname);
+            if stale {
+                if let Err(e) = self.del(list, &entry) {
+                    errors.push(e.msg);
+                }
+            }
+        }
+        if version::greater_than_or_equal_to(&list.cni_version, "1.1.0").unwrap_or(false) {
+            let attachments: Value = match valid {
+                Some(v) => Value::Array(
+                    v.iter().map(|a| serde_json::json!({"containerID": a.container_id, "ifname": a.ifname})).collect(),
+                ),
+                None => Value::Null,
+            };
+            let req = self.request(Command::Gc, &RuntimeConf::default());
+            for plugin in &list.plugins {
+                let mut conf = plugin.clone();
+                conf.set("name", Value::String(list.name.clone()));
+                conf.set("cniVersion", Value::String(list.cni_version.clone()));
+                if valid.is_some() {
+                    conf.set(GC_VALID_ATTACHMENTS, attachments.clone());
+                    conf.set(GC_ATTACHMENTS_LEGACY, attachments.clone());
+                }
+                let result = self.find(plugin).and_then(|path| invoke::run(self.exec, &path, &conf.to_bytes(), &req));
+                if let Err(e) = result {
+                    errors.push(wrap(plugin, "gc", e).msg);
+                }
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ChainError::plain(errors.join("\n")))
+        }
+    }
+
+    /// STATUS to every plugin in order (1.1.0 and later); the first failure, code intact.
+    pub fn status(&self, list: &NetConfList) -> Result<(), ChainError> {
+        if !version::greater_than_or_equal_to(&list.cni_version, "1.1.0").unwrap_or(false) {
+            return Ok(());
+        }
+        let req = self.request(Command::Status, &RuntimeConf::default());
+        for plugin in &list.plugins {
+            let mut conf = plugin.clone();
+            conf.set("name", Value::String(list.name.clone()));
+            conf.set("cniVersion", Value::String(list.cni_version.clone()));
+            let path = self.find(plugin).map_err(from_invoke)?;
+            invoke::run(self.exec, &path, &conf.to_bytes(), &req).map_err(from_invoke)?;
+        }
+        Ok(())
+    }
+
+    /// `<cacheDir>/results/<network>-<containerID>-<ifname>`.
+    pub fn cache_path(&self, network: &str, rt: &RuntimeConf) -> PathBuf {
+        self.cache_dir.join("results").join(format!("{network}-{}-{}", rt.container_id, rt.ifname))
+    }
+
+    fn write_cache(&self, list: &NetConfList, rt: &RuntimeConf, result: &AnyResult) -> Result<(), ChainError> {
+        let io = |e: std::io::Error| ChainError::plain(format!("failed to write cached result: {e}"));
+        let dir = self.cache_dir.join("results");
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(io)?;
+        let bytes = cache_file_bytes(list, rt, result);
+        let path = self.cache_path(&list.name, rt);
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)
+                .map_err(io)?;
+            f.write_all(&bytes).map_err(io)?;
+            f.sync_all().map_err(io)?;
+        }
+        std::fs::rename(&tmp, &path).map_err(io)
+    }
+
+    fn cached_result(&self, list: &NetConfList, rt: &RuntimeConf) -> Result<Option<AnyResult>, String> {
+        let bytes = match std::fs::read(self.cache_path(&list.name, rt)) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.to_string()),
+        };
+        let value: Value = cni_types::gojson::parse(&bytes).map_err(|e| e.0)?;
+        let raw = match value.get("kind") {
+            Some(Value::String(k)) if k == "cniCacheV1" => value.get("result").cloned().unwrap_or(Value::Null),
+            _ => value,
+        };
+        if raw.is_null() {
+            return Ok(None);
+        }
+        let bytes = serde_json::to_vec(&raw).map_err(|e| e.to_string())?;
+        let result = AnyResult::from_bytes(&bytes).map_err(|e| e.to_string())?;
+        result.convert_to(&list.cni_version).map(Some).map_err(|e| e.to_string())
+    }
+
+    fn cache_entries(&self, network: &str) -> Vec<RuntimeConf> {
+        let Ok(dir) = std::fs::read_dir(self.cache_dir.join("results")) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for entry in dir.flatten() {
+            let Ok(bytes) = std::fs::read(entry.path()) else { continue };
+            let Ok(v) = serde_json::from_slice::<Value>(&bytes) else { continue };
+            if v.get("kind").and_then(Value::as_str) != Some("cniCacheV1")
+                || v.get("networkName").and_then(Value::as_str) != Some(network)
+            {
+                continue;
+            }
+            let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+            let args = v
+                .get("cniArgs")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|p| Some((p.get(0)?.as_str()?.to_string(), p.get(1)?.as_str()?.to_string())))
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.push(RuntimeConf {
+                container_id: text("containerId"),
+                netns: text("netns"),
+                ifname: text("ifName"),
+                args,
+                capability_args: v.get("capabilityArgs").and_then(Value::as_object).cloned().unwrap_or_default(),
+            });
+        }
+        out
+    }
+}
+
+/// The cache file libcni writes, keys in libcni's order.
+pub fn cache_file_bytes(list: &NetConfList, rt: &RuntimeConf, result: &AnyResult) -> Vec<u8> {
+    let mut out = String::from("{\"kind\":\"cniCacheV1\"");
+    let s = |v: &str| cni_types::gojson::to_go_string(v);
+    out.push_str(&format!(",\"containerId\":{}", s(&rt.container_id)));
+    out.push_str(&format!(",\"config\":\"{}\"", base64(&list.bytes)));
+    out.push_str(&format!(",\"ifName\":{}", s(&rt.ifname)));
+    out.push_str(&format!(",\"networkName\":{}", s(&list.name)));
+    if !rt.netns.is_empty() {
+        out.push_str(&format!(",\"netns\":{}", s(&rt.netns)));
+    }
+    if !rt.args.is_empty() {
+        let pairs: Vec<[&str; 2]> = rt.args.iter().map(|(k, v)| [k.as_str(), v.as_str()]).collect();
+        out.push_str(&format!(",\"cniArgs\":{}", cni_types::gojson::to_go_string(&pairs)));
+    }
+    if !rt.capability_args.is_empty() {
+        out.push_str(&format!(",\"capabilityArgs\":{}", cni_types::gojson::to_go_string(&rt.capability_args)));
+    }
+    out.push_str(&format!(",\"result\":{}", result.to_json()));
+    out.push('}');
+    out.into_bytes()
+}
+
+/// Standard base64 with padding (how Go's JSON encodes `[]byte`).
+fn base64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(T[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Reads `path`, whether a conflist or a single plugin configuration (wrapped as a list).
+pub fn load_list(path: &Path) -> Result<NetConfList, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let value = cni_types::gojson::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    if value.get("plugins").is_some() {
+        NetConfList::parse(&bytes).map_err(|e| e.to_string())
+    } else {
+        let conf = cni_types::conflist::parse_plugin(value).map_err(|e| e.to_string())?;
+        Ok(NetConfList::from_single(conf))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn base64_matches_the_rfc_examples() {
+        for (i, o) in
+            [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="), ("fooba", "Zm9vYmE=")]
+        {
+            assert_eq!(super::base64(i.as_bytes()), o);
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! `generated/libcni/flow/*`: a full runtime flow through `chain`, against a recording exec.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use cni_skel::chain::{build_one_config, Chain, RuntimeConf};
+use cni_skel::invoke::FakeExec;
+use cni_types::config::GcAttachment;
+use cni_types::{NetConf, NetConfList};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn vec_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/cni-vectors/generated/libcni/flow")
+}
+
+fn load(name: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(vec_dir().join(name)).unwrap()).unwrap()
+}
+
+fn unbase64(s: &str) -> Vec<u8> {
+    let val = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        _ => 63,
+    };
+    let clean: Vec<u8> = s.bytes().filter(|&c| c != b'=').collect();
+    let mut out = Vec::new();
+    for chunk in clean.chunks(4) {
+        let mut n = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            n |= u32::from(val(c)) << (18 - 6 * i);
+        }
+        for i in 0..chunk.len() - 1 {
+            out.push((n >> (16 - 8 * i)) as u8);
+        }
+    }
+    out
+}
+
+struct Flow {
+    flow: Value,
+    list: NetConfList,
+    rt: RuntimeConf,
+    cache: PathBuf,
+}
+
+impl Flow {
+    fn new(tag: &str) -> Flow {
+        let flow = load("flow.json");
+        let cache_file = load("cache-file.json");
+        let bytes = unbase64(cache_file["config"].as_str().unwrap());
+        let list = NetConfList::parse(&bytes).unwrap();
+        let r = &flow["runtimeConf"];
+        let rt = RuntimeConf {
+            container_id: r["ContainerID"].as_str().unwrap().into(),
+            netns: r["NetNS"].as_str().unwrap().into(),
+            ifname: r["IfName"].as_str().unwrap().into(),
+            args: r["Args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| (p[0].as_str().unwrap().into(), p[1].as_str().unwrap().into()))
+                .collect(),
+            capability_args: r["CapabilityArgs"].as_object().unwrap().clone(),
+        };
+        let cache = std::env::temp_dir().join(format!("braid-chain-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&cache);
+        Flow { flow, list, rt, cache }
+    }
+
+    fn chain<'a>(&self, exec: &'a FakeExec) -> Chain<'a> {
+        let paths =
+            self.flow["cniPath"].as_array().unwrap().iter().map(|p| PathBuf::from(p.as_str().unwrap())).collect();
+        Chain { exec, paths, cache_dir: self.cache.clone() }
+    }
+
+    /// Replies for an ADD: each plugin printed what the next one received as prevResult.
+    fn add_replies(&self, exec: &FakeExec) {
+        let calls = self.flow["ADD.calls"].as_array().unwrap();
+        for next in &calls[1..] {
+            exec.reply(Ok(serde_json::to_vec(&next["stdin"]["prevResult"]).unwrap()));
+        }
+        exec.reply(Ok(serde_json::to_vec(&self.flow["ADD.finalResult"]).unwrap()));
+    }
+}
+
+impl Drop for Flow {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.cache);
+    }
+}
+
+fn assert_calls(exec: &FakeExec, want: &Value, what: &str) {
+    let got = exec.calls.lock().unwrap().clone();
+    exec.calls.lock().unwrap().clear();
+    let want = want.as_array().unwrap();
+    assert_eq!(got.len(), want.len(), "{what}: number of calls");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(g.plugin.file_name().unwrap().to_str().unwrap(), w["plugin"].as_str().unwrap(), "{what} #{i}");
+        let stdin: Value = serde_json::from_slice(&g.stdin).unwrap();
+        assert_eq!(stdin, w["stdin"], "{what} #{i}: stdin");
+        // libcni's bytes are compact with keys sorted: ours are byte-identical.
+        assert_eq!(
+            String::from_utf8(g.stdin.clone()).unwrap(),
+            cni_types::gojson::to_go_string(&w["stdin"]),
+            "{what} #{i}"
+        );
+        let env: serde_json::Map<String, Value> =
+            g.env.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+        assert_eq!(Value::Object(env), w["env"], "{what} #{i}: env");
+    }
+}
+
+#[test]
+fn full_flow() {
+    let f = Flow::new("full");
+    let exec = FakeExec::default();
+    let chain = f.chain(&exec);
+
+    f.add_replies(&exec);
+    let result = chain.add(&f.list, &f.rt).unwrap();
+    assert_eq!(result.to_value(), f.flow["ADD.finalResult"]);
+    assert_calls(&exec, &f.flow["ADD.calls"], "ADD");
+    let cache_path = chain.cache_path(&f.list.name, &f.rt);
+    assert!(cache_path.ends_with("results/dbnet-ctr-abc-eth0"));
+    let cached: Value = serde_json::from_slice(&std::fs::read(&cache_path).unwrap()).unwrap();
+    assert_eq!(cached, load("cache-file.json"));
+    assert_eq!(cached, f.flow["cacheFile.contents"]);
+
+    chain.check(&f.list, &f.rt).unwrap();
+    assert_calls(&exec, &f.flow["CHECK.calls"], "CHECK");
+
+    chain.status(&f.list).unwrap();
+    assert_calls(&exec, &f.flow["STATUS.calls"], "STATUS");
+
+    let gc_key = f.flow.as_object().unwrap().keys().find(|k| k.starts_with("GC.calls")).unwrap().clone();
+    let valid = [GcAttachment { container_id: "other".into(), ifname: "eth0".into() }];
+    chain.gc(&f.list, Some(&valid)).unwrap();
+    assert_calls(&exec, &f.flow[&gc_key], "GC");
+    assert!(!cache_path.exists(), "GC must remove the stale attachment's cache");
+
+    f.add_replies(&exec);
+    chain.add(&f.list, &f.rt).unwrap();
+    exec.calls.lock().unwrap().clear();
+    chain.del(&f.list, &f.rt).unwrap();
+    assert_calls(&exec, &f.flow["DEL.calls"], "DEL");
+    assert_eq!(f.flow["DEL.cacheFileRemoved"], Value::Bool(!cache_path.exists()));
+
+    chain.del(&f.list, &f.rt).unwrap();
+    assert_calls(&exec, &f.flow["DEL-again-no-cache.calls"], "DEL again");
+}
+
+#[test]
+fn add_error_is_wrapped_and_keeps_its_code() {
+    let f = Flow::new("adderr");
+    let exec = FakeExec::default();
+    let calls = f.flow["ADD.calls"].as_array().unwrap();
+    exec.reply(Ok(serde_json::to_vec(&calls[1]["stdin"]["prevResult"]).unwrap()));
+    let typed = &f.flow["ADD-with-tuning-error.typedError"];
+    exec.reply(Err(cni_skel::invoke::InvokeError::Plugin(serde_json::from_value(typed.clone()).unwrap())));
+    let e = f.chain(&exec).add(&f.list, &f.rt).unwrap_err();
+    assert_eq!(e.msg, f.flow["ADD-with-tuning-error.error"].as_str().unwrap());
+    assert_eq!(e.cause.unwrap().code, typed["code"].as_u64().unwrap() as u32);
+    assert_eq!(exec.calls.lock().unwrap().len(), 2, "the chain stops at the failing plugin");
+}
+
+#[test]
+fn check_refusals() {
+    let f = Flow::new("check");
+    let exec = FakeExec::default();
+    let mut old = f.list.clone();
+    old.cni_version = "0.3.1".into();
+    assert_eq!(f.chain(&exec).check(&old, &f.rt).unwrap_err().msg, f.flow["CHECK-0.3.1.error"].as_str().unwrap());
+    let mut disabled = f.list.clone();
+    disabled.disable_check = true;
+    f.chain(&exec).check(&disabled, &f.rt).unwrap();
+    assert_eq!(f.flow["CHECK-disableCheck.error"], "<nil>");
+    assert_eq!(exec.calls.lock().unwrap().len() as u64, f.flow["CHECK-disableCheck.calls"].as_u64().unwrap());
+}
+
+#[test]
+fn build_one_config_bytes() {
+    let key = f_key();
+    let want = load("flow.json")[&key].as_str().unwrap().to_string();
+    let plugin = NetConf::parse(br#"{"type":"zeta","z":1,"a":2,"capabilities":{"mac":true}}"#).unwrap();
+    let caps = serde_json::json!({"mac":"aa:bb:cc:dd:ee:ff","ips":["198.18.0.1"]});
+    let got = build_one_config(&plugin, "net", "1.1.0", None, caps.as_object().unwrap());
+    assert_eq!(String::from_utf8(got).unwrap(), want);
+}
+
+fn f_key() -> String {
+    load("flow.json").as_object().unwrap().keys().find(|k| k.starts_with("buildOneConfig")).unwrap().clone()
+}
+
+#[test]
+fn cache_config_field_is_the_raw_list() {
+    let flow = load("flow.json");
+    let encoded = load("cache-file.json")["config"].as_str().unwrap().to_string();
+    let bytes = unbase64(&encoded);
+    // The note records the length of the base64 text.
+    let note = flow["cacheFile.config.base64decoded"].as_str().unwrap();
+    assert!(note.ends_with(&format!("len={}", encoded.len())), "{note}");
+    assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), flow["conflist"]);
+    assert!(flow["cacheFile.path"].as_str().unwrap().starts_with("<cacheDir>/results/dbnet-ctr-abc-eth0"));
+}
