@@ -264,12 +264,60 @@ impl Chain<'_> {
         Ok(())
     }
 
+    /// libcni's `ValidateNetworkList`: every plugin must list the exact list version in its
+    /// VERSION answer. Returns the union of enabled capabilities.
+    pub fn validate(&self, list: &NetConfList) -> Result<Vec<String>, ChainError> {
+        let mut errors = Vec::new();
+        let mut caps: Vec<String> = Vec::new();
+        for plugin in &list.plugins {
+            let supported = self
+                .find(plugin)
+                .and_then(|path| invoke::version_info(self.exec, &path))
+                .map(|i| i.supported_versions.contains(&list.cni_version));
+            match supported {
+                Ok(true) => {}
+                Ok(false) => errors.push(format!(
+                    "plugin {} does not support config version {}",
+                    plugin.plugin_type,
+                    cni_types::gojson::quote(&list.cni_version)
+                )),
+                Err(e) => errors.push(e.to_string()),
+            }
+            for (cap, on) in &plugin.capabilities {
+                if *on && !caps.contains(cap) {
+                    caps.push(cap.clone());
+                }
+            }
+        }
+        if errors.is_empty() {
+            caps.sort();
+            Ok(caps)
+        } else {
+            Err(ChainError::plain(format!("[{}]", errors.join(" "))))
+        }
+    }
+
+    /// Why no cache path can be built (libcni's message), if so.
+    pub fn cache_key_error(network: &str, rt: &RuntimeConf) -> Option<String> {
+        (network.is_empty() || rt.container_id.is_empty() || rt.ifname.is_empty()).then(|| {
+            format!(
+                "cache file path requires network name ({}), container ID ({}), and interface name ({})",
+                cni_types::gojson::quote(network),
+                cni_types::gojson::quote(&rt.container_id),
+                cni_types::gojson::quote(&rt.ifname)
+            )
+        })
+    }
+
     /// `<cacheDir>/results/<network>-<containerID>-<ifname>`.
     pub fn cache_path(&self, network: &str, rt: &RuntimeConf) -> PathBuf {
         self.cache_dir.join("results").join(format!("{network}-{}-{}", rt.container_id, rt.ifname))
     }
 
     fn write_cache(&self, list: &NetConfList, rt: &RuntimeConf, result: &AnyResult) -> Result<(), ChainError> {
+        if let Some(e) = Chain::cache_key_error(&list.name, rt) {
+            return Err(ChainError::plain(e));
+        }
         let io = |e: std::io::Error| ChainError::plain(format!("failed to write cached result: {e}"));
         let dir = self.cache_dir.join("results");
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(io)?;
@@ -384,6 +432,22 @@ fn base64(data: &[u8]) -> String {
         }
     }
     out
+}
+
+/// libcni's `InjectConf`: sets top-level keys in a configuration, returning compact JSON with
+/// keys sorted.
+pub fn inject_conf(orig: &[u8], inject: &Map<String, Value>) -> Result<Vec<u8>, String> {
+    let mut conf = NetConf::parse(orig).map_err(|e| format!("unmarshal existing network bytes: {e}"))?;
+    for (k, v) in inject {
+        if k.is_empty() {
+            return Err("keys cannot be empty".into());
+        }
+        if v.is_null() {
+            return Err(format!("key '{k}' value must not be nil"));
+        }
+        conf.set(k, v.clone());
+    }
+    Ok(conf.to_bytes())
 }
 
 /// Reads `path`, whether a conflist or a single plugin configuration (wrapped as a list).

@@ -204,3 +204,70 @@ fn cache_config_field_is_the_raw_list() {
     assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), flow["conflist"]);
     assert!(flow["cacheFile.path"].as_str().unwrap().starts_with("<cacheDir>/results/dbnet-ctr-abc-eth0"));
 }
+
+#[test]
+fn upstream_libcni_tests() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/cni-vectors/upstream/libcni-tests.json");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    for c in v["versionSelection"].as_array().unwrap() {
+        let got = NetConfList::parse(&serde_json::to_vec(&c["conf"]).unwrap());
+        match c.get("selected") {
+            Some(sel) => assert_eq!(got.unwrap().cni_version, sel.as_str().unwrap()),
+            None => assert!(got.is_err()),
+        }
+    }
+    let mut prev = Vec::new();
+    for c in v["InjectConf"].as_array().unwrap() {
+        let orig = match c.get("orig").and_then(Value::as_str) {
+            Some("(previous)") => prev.clone(),
+            Some(o) => o.as_bytes().to_vec(),
+            None => br#"{"name":"x","type":"y"}"#.to_vec(),
+        };
+        let mut got = cni_skel::chain::inject_conf(&orig, c["inject"].as_object().unwrap());
+        if let (Ok(bytes), Some(then)) = (&got, c.get("then_inject")) {
+            got = cni_skel::chain::inject_conf(bytes, then.as_object().unwrap());
+        }
+        match c.get("error") {
+            Some(e) => assert_eq!(got.unwrap_err(), e.as_str().unwrap()),
+            None => {
+                let bytes = got.unwrap();
+                assert_eq!(String::from_utf8(bytes.clone()).unwrap(), c["bytes"].as_str().unwrap());
+                prev = bytes;
+            }
+        }
+    }
+    let caps = &v["capabilities"];
+    let plugin = NetConf::from_value(caps["pluginConfig"].clone()).unwrap();
+    let built = build_one_config(&plugin, "apitest", "1.1.0", None, caps["capabilityArgs"].as_object().unwrap());
+    let built: Value = serde_json::from_slice(&built).unwrap();
+    let keys: Vec<&String> = built["runtimeConfig"].as_object().unwrap().keys().collect();
+    let want: Vec<&str> = caps["runtimeConfigKeys"].as_array().unwrap().iter().map(|k| k.as_str().unwrap()).collect();
+    assert_eq!(keys, want);
+    let none = build_one_config(&plugin, "apitest", "1.1.0", None, &serde_json::Map::new());
+    assert!(
+        serde_json::from_slice::<Value>(&none).unwrap().get("runtimeConfig").is_none(),
+        "{}",
+        caps["noIntersection"]
+    );
+
+    let exec = FakeExec::default();
+    let list = NetConfList::from_single(plugin.clone());
+    exec.reply(Ok(br#"{"cniVersion":"1.1.0","supportedVersions":["1.1.0"]}"#.to_vec()));
+    let chain = Chain { exec: &exec, paths: vec!["/x".into()], cache_dir: "/nonexistent".into() };
+    let enabled = chain.validate(&list).unwrap();
+    let want: Vec<&str> = caps["ValidateNetworkCaps"].as_array().unwrap().iter().map(|k| k.as_str().unwrap()).collect();
+    assert_eq!(enabled, want);
+    let mut broken = NetConfList::from_single(plugin.clone());
+    broken.cni_version = "broken".into();
+    broken.plugins = vec![plugin.clone(), plugin.clone(), plugin];
+    for _ in 0..3 {
+        exec.reply(Ok(br#"{"cniVersion":"1.1.0","supportedVersions":["1.1.0"]}"#.to_vec()));
+    }
+    assert_eq!(chain.validate(&broken).unwrap_err().msg, v["ValidateNetworkList_bad_version"].as_str().unwrap());
+
+    let rt = RuntimeConf { container_id: "some-container-id".into(), ifname: "eth0".into(), ..Default::default() };
+    assert_eq!(Chain::cache_key_error("", &rt).unwrap(), v["cacheErrors"]["missingName"].as_str().unwrap());
+    assert_eq!(v["cacheKind"], "cniCacheV1");
+    assert!(v["CHECK_before_0.4.0_error"].as_str().unwrap().contains("does not support the CHECK command"));
+    assert!(v["cacheFileName"].as_str().unwrap().starts_with("<cacheDir>/results/"));
+}
