@@ -270,13 +270,17 @@ fn dispatch(plugin: &dyn Plugin, env: &mut dyn Environment) -> Result<Option<Str
 /// Set by the process panic hook once it has printed the error object itself.
 static PANIC_REPORTED: AtomicBool = AtomicBool::new(false);
 
-fn panic_error(payload: &(dyn std::any::Any + Send)) -> CniError {
-    let what = payload
+/// The message a panic was raised with.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".to_string());
-    CniError::new(INTERNAL, format!("plugin panicked: {what}"))
+        .unwrap_or_else(|| "unknown panic".to_string())
+}
+
+fn panic_error(payload: &(dyn std::any::Any + Send)) -> CniError {
+    CniError::new(INTERNAL, format!("plugin panicked: {}", panic_text(payload)))
 }
 
 /// Runs one command against `env` and returns the process exit code (0 or 1). Nothing here
@@ -322,12 +326,7 @@ pub fn run(plugin: &dyn Plugin, env: &mut dyn Environment) -> i32 {
 /// runtime as a CNI error even in release builds, where panics abort instead of unwinding.
 pub fn main(plugin: &dyn Plugin) -> i32 {
     std::panic::set_hook(Box::new(|info| {
-        let msg = info
-            .payload()
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| info.payload().downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
+        let msg = panic_text(info.payload());
         let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
         let e = CniError::new(INTERNAL, format!("plugin panicked: {msg}{at}"));
         let mut out = std::io::stdout();
