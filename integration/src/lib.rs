@@ -1,0 +1,286 @@
+//! The integration harness: throwaway "host" and "container" network namespaces, the test acting
+//! as the runtime (conflists run through `cni_skel::chain` inside the host namespace), and
+//! inspection of the kernel's state with iproute2's JSON output.
+//!
+//! Nothing here touches the machine's own network namespace: every plugin runs on a thread that
+//! has entered the test's host namespace (children inherit it), and every namespace is removed
+//! on drop, also when a test panics.
+// Test support: failing loudly (panicking) is how it reports a broken environment to a test.
+#![allow(clippy::print_stderr, clippy::panic)]
+
+use cni_skel::chain::{Chain, ChainError, RuntimeConf};
+use cni_skel::invoke::RawExec;
+use cni_types::result::AnyResult;
+use cni_types::NetConfList;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// Where Debian installs the reference plugins.
+pub const REFERENCE_PLUGINS: &str = "/usr/lib/cni";
+
+/// True when a namespace test may run. Without root it prints a loud SKIPPED line and returns
+/// false — unless `BRAID_REQUIRE_ROOT_TESTS=1`, when it panics so the skip cannot pass for a pass.
+pub fn require_root(test: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    let plugins = Path::new(REFERENCE_PLUGINS).join("bridge").exists();
+    if root && plugins {
+        return true;
+    }
+    let why = if root { "needs Debian's containernetworking-plugins in /usr/lib/cni" } else { "needs root" };
+    if std::env::var("BRAID_REQUIRE_ROOT_TESTS").is_ok_and(|v| v == "1") {
+        panic!("{test} {why}, and BRAID_REQUIRE_ROOT_TESTS=1 forbids skipping");
+    }
+    eprintln!("\n*** SKIPPED {test}: {why} ***\n");
+    false
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A unique short tag for names (namespaces, networks, directories).
+pub fn unique(tag: &str) -> String {
+    format!("{tag}{}x{}", std::process::id(), SEQ.fetch_add(1, Ordering::SeqCst))
+}
+
+/// A named network namespace, deleted on drop.
+#[derive(Debug)]
+pub struct Netns {
+    name: String,
+}
+
+impl Netns {
+    /// Creates `braid-<tag><unique>` with its loopback up.
+    pub fn new(tag: &str) -> Netns {
+        let name = format!("braid-{}", unique(tag));
+        run("ip", &["netns", "add", &name]);
+        let ns = Netns { name };
+        ns.ip(&["link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `/run/netns/<name>`.
+    pub fn path(&self) -> PathBuf {
+        PathBuf::from(format!("/run/netns/{}", self.name))
+    }
+
+    /// Runs `ip <args>` inside the namespace and returns stdout; panics on failure.
+    pub fn ip(&self, args: &[&str]) -> String {
+        let mut full = vec!["-n", self.name.as_str()];
+        full.extend_from_slice(args);
+        run("ip", &full)
+    }
+
+    /// `ip -j` output parsed.
+    pub fn ip_json(&self, args: &[&str]) -> Value {
+        let mut full = vec!["-j"];
+        full.extend_from_slice(args);
+        let text = self.ip(&full);
+        serde_json::from_str(if text.trim().is_empty() { "[]" } else { &text }).unwrap_or(Value::Null)
+    }
+
+    /// Link names.
+    pub fn links(&self) -> Vec<String> {
+        self.ip_json(&["link", "show"])
+            .as_array()
+            .map(|a| a.iter().filter_map(|l| l["ifname"].as_str().map(str::to_string)).collect())
+            .unwrap_or_default()
+    }
+
+    /// One link's JSON (`ip -j -d link show <name>`), `None` if absent.
+    pub fn link(&self, name: &str) -> Option<Value> {
+        self.ip_json(&["-d", "link", "show"]).as_array()?.iter().find(|l| l["ifname"] == name).cloned()
+    }
+
+    /// `address/prefix` strings on a link (all families, no link-local IPv6).
+    pub fn addresses(&self, link: &str) -> Vec<String> {
+        self.ip_json(&["addr", "show", "dev", link])
+            .as_array()
+            .and_then(|a| a.first().cloned())
+            .and_then(|l| l["addr_info"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter(|a| a["scope"] != "link")
+            .filter_map(|a| Some(format!("{}/{}", a["local"].as_str()?, a["prefixlen"].as_u64()?)))
+            .collect()
+    }
+
+    /// Routes of every table and family, as `ip -j route show table all` objects.
+    pub fn routes(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        for fam in ["-4", "-6"] {
+            if let Some(a) = self.ip_json(&[fam, "route", "show", "table", "all"]).as_array() {
+                out.extend(a.iter().cloned());
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "delete", &self.name]).status();
+    }
+}
+
+fn run(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(out.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A temporary directory removed on drop.
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Creates `/tmp/braid-<tag><unique>`.
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("braid-{}", unique(tag)));
+        std::fs::create_dir_all(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        TempDir(p)
+    }
+
+    /// The path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// Every file below, relative (to assert that nothing was left behind).
+    pub fn files(&self) -> Vec<String> {
+        fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
+            for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(base, &p, out);
+                } else if let Ok(rel) = p.strip_prefix(base) {
+                    out.push(rel.display().to_string());
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.0, &self.0, &mut out);
+        out.sort();
+        out
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One test's world: a host namespace (where plugins run), a work directory (result cache,
+/// IPAM data, logs) and the plugin search path.
+#[derive(Debug)]
+pub struct Harness {
+    /// The "host" namespace.
+    pub host: Netns,
+    /// Cache, IPAM data and other per-test files.
+    pub dir: TempDir,
+    /// `CNI_PATH`.
+    pub paths: Vec<PathBuf>,
+    /// Delegate timeout.
+    pub timeout: Duration,
+}
+
+impl Harness {
+    /// A fresh host namespace and work directory; the reference plugins and braid's binaries
+    /// (the build directory) on the path.
+    pub fn new(tag: &str) -> Harness {
+        let dir = TempDir::new(tag);
+        std::fs::create_dir_all(dir.path().join("ipam")).unwrap_or_default();
+        Harness {
+            host: Netns::new(&format!("{tag}h")),
+            dir,
+            paths: vec![build_dir(), PathBuf::from(REFERENCE_PLUGINS)],
+            timeout: Duration::from_secs(20),
+        }
+    }
+
+    /// A container namespace.
+    pub fn container(&self, tag: &str) -> Netns {
+        Netns::new(&format!("{tag}c"))
+    }
+
+    /// Where host-local keeps its reservations in this test (use as `ipam.dataDir`).
+    pub fn ipam_dir(&self) -> PathBuf {
+        self.dir.path().join("ipam")
+    }
+
+    /// The result cache root.
+    pub fn cache_dir(&self) -> PathBuf {
+        self.dir.path().join("cache")
+    }
+
+    fn in_host<T: Send>(&self, f: impl FnOnce(&Chain<'_>) -> T + Send) -> T {
+        let (timeout, paths, cache_dir) = (self.timeout, self.paths.clone(), self.cache_dir());
+        cni_skel::netns::run_in(&self.host.path(), move || {
+            let exec = RawExec { timeout: Some(timeout) };
+            f(&Chain { exec: &exec, paths, cache_dir })
+        })
+        .unwrap_or_else(|e| panic!("entering host netns: {e}"))
+    }
+
+    /// ADD a conflist (JSON) for a container.
+    pub fn add(&self, list: &Value, rt: &RuntimeConf) -> Result<AnyResult, ChainError> {
+        let list = parse_list(list);
+        self.in_host(|c| c.add(&list, rt))
+    }
+
+    /// CHECK.
+    pub fn check(&self, list: &Value, rt: &RuntimeConf) -> Result<(), ChainError> {
+        let list = parse_list(list);
+        self.in_host(|c| c.check(&list, rt))
+    }
+
+    /// DEL.
+    pub fn del(&self, list: &Value, rt: &RuntimeConf) -> Result<(), ChainError> {
+        let list = parse_list(list);
+        self.in_host(|c| c.del(&list, rt))
+    }
+
+    /// GC.
+    pub fn gc(&self, list: &Value, valid: Option<&[cni_types::config::GcAttachment]>) -> Result<(), ChainError> {
+        let list = parse_list(list);
+        self.in_host(|c| c.gc(&list, valid))
+    }
+
+    /// STATUS.
+    pub fn status(&self, list: &Value) -> Result<(), ChainError> {
+        let list = parse_list(list);
+        self.in_host(|c| c.status(&list))
+    }
+
+    /// The runtime parameters for a container namespace.
+    pub fn runtime(&self, ns: &Netns, container_id: &str, ifname: &str) -> RuntimeConf {
+        RuntimeConf {
+            container_id: container_id.into(),
+            netns: ns.path().display().to_string(),
+            ifname: ifname.into(),
+            args: vec![("IgnoreUnknown".into(), "1".into()), ("K8S_POD_NAME".into(), "pod".into())],
+            capability_args: Default::default(),
+        }
+    }
+}
+
+fn parse_list(v: &Value) -> NetConfList {
+    let bytes = serde_json::to_vec(v).unwrap_or_default();
+    NetConfList::parse(&bytes).unwrap_or_else(|e| panic!("test conflist: {e}"))
+}
+
+/// The cargo build directory holding braid's binaries (beside the test executable).
+pub fn build_dir() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().and_then(|deps| deps.parent()).map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("target/debug"))
+}

@@ -1,0 +1,106 @@
+//! Baseline: the harness drives the real reference plugins through the cni-skel chain and checks
+//! the kernel, before any braid plugin is involved.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use braid_integration::{require_root, unique, Harness};
+use serde_json::{json, Value};
+
+fn conflist(version: &str, name: &str, bridge: &str, subnet: u8, h: &Harness) -> Value {
+    json!({
+        "cniVersion": version,
+        "name": name,
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": bridge,
+                "isGateway": true,
+                "ipam": {
+                    "type": "host-local",
+                    "dataDir": h.ipam_dir(),
+                    "ranges": [[{"subnet": format!("198.18.{subnet}.0/24"), "gateway": format!("198.18.{subnet}.1")}]],
+                    "routes": [{"dst": "0.0.0.0/0", "gw": format!("198.18.{subnet}.1")}]
+                }
+            },
+            {"type": "tuning", "mtu": 1400, "sysctl": {"net.ipv4.conf.eth0.rp_filter": "2"}}
+        ]
+    })
+}
+
+/// host-local names a reservation file after the address it reserves.
+fn reservations(h: &Harness) -> Vec<String> {
+    h.dir.files().into_iter().filter(|f| f.starts_with("ipam/") && f.contains("198.18.")).collect()
+}
+
+fn lifecycle(version: &str, subnet: u8, check: bool) {
+    let h = Harness::new("base");
+    let ctr = h.container("base");
+    let name = unique("net");
+    let bridge = unique("br");
+    let list = conflist(version, &name, &bridge, subnet, &h);
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+
+    let result = h.add(&list, &rt).unwrap_or_else(|e| panic!("ADD {version}: {e}"));
+    assert_eq!(result.version(), version);
+    let r = result.to_latest();
+    let addr = r.ips[0].address.to_string();
+    assert!(addr.starts_with(&format!("198.18.{subnet}.")), "{addr}");
+
+    // The kernel, not the printed result, is the judge.
+    assert_eq!(ctr.addresses("eth0"), vec![addr.clone()]);
+    assert_eq!(ctr.link("eth0").unwrap()["mtu"], 1400);
+    let routes = ctr.routes();
+    assert!(
+        routes.iter().any(|r| r["dst"] == "default" && r["gateway"] == format!("198.18.{subnet}.1")),
+        "no default route: {routes:?}"
+    );
+    assert!(h.host.links().contains(&bridge), "bridge missing in host ns");
+    let host_veths = h.host.links().into_iter().filter(|l| l.starts_with("veth")).count();
+    assert_eq!(host_veths, 1);
+    assert_eq!(reservations(&h).len(), 1, "{:?}", h.dir.files());
+    let cache = h.cache_dir().join("results").join(format!("{name}-{}-eth0", rt.container_id));
+    assert!(cache.exists());
+
+    if check {
+        h.check(&list, &rt).unwrap_or_else(|e| panic!("CHECK {version}: {e}"));
+    }
+
+    h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL {version}: {e}"));
+    assert!(ctr.link("eth0").is_none(), "eth0 left in the container");
+    assert_eq!(h.host.links().into_iter().filter(|l| l.starts_with("veth")).count(), 0, "veth left on the host");
+    assert!(reservations(&h).is_empty(), "IP reservation left: {:?}", h.dir.files());
+    assert!(!cache.exists(), "cache file left");
+    // A repeated DEL succeeds.
+    h.del(&list, &rt).unwrap_or_else(|e| panic!("second DEL {version}: {e}"));
+}
+
+#[test]
+fn bridge_host_local_tuning_1_0_0() {
+    if require_root("bridge_host_local_tuning_1_0_0") {
+        lifecycle("1.0.0", 10, true);
+    }
+}
+
+#[test]
+fn bridge_host_local_tuning_0_4_0() {
+    if require_root("bridge_host_local_tuning_0_4_0") {
+        lifecycle("0.4.0", 11, true);
+    }
+}
+
+#[test]
+fn bridge_host_local_tuning_0_2_0() {
+    if require_root("bridge_host_local_tuning_0_2_0") {
+        lifecycle("0.2.0", 12, false);
+    }
+}
+
+#[test]
+fn status_and_gc_need_1_1_0_and_are_no_ops_below() {
+    if !require_root("status_and_gc_need_1_1_0_and_are_no_ops_below") {
+        return;
+    }
+    let h = Harness::new("stat");
+    let list = conflist("1.0.0", &unique("net"), &unique("br"), 13, &h);
+    h.status(&list).unwrap();
+    h.gc(&list, Some(&[])).unwrap();
+}
