@@ -104,3 +104,64 @@ fn status_and_gc_need_1_1_0_and_are_no_ops_below() {
     h.status(&list).unwrap();
     h.gc(&list, Some(&[])).unwrap();
 }
+
+fn fault_plugin(extra: Value) -> Value {
+    let mut p = json!({"type": "braid-fault"});
+    for (k, v) in extra.as_object().unwrap() {
+        p[k] = v.clone();
+    }
+    p
+}
+
+#[test]
+fn a_failing_plugin_in_the_chain_is_named_and_del_cleans_up() {
+    if !require_root("a_failing_plugin_in_the_chain_is_named_and_del_cleans_up") {
+        return;
+    }
+    let h = Harness::new("fail");
+    let ctr = h.container("fail");
+    let log = h.dir.path().join("calls.log");
+    let mut list = conflist("1.0.0", &unique("net"), &unique("br"), 14, &h);
+    list["plugins"][1] = fault_plugin(json!({
+        "log": log,
+        "fail": {"command": "ADD", "code": 7, "msg": "Invalid Configuration", "details": "injected"}
+    }));
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let e = h.add(&list, &rt).unwrap_err();
+    assert_eq!(e.msg, "plugin type=\"braid-fault\" failed (add): Invalid Configuration; injected");
+    assert_eq!(e.cause.as_ref().unwrap().code, 7);
+    // The bridge attached before the failure; the runtime's DEL removes it.
+    assert_eq!(ctr.addresses("eth0").len(), 1);
+    h.del(&list, &rt).unwrap();
+    assert!(ctr.link("eth0").is_none());
+    assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
+    let calls: Vec<Value> =
+        std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let commands: Vec<&str> = calls.iter().map(|c| c["command"].as_str().unwrap()).collect();
+    assert_eq!(commands, ["ADD", "DEL"]);
+    assert_eq!(calls[0]["env"]["CNI_IFNAME"], "eth0");
+    assert_eq!(calls[0]["env"]["CNI_CONTAINERID"], rt.container_id.as_str());
+}
+
+#[test]
+fn fault_plugin_links_are_real_and_removed_on_del() {
+    if !require_root("fault_plugin_links_are_real_and_removed_on_del") {
+        return;
+    }
+    let h = Harness::new("link");
+    let ctr = h.container("link");
+    let list = json!({
+        "cniVersion": "1.0.0",
+        "name": unique("net"),
+        "plugins": [fault_plugin(json!({
+            "link": true,
+            "result": {"cniVersion": "0.2.0", "ip4": {"ip": "198.18.15.2/24"}}
+        }))]
+    });
+    let rt = h.runtime(&ctr, &unique("ctr"), "net1");
+    let r = h.add(&list, &rt).unwrap();
+    assert_eq!(r.version(), "0.2.0", "the canned result is printed in its own version");
+    assert!(ctr.link("net1").is_some() && ctr.link("net1p").is_some());
+    h.del(&list, &rt).unwrap();
+    assert!(ctr.link("net1").is_none() && ctr.link("net1p").is_none());
+}

@@ -1,0 +1,166 @@
+//! A fault-injection CNI plugin for tests: it does what its configuration says, so tests can
+//! cover what real plugins cannot — failing on command, hanging, crashing, printing garbage.
+//!
+//! Keys (all optional):
+//! - `log`: a file to append one JSON line per call to: `{"command", "env": {CNI_*}, "stdin"}`.
+//! - `fail`: `{"command": "ADD", "code": 7, "msg": "...", "details": "..."}` — fail that command.
+//! - `sleepMs` with `sleepOn` (a command, or `"*"`): sleep before acting.
+//! - `abortOn`: a command on which the process aborts (SIGABRT) mid-call.
+//! - `garbageOn`: a command on which it prints `this is not JSON` and exits with `garbageExit`
+//!   (default 0).
+//! - `errorExitZeroOn`: a command on which it prints an error object but exits 0.
+//! - `result`: the ADD result to print, any cniVersion, printed verbatim.
+//! - `link`: `true` to create a real veth pair named `CNI_IFNAME`/`<CNI_IFNAME>p` inside
+//!   `CNI_NETNS` on ADD (and delete it on DEL), so leaks are visible.
+#![allow(clippy::print_stdout)]
+
+use cni_skel::{CmdArgs, Environment, Plugin};
+use cni_types::CniError;
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+
+struct Fault {
+    conf: Value,
+}
+
+impl Fault {
+    fn on(&self, key: &str, command: &str) -> bool {
+        self.conf.get(key).and_then(Value::as_str).is_some_and(|c| c == command || c == "*")
+    }
+
+    fn act(&self, command: &str) -> Result<(), CniError> {
+        match self.conf.get("fail") {
+            Some(f) if f.get("command").and_then(Value::as_str).is_some_and(|c| c == command || c == "*") => {
+                Err(CniError::with_details(
+                    f.get("code").and_then(Value::as_u64).unwrap_or(999) as u32,
+                    f.get("msg").and_then(Value::as_str).unwrap_or("injected failure"),
+                    f.get("details").and_then(Value::as_str).unwrap_or(""),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn link(&self, args: &CmdArgs, add: bool) -> Result<(), CniError> {
+        if self.conf.get("link") != Some(&Value::Bool(true)) || args.netns.is_empty() {
+            return Ok(());
+        }
+        let ifname = args.ifname.clone();
+        let peer = format!("{}p", &ifname[..ifname.len().min(14)]);
+        let work = move || {
+            let mut cmd = std::process::Command::new("ip");
+            if add {
+                cmd.args(["link", "add", &ifname, "type", "veth", "peer", "name", &peer]);
+            } else {
+                cmd.args(["link", "del", &ifname]);
+            }
+            cmd.output()
+        };
+        match cni_skel::netns::run_in(std::path::Path::new(&args.netns), work) {
+            Ok(Ok(out)) if out.status.success() || !add => Ok(()),
+            Ok(Ok(out)) => Err(CniError::new(999, format!("ip link add: {}", String::from_utf8_lossy(&out.stderr)))),
+            Ok(Err(e)) => Err(CniError::new(999, format!("ip: {e}"))),
+            Err(e) if !add && e.is_missing() => Ok(()),
+            Err(e) => Err(CniError::new(999, e.to_string())),
+        }
+    }
+}
+
+impl Plugin for Fault {
+    fn add(&self, args: &CmdArgs) -> Result<cni_types::Result, CniError> {
+        self.act("ADD")?;
+        self.link(args, true)?;
+        let version = args.conf()?.version().to_string();
+        let r = match self.conf.get("result") {
+            Some(r) => cni_types::AnyResult::from_bytes(&serde_json::to_vec(r).unwrap_or_default())
+                .map_err(|e| CniError::new(6, format!("canned result: {e}")))?
+                .to_latest(),
+            None => cni_types::Result { cni_version: version, ..Default::default() },
+        };
+        Ok(r)
+    }
+    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
+        self.act("DEL")?;
+        self.link(args, false)
+    }
+    fn check(&self, _: &CmdArgs) -> Result<(), CniError> {
+        self.act("CHECK")
+    }
+    fn gc(&self, _: &CmdArgs) -> Result<(), CniError> {
+        self.act("GC")
+    }
+    fn status(&self, _: &CmdArgs) -> Result<(), CniError> {
+        self.act("STATUS")
+    }
+}
+
+/// The process environment with stdin already read (the fault plugin looks at it first).
+struct Env {
+    stdin: std::io::Cursor<Vec<u8>>,
+    inner: cni_skel::ProcessEnv,
+}
+
+impl Environment for Env {
+    fn getenv(&self, key: &str) -> Option<String> {
+        self.inner.getenv(key)
+    }
+    fn stdin(&mut self) -> &mut dyn Read {
+        &mut self.stdin
+    }
+    fn stdout(&mut self) -> &mut dyn Write {
+        self.inner.stdout()
+    }
+    fn stderr(&mut self) -> &mut dyn Write {
+        self.inner.stderr()
+    }
+}
+
+fn main() {
+    let mut stdin = Vec::new();
+    let command = std::env::var("CNI_COMMAND").unwrap_or_default();
+    if command != "VERSION" {
+        let _ = std::io::stdin().read_to_end(&mut stdin);
+    }
+    let conf: Value = serde_json::from_slice(&stdin).unwrap_or(Value::Null);
+    if let Some(path) = conf.get("log").and_then(Value::as_str) {
+        let env: serde_json::Map<String, Value> =
+            std::env::vars().filter(|(k, _)| k.starts_with("CNI_")).map(|(k, v)| (k, Value::String(v))).collect();
+        let line = json!({"command": command, "env": env, "stdin": String::from_utf8_lossy(&stdin)});
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+    let fault = Fault { conf };
+    if fault.on("sleepOn", &command) {
+        let ms = fault.conf.get("sleepMs").and_then(Value::as_u64).unwrap_or(0);
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+    if fault.on("abortOn", &command) {
+        std::process::abort();
+    }
+    if fault.on("garbageOn", &command) {
+        print!("this is not JSON");
+        let code = fault.conf.get("garbageExit").and_then(Value::as_i64).unwrap_or(0) as i32;
+        std::process::exit(code);
+    }
+    if fault.on("errorExitZeroOn", &command) {
+        print!("{}", CniError::new(7, "error object with exit status 0").to_json_pretty());
+        std::process::exit(0);
+    }
+    if command == "ADD" && fault.conf.get("result").is_some() && fault.conf.get("fail").is_none() {
+        // Print the canned result verbatim, in its own version, as a real plugin would.
+        let args = CmdArgs {
+            netns: std::env::var("CNI_NETNS").unwrap_or_default(),
+            ifname: std::env::var("CNI_IFNAME").unwrap_or_default(),
+            ..CmdArgs::default()
+        };
+        if let Err(e) = fault.link(&args, true) {
+            print!("{}", e.to_json_pretty());
+            std::process::exit(1);
+        }
+        print!("{}", fault.conf["result"]);
+        std::process::exit(0);
+    }
+    let mut env = Env { stdin: std::io::Cursor::new(stdin), inner: cni_skel::ProcessEnv::new() };
+    std::process::exit(cni_skel::run(&fault, &mut env));
+}
