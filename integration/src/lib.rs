@@ -260,6 +260,35 @@ impl Harness {
         self.in_host(|c| c.status(&list))
     }
 
+    /// Runs one plugin binary (found on the harness path) directly inside the host namespace
+    /// with explicit CNI variables; returns its stdout or the invoke error.
+    pub fn exec_plugin(
+        &self,
+        plugin: &str,
+        command: cni_types::version::Command,
+        rt: &RuntimeConf,
+        stdin: &[u8],
+    ) -> Result<Vec<u8>, cni_skel::invoke::InvokeError> {
+        use cni_skel::invoke::Exec;
+        let (timeout, paths) = (self.timeout, self.paths.clone());
+        let req = cni_skel::invoke::Request {
+            command,
+            container_id: rt.container_id.clone(),
+            netns: rt.netns.clone(),
+            ifname: rt.ifname.clone(),
+            args: rt.args.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";"),
+            path: paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":"),
+        };
+        let stdin = stdin.to_vec();
+        let plugin = plugin.to_string();
+        cni_skel::netns::run_in(&self.host.path(), move || {
+            let exec = RawExec { timeout: Some(timeout) };
+            let path = exec.find(&plugin, &paths)?;
+            exec.exec(&path, &stdin, &req.env())
+        })
+        .unwrap_or_else(|e| panic!("entering host netns: {e}"))
+    }
+
     /// The runtime parameters for a container namespace.
     pub fn runtime(&self, ns: &Netns, container_id: &str, ifname: &str) -> RuntimeConf {
         RuntimeConf {

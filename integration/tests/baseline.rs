@@ -165,3 +165,37 @@ fn fault_plugin_links_are_real_and_removed_on_del() {
     h.del(&list, &rt).unwrap();
     assert!(ctr.link("net1").is_none() && ctr.link("net1p").is_none());
 }
+
+#[test]
+fn hung_garbage_and_lying_plugins() {
+    if !require_root("hung_garbage_and_lying_plugins") {
+        return;
+    }
+    let mut h = Harness::new("odd");
+    h.timeout = std::time::Duration::from_millis(500);
+    let ctr = h.container("odd");
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let one = |p: Value| json!({"cniVersion": "1.0.0", "name": unique("net"), "plugins": [fault_plugin(p)]});
+
+    let start = std::time::Instant::now();
+    let e = h.add(&one(json!({"sleepOn": "ADD", "sleepMs": 30000})), &rt).unwrap_err();
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
+    assert!(e.msg.starts_with("plugin type=\"braid-fault\" failed (add): "), "{}", e.msg);
+    assert!(e.msg.ends_with("timed out after 500ms"), "{}", e.msg);
+
+    let e = h.add(&one(json!({"garbageOn": "ADD"})), &rt).unwrap_err();
+    assert!(e.msg.contains("failed to unmarshal raw result"), "{}", e.msg);
+    let e = h.add(&one(json!({"garbageOn": "ADD", "garbageExit": 1})), &rt).unwrap_err();
+    assert!(e.msg.contains("netplugin failed but error parsing its diagnostic message"), "{}", e.msg);
+    let e = h.add(&one(json!({"abortOn": "ADD"})), &rt).unwrap_err();
+    assert!(e.msg.contains("netplugin failed"), "{}", e.msg);
+
+    // An error object with exit status 0 is, as in libcni, read as a (useless) result.
+    let r = h.add(&one(json!({"errorExitZeroOn": "ADD"})), &rt).unwrap();
+    assert!(r.to_latest().ips.is_empty());
+
+    // Any plugin binary can be run directly too.
+    let out = h.exec_plugin("bridge", cni_types::version::Command::Version, &rt, b"{}").unwrap();
+    let info = cni_types::version::VersionInfo::decode(&out).unwrap();
+    assert!(info.supported_versions.contains(&"1.0.0".to_string()));
+}
