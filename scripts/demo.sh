@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# braid's main job, shown on real plugins in throwaway namespaces. Usage: sudo scripts/demo.sh
+# Installs what it needs, builds the release binaries, and cleans up in every case. It never
+# touches this machine's own network namespace: everything runs in namespaces it creates.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+[ "$(id -u)" -eq 0 ] || { echo "run as root: sudo scripts/demo.sh" >&2; exit 1; }
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+need=()
+command -v ip >/dev/null || need+=(iproute2)
+[ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+if [ ${#need[@]} -gt 0 ]; then
+  step "installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+step "building release binaries"
+cargo build --release --locked -q -p braid-integration
+bin="$PWD/target/release"
+
+id="demo$$"
+host="braid-demo-host-$$"
+ctr="braid-demo-ctr-$$"
+work="$(mktemp -d /tmp/braid-demo.XXXXXX)"
+cleanup() {
+  ip netns delete "$ctr" 2>/dev/null || true
+  ip netns delete "$host" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+step "creating throwaway namespaces $host (the node) and $ctr (the pod)"
+ip netns add "$host"
+ip netns add "$ctr"
+ip -n "$host" link set lo up
+ip -n "$ctr" link set lo up
+
+cat > "$work/demo.conflist" <<JSON
+{
+  "cniVersion": "1.0.0",
+  "name": "braid-demo",
+  "plugins": [
+    {
+      "type": "bridge", "bridge": "braiddemo0", "isGateway": true,
+      "ipam": {
+        "type": "host-local", "dataDir": "$work/ipam",
+        "ranges": [[{"subnet": "198.18.20.0/24", "gateway": "198.18.20.1"}]],
+        "routes": [{"dst": "0.0.0.0/0", "gw": "198.18.20.1"}]
+      }
+    },
+    {"type": "tuning", "mtu": 1400}
+  ]
+}
+JSON
+echo "conflist (the reference chain; braid's plugins join it as their issues land):"
+cat "$work/demo.conflist"
+
+tool() {
+  ip netns exec "$host" "$bin/braid-cnitool" "$1" "$work/demo.conflist" \
+    --netns "/run/netns/$ctr" --ifname eth0 --id "$id" --cache "$work/cache" \
+    --path "$bin:/usr/lib/cni" --args "IgnoreUnknown=1;K8S_POD_NAME=demo"
+}
+
+step "ADD: the result the runtime receives"
+tool add
+step "the container's view (ip addr, ip route)"
+ip -n "$ctr" -br addr
+ip -n "$ctr" route
+step "CHECK"
+tool check && echo "CHECK passed"
+step "DEL"
+tool del && echo "DEL passed"
+
+step "proof that nothing is left"
+left=0
+if ip -n "$ctr" link show eth0 >/dev/null 2>&1; then echo "eth0 still in the container"; left=1; fi
+if ip -n "$host" -br link | grep -q '^veth'; then echo "a veth is still on the node"; left=1; fi
+if find "$work/ipam" -name '198.18.*' 2>/dev/null | grep -q .; then echo "an IP reservation is left"; left=1; fi
+if [ -n "$(ls -A "$work/cache/results" 2>/dev/null)" ]; then echo "a cache file is left"; left=1; fi
+[ "$left" -eq 0 ] || exit 1
+echo "no interface, no IP reservation, no cache file left (the bridge stays on the node by design)"
+step "demo finished"
