@@ -10,6 +10,7 @@
 //! * [`config`], [`conflist`]: plugin configurations (unknown keys kept) and conflists.
 //! * [`error`]: the CNI error object and codes.
 //! * [`args`], [`validate`]: `CNI_ARGS`, and container-ID / interface-name / network-name rules.
+//! * [`merge`]: merging the results of several attachments into one.
 //! * [`ip`]: addresses that keep their host bits; MACs compared as bytes.
 //! * [`gojson`]: Go-compatible JSON errors and output formatting.
 #![forbid(unsafe_code)]
@@ -21,6 +22,7 @@ mod decode;
 pub mod error;
 pub mod gojson;
 pub mod ip;
+pub mod merge;
 pub mod result;
 pub mod validate;
 pub mod version;
