@@ -1,6 +1,7 @@
 //! What every braid plugin needs, so that a correct CNI plugin is a trait implementation and a
 //! one-line `main`.
 //!
+//! * [`attach`]: the crash-safe multi-delegate engine below the delegator and the merger.
 //! * [`chain`]: running conflists with libcni semantics and its result cache.
 //! * [`dispatch`]: the Go-exact dispatcher ([`Plugin`], [`run`], [`main`]).
 //! * [`env`](mod@env): the injected environment (real and test).
@@ -9,6 +10,7 @@
 //! * [`state`]: crash-safe, locked per-attachment state files.
 //! * [`log`](mod@log): logging that never touches stdout.
 
+pub mod attach;
 pub mod chain;
 pub mod dispatch;
 pub mod env;

@@ -1,0 +1,413 @@
+//! The attach engine shared by the delegator and the merger: run a list of delegates for one
+//! container, crash-safely, and undo exactly what was done.
+//!
+//! * The plan is written to the state file *before* the first delegate runs, and the state is
+//!   rewritten after each one with the exact bytes it was sent and its result. A crash at any
+//!   point leaves a state file that names every delegate that may have done something.
+//! * If delegate *i* fails, delegates *i* … 0 get DEL in reverse (the failed one too: it may
+//!   have half-attached), the state is removed once that succeeded, and the error keeps the
+//!   delegate's code and names it (index, network, type, interface).
+//! * DEL replays the state in reverse — what ADD sent, not today's configuration — attempting
+//!   every delegate and reporting all failures together. Without a state file, or with a
+//!   corrupt one, the configured delegates are deleted best-effort, so IPAM is released.
+//! * One lock per container serialises ADD/DEL of that container.
+
+use crate::chain::{build_one_config, Chain, RuntimeConf};
+use crate::invoke::{self, Exec, InvokeError, Request};
+use crate::state::{Key, StateStore};
+use cni_types::config::GcAttachment;
+use cni_types::result::AnyResult;
+use cni_types::version::{self, Command};
+use cni_types::{CniError, NetConf, NetConfList};
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+
+/// A delegate's configuration: one plugin, or a conflist run with libcni semantics.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DelegateConfig {
+    /// A single plugin configuration.
+    Plugin(NetConf),
+    /// A conflist.
+    List(NetConfList),
+}
+
+/// One delegate to attach.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delegate {
+    /// What to run.
+    pub config: DelegateConfig,
+    /// The interface name it gets (`CNI_IFNAME` of its call).
+    pub ifname: String,
+}
+
+impl Delegate {
+    /// The network name, for messages.
+    pub fn name(&self) -> &str {
+        match &self.config {
+            DelegateConfig::Plugin(c) => &c.name,
+            DelegateConfig::List(l) => &l.name,
+        }
+    }
+
+    /// The plugin type (a list names its first plugin's), for messages.
+    pub fn plugin_type(&self) -> &str {
+        match &self.config {
+            DelegateConfig::Plugin(c) => &c.plugin_type,
+            DelegateConfig::List(l) => l.plugins.first().map_or("", |p| p.plugin_type.as_str()),
+        }
+    }
+
+    /// The version it speaks.
+    pub fn version(&self) -> &str {
+        match &self.config {
+            DelegateConfig::Plugin(c) => c.version(),
+            DelegateConfig::List(l) => &l.cni_version,
+        }
+    }
+}
+
+/// The parameters of the call being served (ours, from the runtime).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Call {
+    /// `CNI_CONTAINERID`.
+    pub container_id: String,
+    /// `CNI_NETNS`.
+    pub netns: String,
+    /// Our `CNI_IFNAME`: the state key.
+    pub ifname: String,
+    /// `CNI_ARGS`, passed to every delegate.
+    pub args: String,
+    /// Our `runtimeConfig`, offered to delegates by their declared capabilities.
+    pub capability_args: Map<String, Value>,
+}
+
+/// Runs delegates and keeps their state.
+pub struct Attacher<'a> {
+    /// How delegates are executed.
+    pub exec: &'a dyn Exec,
+    /// `CNI_PATH`.
+    pub paths: Vec<PathBuf>,
+    /// Where state lives.
+    pub store: StateStore,
+}
+
+const KIND: &str = "braidAttachV1";
+
+/// A recorded attachment.
+fn record(d: &Delegate, stdin: &Value) -> Value {
+    json!({
+        "name": d.name(),
+        "type": d.plugin_type(),
+        "ifname": d.ifname,
+        "cniVersion": d.version(),
+        "list": matches!(d.config, DelegateConfig::List(_)),
+        "config": stdin,
+        "result": null,
+        "phase": "planned",
+    })
+}
+
+fn describe(i: usize, d: &Value) -> String {
+    let s = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    format!("delegate {i} (network {:?}, type {:?}, interface {})", s("name"), s("type"), s("ifname"))
+}
+
+fn cni(e: InvokeError) -> CniError {
+    e.into_cni_error()
+}
+
+impl Attacher<'_> {
+    fn path_env(&self) -> String {
+        self.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":")
+    }
+
+    fn chain(&self) -> Chain<'_> {
+        Chain { exec: self.exec, paths: self.paths.clone(), cache_dir: self.store.dir().join("cache") }
+    }
+
+    fn runtime(&self, call: &Call, ifname: &str) -> RuntimeConf {
+        RuntimeConf {
+            container_id: call.container_id.clone(),
+            netns: call.netns.clone(),
+            ifname: ifname.to_string(),
+            args: cni_types::args::split_pairs(&call.args).unwrap_or_default(),
+            capability_args: call.capability_args.clone(),
+        }
+    }
+
+    fn request(&self, command: Command, call: &Call, ifname: &str) -> Request {
+        Request {
+            command,
+            container_id: call.container_id.clone(),
+            netns: call.netns.clone(),
+            ifname: ifname.to_string(),
+            args: call.args.clone(),
+            path: self.path_env(),
+        }
+    }
+
+    fn key(call: &Call) -> Result<Key, CniError> {
+        Key::new(&call.container_id, &call.ifname)
+    }
+
+    fn state_err(e: crate::state::StateError) -> CniError {
+        CniError::new(cni_types::error::IO_FAILURE, e.to_string())
+    }
+
+    /// The bytes a single-plugin delegate is sent (libcni's request building).
+    fn plugin_stdin(conf: &NetConf, call: &Call, prev: Option<&AnyResult>) -> Vec<u8> {
+        build_one_config(conf, &conf.name, conf.version(), prev, &call.capability_args)
+    }
+
+    /// ADD every delegate in order; on failure everything attempted is rolled back.
+    pub fn add(&self, call: &Call, delegates: &[Delegate]) -> Result<Vec<AnyResult>, CniError> {
+        let key = Self::key(call)?;
+        let _lock = self.store.lock(&call.container_id).map_err(Self::state_err)?;
+        let mut state = json!({"kind": KIND, "netns": call.netns, "attachments": []});
+        for d in delegates {
+            let stdin = match &d.config {
+                DelegateConfig::Plugin(c) => {
+                    serde_json::from_slice(&Self::plugin_stdin(c, call, None)).unwrap_or(Value::Null)
+                }
+                DelegateConfig::List(l) => serde_json::from_slice(&l.bytes).unwrap_or(Value::Null),
+            };
+            if let Some(a) = state["attachments"].as_array_mut() {
+                a.push(record(d, &stdin));
+            }
+        }
+        self.write(&key, &state)?;
+        let mut results = Vec::new();
+        for (i, d) in delegates.iter().enumerate() {
+            let outcome = match &d.config {
+                DelegateConfig::Plugin(c) => {
+                    let stdin = Self::plugin_stdin(c, call, None);
+                    let req = self.request(Command::Add, call, &d.ifname);
+                    self.exec
+                        .find(&c.plugin_type, &self.paths)
+                        .and_then(|p| invoke::add(self.exec, &p, &stdin, &req))
+                        .map_err(cni)
+                }
+                DelegateConfig::List(l) => {
+                    self.chain().add(l, &self.runtime(call, &d.ifname)).map_err(|e| e.to_cni_error())
+                }
+            };
+            match outcome {
+                Ok(result) => {
+                    state["attachments"][i]["result"] = result.to_value();
+                    state["attachments"][i]["phase"] = "added".into();
+                    self.write(&key, &state)?;
+                    results.push(result);
+                }
+                Err(e) => {
+                    let what = describe(i, &state["attachments"][i]);
+                    let rollback = self.del_recorded(call, &state, i);
+                    let mut msg = format!("{what} failed: {}", e.msg);
+                    if rollback.is_empty() {
+                        self.store.remove(&key).map_err(Self::state_err)?;
+                    } else {
+                        msg.push_str(&format!("; rollback incomplete, state kept for DEL: {}", rollback.join("; ")));
+                    }
+                    return Err(CniError { code: e.code, msg, details: e.details });
+                }
+            }
+        }
+        Ok(results)
+    }
+
+    /// DEL attachments `upto` … 0 of a state, in reverse; returns the failures.
+    fn del_recorded(&self, call: &Call, state: &Value, upto: usize) -> Vec<String> {
+        let empty = Vec::new();
+        let atts = state["attachments"].as_array().unwrap_or(&empty);
+        let mut errors = Vec::new();
+        for i in (0..=upto.min(atts.len().saturating_sub(1))).rev() {
+            if atts.is_empty() {
+                break;
+            }
+            let a = &atts[i];
+            let ifname = a["ifname"].as_str().unwrap_or_default();
+            let result = if a["list"] == true {
+                let bytes = serde_json::to_vec(&a["config"]).unwrap_or_default();
+                NetConfList::parse(&bytes)
+                    .map_err(|e| e.to_string())
+                    .and_then(|l| self.chain().del(&l, &self.runtime(call, ifname)).map_err(|e| e.msg))
+            } else {
+                let mut conf = a["config"].clone();
+                let prev_ok =
+                    version::greater_than_or_equal_to(a["cniVersion"].as_str().unwrap_or(""), "0.4.0").unwrap_or(false);
+                if prev_ok && !a["result"].is_null() {
+                    conf["prevResult"] = a["result"].clone();
+                }
+                let stdin = serde_json::to_vec(&conf).unwrap_or_default();
+                let req = self.request(Command::Del, call, ifname);
+                self.exec
+                    .find(a["type"].as_str().unwrap_or_default(), &self.paths)
+                    .and_then(|p| invoke::run(self.exec, &p, &stdin, &req))
+                    .map_err(|e| e.to_string())
+            };
+            if let Err(e) = result {
+                errors.push(format!("{}: {e}", describe(i, a)));
+            }
+        }
+        errors
+    }
+
+    /// DEL from the state (or, without a usable one, from `configured`), every delegate tried.
+    pub fn del(&self, call: &Call, configured: &[Delegate], log: &mut dyn FnMut(&str)) -> Result<(), CniError> {
+        let key = Self::key(call)?;
+        let _lock = self.store.lock(&call.container_id).map_err(Self::state_err)?;
+        let state = match self.store.read(&key).map_err(Self::state_err)? {
+            None => None,
+            Some(bytes) => match serde_json::from_slice::<Value>(&bytes) {
+                Ok(v) if v["kind"] == KIND && v["attachments"].is_array() => Some(v),
+                _ => {
+                    log(&format!(
+                        "state file for {}@{} is corrupt ({} bytes); deleting the configured delegates instead",
+                        call.container_id,
+                        call.ifname,
+                        bytes.len()
+                    ));
+                    None
+                }
+            },
+        };
+        let state = match state {
+            Some(s) => s,
+            None => {
+                let mut s = json!({"kind": KIND, "netns": call.netns, "attachments": []});
+                for d in configured {
+                    let stdin = match &d.config {
+                        DelegateConfig::Plugin(c) => {
+                            serde_json::from_slice(&Self::plugin_stdin(c, call, None)).unwrap_or(Value::Null)
+                        }
+                        DelegateConfig::List(l) => serde_json::from_slice(&l.bytes).unwrap_or(Value::Null),
+                    };
+                    if let Some(a) = s["attachments"].as_array_mut() {
+                        a.push(record(d, &stdin));
+                    }
+                }
+                s
+            }
+        };
+        let n = state["attachments"].as_array().map_or(0, Vec::len);
+        let errors = if n == 0 { Vec::new() } else { self.del_recorded(call, &state, n - 1) };
+        if errors.is_empty() {
+            self.store.remove(&key).map_err(Self::state_err)?;
+            Ok(())
+        } else {
+            Err(CniError::new(
+                cni_types::error::INTERNAL,
+                format!("{} of {n} delegates failed DEL: {}", errors.len(), errors.join("; ")),
+            ))
+        }
+    }
+
+    /// CHECK every recorded delegate with its own result as prevResult; delegates below 0.4.0
+    /// are skipped (reported through `log`). Errors name the delegate.
+    pub fn check(&self, call: &Call, log: &mut dyn FnMut(&str)) -> Result<(), CniError> {
+        let key = Self::key(call)?;
+        let Some(bytes) = self.store.read(&key).map_err(Self::state_err)? else {
+            return Err(CniError::new(
+                cni_types::error::UNKNOWN_CONTAINER,
+                format!("no attachment state for {}@{}: was ADD run?", call.container_id, call.ifname),
+            ));
+        };
+        let state: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| CniError::new(cni_types::error::DECODING_FAILURE, format!("corrupt attachment state: {e}")))?;
+        for (i, a) in state["attachments"].as_array().into_iter().flatten().enumerate() {
+            let v = a["cniVersion"].as_str().unwrap_or_default();
+            if !version::greater_than_or_equal_to(v, "0.4.0").unwrap_or(false) {
+                log(&format!("{} speaks {v}: CHECK skipped", describe(i, a)));
+                continue;
+            }
+            let ifname = a["ifname"].as_str().unwrap_or_default();
+            let outcome = if a["list"] == true {
+                let bytes = serde_json::to_vec(&a["config"]).unwrap_or_default();
+                NetConfList::parse(&bytes)
+                    .map_err(|e| CniError::new(cni_types::error::DECODING_FAILURE, e.to_string()))
+                    .and_then(|l| self.chain().check(&l, &self.runtime(call, ifname)).map_err(|e| e.to_cni_error()))
+            } else {
+                let mut conf = a["config"].clone();
+                conf["prevResult"] = a["result"].clone();
+                let stdin = serde_json::to_vec(&conf).unwrap_or_default();
+                let req = self.request(Command::Check, call, ifname);
+                self.exec
+                    .find(a["type"].as_str().unwrap_or_default(), &self.paths)
+                    .and_then(|p| invoke::run(self.exec, &p, &stdin, &req))
+                    .map_err(cni)
+            };
+            outcome.map_err(|e| CniError {
+                code: e.code,
+                msg: format!("{} CHECK failed: {}", describe(i, a), e.msg),
+                details: e.details,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// GC: forward the valid attachments to every delegate, and drop our own state for
+    /// attachments not in the list. Every delegate is tried; failures are reported together.
+    pub fn gc(&self, delegates: &[Delegate], valid: &[GcAttachment]) -> Result<(), CniError> {
+        let mut errors = Vec::new();
+        for key in self.store.keys().map_err(Self::state_err)? {
+            if !valid.iter().any(|a| a.container_id == key.container_id() && a.ifname == key.ifname()) {
+                if let Err(e) = self.store.remove(&key) {
+                    errors.push(e.to_string());
+                }
+            }
+        }
+        let attachments: Value =
+            valid.iter().map(|a| json!({"containerID": a.container_id, "ifname": a.ifname})).collect();
+        let call = Call::default();
+        for (i, d) in delegates.iter().enumerate() {
+            let result = match &d.config {
+                DelegateConfig::Plugin(c) => {
+                    let mut conf = c.clone();
+                    conf.set(cni_types::config::GC_VALID_ATTACHMENTS, attachments.clone());
+                    conf.set(cni_types::config::GC_ATTACHMENTS_LEGACY, attachments.clone());
+                    let req = self.request(Command::Gc, &call, "");
+                    self.exec
+                        .find(&c.plugin_type, &self.paths)
+                        .and_then(|p| invoke::run(self.exec, &p, &conf.to_bytes(), &req))
+                        .map_err(|e| e.to_string())
+                }
+                DelegateConfig::List(l) => self.chain().gc(l, Some(valid)).map_err(|e| e.msg),
+            };
+            if let Err(e) = result {
+                errors.push(format!("delegate {i} (network {:?}): {e}", d.name()));
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(CniError::new(cni_types::error::INTERNAL, format!("GC failed: {}", errors.join("; "))))
+        }
+    }
+
+    /// STATUS: every delegate in order; the first failure is returned with its code (50/51).
+    pub fn status(&self, delegates: &[Delegate]) -> Result<(), CniError> {
+        let call = Call::default();
+        for (i, d) in delegates.iter().enumerate() {
+            let result = match &d.config {
+                DelegateConfig::Plugin(c) => {
+                    let req = self.request(Command::Status, &call, "");
+                    self.exec
+                        .find(&c.plugin_type, &self.paths)
+                        .and_then(|p| invoke::run(self.exec, &p, &c.to_bytes(), &req))
+                        .map_err(cni)
+                }
+                DelegateConfig::List(l) => self.chain().status(l).map_err(|e| e.to_cni_error()),
+            };
+            result.map_err(|e| CniError {
+                code: e.code,
+                msg: format!("delegate {i} (network {:?}) STATUS: {}", d.name(), e.msg),
+                details: e.details,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn write(&self, key: &Key, state: &Value) -> Result<(), CniError> {
+        let bytes = serde_json::to_vec(state).unwrap_or_default();
+        self.store.write(key, &bytes).map_err(Self::state_err)
+    }
+}

@@ -1,0 +1,213 @@
+//! The attach engine against a recording exec: order, state, rollback, DEL from state and
+//! from configuration, CHECK, GC.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use cni_skel::attach::{Attacher, Call, Delegate, DelegateConfig};
+use cni_skel::invoke::{FakeExec, InvokeError};
+use cni_skel::state::{Key, StateStore};
+use cni_types::config::GcAttachment;
+use cni_types::{CniError, NetConf};
+use serde_json::{json, Value};
+
+struct World {
+    dir: std::path::PathBuf,
+}
+
+impl World {
+    fn new(tag: &str) -> World {
+        let dir = std::env::temp_dir().join(format!("braid-attach-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        World { dir }
+    }
+    fn attacher<'a>(&self, exec: &'a FakeExec) -> Attacher<'a> {
+        Attacher { exec, paths: vec!["/opt/cni/bin".into()], store: StateStore::open(&self.dir).unwrap() }
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn delegate(ty: &str, version: &str, ifname: &str) -> Delegate {
+    let conf = NetConf::parse(
+        json!({"cniVersion": version, "name": format!("{ty}net"), "type": ty, "custom": {"k": 1}})
+            .to_string()
+            .as_bytes(),
+    )
+    .unwrap();
+    Delegate { config: DelegateConfig::Plugin(conf), ifname: ifname.into() }
+}
+
+fn call() -> Call {
+    Call { container_id: "ctr1".into(), netns: "/run/netns/x".into(), ifname: "eth0".into(), ..Call::default() }
+}
+
+fn ok_result(addr: &str) -> Result<Vec<u8>, InvokeError> {
+    Ok(json!({"cniVersion": "1.0.0", "ips": [{"address": addr}]}).to_string().into_bytes())
+}
+
+fn calls(exec: &FakeExec) -> Vec<(String, String, String, Value)> {
+    exec.calls
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let env = |k: &str| c.env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).unwrap_or_default();
+            (
+                c.plugin.file_name().unwrap().to_string_lossy().into_owned(),
+                env("CNI_COMMAND"),
+                env("CNI_IFNAME"),
+                serde_json::from_slice(&c.stdin).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn three() -> Vec<Delegate> {
+    vec![delegate("bridge", "1.0.0", "eth0"), delegate("ptp", "0.4.0", "net1"), delegate("macvlan", "0.2.0", "net2")]
+}
+
+#[test]
+fn add_runs_in_order_and_records_state() {
+    let w = World::new("add");
+    let exec = FakeExec::default();
+    for a in ["198.18.0.2/24", "198.18.1.2/24", "198.18.2.2/24"] {
+        exec.reply(ok_result(a));
+    }
+    let a = w.attacher(&exec);
+    let results = a.add(&call(), &three()).unwrap();
+    assert_eq!(results.len(), 3);
+    let seen = calls(&exec);
+    let order: Vec<(&str, &str, &str)> = seen.iter().map(|c| (c.0.as_str(), c.1.as_str(), c.2.as_str())).collect();
+    assert_eq!(order, [("bridge", "ADD", "eth0"), ("ptp", "ADD", "net1"), ("macvlan", "ADD", "net2")]);
+    // Unknown keys reach the delegate untouched.
+    assert_eq!(seen[0].3["custom"], json!({"k": 1}));
+    let state: Value =
+        serde_json::from_slice(&a.store.read(&Key::new("ctr1", "eth0").unwrap()).unwrap().unwrap()).unwrap();
+    let atts = state["attachments"].as_array().unwrap();
+    assert_eq!(atts.len(), 3);
+    assert!(atts.iter().all(|x| x["phase"] == "added"));
+    assert_eq!(atts[1]["result"]["ips"][0]["address"], "198.18.1.2/24");
+}
+
+#[test]
+fn failure_rolls_back_in_reverse_including_the_failed_one() {
+    let w = World::new("rollback");
+    let exec = FakeExec::default();
+    exec.reply(ok_result("198.18.0.2/24"));
+    exec.reply(Err(InvokeError::Plugin(CniError::with_details(7, "Invalid Configuration", "no master"))));
+    let a = w.attacher(&exec);
+    let e = a.add(&call(), &three()).unwrap_err();
+    assert_eq!(e.code, 7);
+    assert_eq!(e.msg, "delegate 1 (network \"ptpnet\", type \"ptp\", interface net1) failed: Invalid Configuration");
+    assert_eq!(e.details, "no master");
+    let order: Vec<(String, String)> = calls(&exec).into_iter().map(|c| (c.0, c.1)).collect();
+    let want: Vec<(String, String)> = [("bridge", "ADD"), ("ptp", "ADD"), ("ptp", "DEL"), ("bridge", "DEL")]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(order, want);
+    // The bridge's DEL carries its recorded result (1.0.0 >= 0.4.0).
+    let del_bridge = &calls(&exec)[3].3;
+    assert_eq!(del_bridge["prevResult"]["ips"][0]["address"], "198.18.0.2/24");
+    assert!(a.store.keys().unwrap().is_empty(), "state left after a complete rollback");
+}
+
+#[test]
+fn del_replays_state_then_falls_back_to_configuration() {
+    let w = World::new("del");
+    let exec = FakeExec::default();
+    for a in ["198.18.0.2/24", "198.18.1.2/24", "198.18.2.2/24"] {
+        exec.reply(ok_result(a));
+    }
+    let a = w.attacher(&exec);
+    a.add(&call(), &three()).unwrap();
+    exec.calls.lock().unwrap().clear();
+    let mut logs = Vec::new();
+    // Today's configuration differs: DEL still undoes what ADD did.
+    a.del(&call(), &[delegate("other", "1.0.0", "eth0")], &mut |l| logs.push(l.to_string())).unwrap();
+    let order: Vec<String> = calls(&exec).into_iter().map(|c| format!("{} {} {}", c.0, c.1, c.2)).collect();
+    assert_eq!(order, ["macvlan DEL net2", "ptp DEL net1", "bridge DEL eth0"]);
+    assert!(calls(&exec)[0].3.get("prevResult").is_none(), "0.2.0 delegates get no prevResult");
+    assert!(a.store.keys().unwrap().is_empty());
+    exec.calls.lock().unwrap().clear();
+    a.del(&call(), &three(), &mut |l| logs.push(l.to_string())).unwrap();
+    let order: Vec<String> = calls(&exec).into_iter().map(|c| format!("{} {}", c.0, c.1)).collect();
+    assert_eq!(order, ["macvlan DEL", "ptp DEL", "bridge DEL"], "DEL without state deletes the configured delegates");
+    assert!(logs.is_empty());
+}
+
+#[test]
+fn corrupt_state_is_reported_and_configuration_used() {
+    let w = World::new("corrupt");
+    let exec = FakeExec::default();
+    let a = w.attacher(&exec);
+    a.store.write(&Key::new("ctr1", "eth0").unwrap(), b"{\"kind\":\"braidAtt").unwrap();
+    let mut logs = Vec::new();
+    a.del(&call(), &three(), &mut |l| logs.push(l.to_string())).unwrap();
+    assert_eq!(logs.len(), 1);
+    assert!(logs[0].contains("corrupt"), "{}", logs[0]);
+    assert_eq!(calls(&exec).len(), 3);
+    assert!(a.store.keys().unwrap().is_empty());
+}
+
+#[test]
+fn del_tries_every_delegate_and_reports_all_failures() {
+    let w = World::new("delerr");
+    let exec = FakeExec::default();
+    let a = w.attacher(&exec);
+    exec.reply(Err(InvokeError::Failed("netplugin failed with no error message: exit status 1".into())));
+    exec.reply(Ok(Vec::new()));
+    exec.reply(Err(InvokeError::Plugin(CniError::new(11, "busy"))));
+    let e = a.del(&call(), &three(), &mut |_| {}).unwrap_err();
+    assert_eq!(calls(&exec).len(), 3);
+    assert!(e.msg.starts_with("2 of 3 delegates failed DEL"), "{}", e.msg);
+    assert!(e.msg.contains("delegate 2") && e.msg.contains("delegate 0"), "{}", e.msg);
+}
+
+#[test]
+fn check_uses_recorded_results_and_skips_old_versions() {
+    let w = World::new("check");
+    let exec = FakeExec::default();
+    for a in ["198.18.0.2/24", "198.18.1.2/24", "198.18.2.2/24"] {
+        exec.reply(ok_result(a));
+    }
+    let a = w.attacher(&exec);
+    a.add(&call(), &three()).unwrap();
+    exec.calls.lock().unwrap().clear();
+    let mut logs = Vec::new();
+    a.check(&call(), &mut |l| logs.push(l.to_string())).unwrap();
+    let seen = calls(&exec);
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[1].3["prevResult"]["ips"][0]["address"], "198.18.1.2/24");
+    assert_eq!(logs.len(), 1);
+    assert!(logs[0].contains("0.2.0"));
+    exec.reply(Err(InvokeError::Plugin(CniError::new(7, "mismatch"))));
+    let e = a.check(&call(), &mut |_| {}).unwrap_err();
+    assert_eq!(e.code, 7);
+    assert!(e.msg.starts_with("delegate 0 (network \"bridgenet\""), "{}", e.msg);
+}
+
+#[test]
+fn gc_forwards_and_drops_stale_state() {
+    let w = World::new("gc");
+    let exec = FakeExec::default();
+    let a = w.attacher(&exec);
+    for cid in ["keep", "stale"] {
+        let c = Call { container_id: cid.into(), ..call() };
+        exec.reply(ok_result("198.18.0.2/24"));
+        a.add(&c, &three()[..1]).unwrap();
+    }
+    exec.calls.lock().unwrap().clear();
+    let valid = [GcAttachment { container_id: "keep".into(), ifname: "eth0".into() }];
+    a.gc(&three(), &valid).unwrap();
+    assert_eq!(a.store.keys().unwrap(), vec![Key::new("keep", "eth0").unwrap()]);
+    let seen = calls(&exec);
+    assert_eq!(seen.len(), 3);
+    assert!(seen.iter().all(|c| c.1 == "GC"));
+    assert_eq!(seen[0].3["cni.dev/valid-attachments"], json!([{"containerID": "keep", "ifname": "eth0"}]));
+    exec.reply(Err(InvokeError::Plugin(CniError::new(50, "not ready"))));
+    assert_eq!(a.status(&three()).unwrap_err().code, 50);
+}
