@@ -35,5 +35,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 log "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked -q
 
+log "cargo build (plugin binaries the namespace tests run)"
+cargo build --workspace --bins --locked -q
+
 log "cargo test"
 cargo test --workspace --locked

@@ -196,6 +196,7 @@ impl Harness {
     /// A fresh host namespace and work directory; the reference plugins and braid's binaries
     /// (the build directory) on the path.
     pub fn new(tag: &str) -> Harness {
+        ensure_binaries();
         let dir = TempDir::new(tag);
         std::fs::create_dir_all(dir.path().join("ipam")).unwrap_or_default();
         Harness {
@@ -304,6 +305,29 @@ impl Harness {
 fn parse_list(v: &Value) -> NetConfList {
     let bytes = serde_json::to_vec(v).unwrap_or_default();
     NetConfList::parse(&bytes).unwrap_or_else(|e| panic!("test conflist: {e}"))
+}
+
+/// braid's plugin binaries, which the tests run as delegates and runtimes run as plugins.
+pub const BRAID_BINARIES: &[&str] = &["delegator", "braid-fault", "braid-cnitool"];
+
+/// `cargo test` builds only the binaries of the package under test; the plugins live in other
+/// packages, so build them once (same profile) when one is missing.
+fn ensure_binaries() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let dir = build_dir();
+        if BRAID_BINARIES.iter().all(|b| dir.join(b).exists()) {
+            return;
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--workspace", "--bins", "-q"]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let ok = cmd.status().is_ok_and(|s| s.success());
+        assert!(ok, "building braid's binaries failed");
+    });
 }
 
 /// The cargo build directory holding braid's binaries (beside the test executable).
