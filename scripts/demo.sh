@@ -18,7 +18,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 step "building release binaries"
-cargo build --release --locked -q -p braid-integration
+cargo build --release --locked -q --workspace --bins
 bin="$PWD/target/release"
 
 id="demo$$"
@@ -44,18 +44,34 @@ cat > "$work/demo.conflist" <<JSON
   "name": "braid-demo",
   "plugins": [
     {
-      "type": "bridge", "bridge": "braiddemo0", "isGateway": true,
-      "ipam": {
-        "type": "host-local", "dataDir": "$work/ipam",
-        "ranges": [[{"subnet": "198.18.20.0/24", "gateway": "198.18.20.1"}]],
-        "routes": [{"dst": "0.0.0.0/0", "gw": "198.18.20.1"}]
-      }
+      "type": "delegator",
+      "result": "merged",
+      "stateDir": "$work/state",
+      "delegates": [
+        {
+          "cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": "braiddemo0", "isGateway": true,
+          "ipam": {
+            "type": "host-local", "dataDir": "$work/ipam",
+            "ranges": [[{"subnet": "198.18.20.0/24", "gateway": "198.18.20.1"}]],
+            "routes": [{"dst": "0.0.0.0/0", "gw": "198.18.20.1"}]
+          }
+        },
+        {
+          "cniVersion": "0.4.0", "name": "storage", "type": "ptp",
+          "ipam": {
+            "type": "host-local", "dataDir": "$work/ipam",
+            "ranges": [[{"subnet": "198.18.21.0/24"}]],
+            "routes": [{"dst": "198.19.21.0/24", "gw": "198.18.21.1"}]
+          }
+        }
+      ]
     },
     {"type": "tuning", "mtu": 1400}
   ]
 }
 JSON
-echo "conflist (the reference chain; braid's plugins join it as their issues land):"
+echo "conflist: the delegator attaches a bridge network (eth0, cniVersion 1.0.0) and a ptp network"
+echo "(net1, cniVersion 0.4.0) and returns both merged as one result (1.0.0: Debian's tuning, which runs after it, speaks up to 1.0.0):"
 cat "$work/demo.conflist"
 
 tool() {
@@ -64,7 +80,7 @@ tool() {
     --path "$bin:/usr/lib/cni" --args "IgnoreUnknown=1;K8S_POD_NAME=demo"
 }
 
-step "ADD: the result the runtime receives"
+step "ADD: the merged result the runtime receives (every interface, each IP pointing at its own)"
 tool add
 step "the container's view (ip addr, ip route)"
 ip -n "$ctr" -br addr
@@ -76,10 +92,13 @@ tool del && echo "DEL passed"
 
 step "proof that nothing is left"
 left=0
-if ip -n "$ctr" link show eth0 >/dev/null 2>&1; then echo "eth0 still in the container"; left=1; fi
+for l in eth0 net1; do
+  if ip -n "$ctr" link show "$l" >/dev/null 2>&1; then echo "$l still in the container"; left=1; fi
+done
 if ip -n "$host" -br link | grep -q '^veth'; then echo "a veth is still on the node"; left=1; fi
 if find "$work/ipam" -name '198.18.*' 2>/dev/null | grep -q .; then echo "an IP reservation is left"; left=1; fi
 if [ -n "$(ls -A "$work/cache/results" 2>/dev/null)" ]; then echo "a cache file is left"; left=1; fi
+if find "$work/state" -maxdepth 1 -type f 2>/dev/null | grep -q .; then echo "a delegator state file is left"; left=1; fi
 [ "$left" -eq 0 ] || exit 1
-echo "no interface, no IP reservation, no cache file left (the bridge stays on the node by design)"
+echo "no interface, no IP reservation, no state or cache file left (bridge leaves its bridge device on the node by design; it goes with the node namespace)"
 step "demo finished"
