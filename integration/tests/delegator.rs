@@ -142,3 +142,120 @@ fn plan_errors_run_nothing() {
     assert!(e.msg.contains("interface net1 already exists"), "{}", e.msg);
     assert!(!log.exists(), "a delegate ran despite an invalid plan");
 }
+
+fn bridge_ptp(h: &Harness, a: u8, b: u8) -> Value {
+    json!([
+        {"cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": unique("br"), "ipam": ipam(h, a)},
+        {"cniVersion": "0.4.0", "name": "side", "type": "ptp", "ipam": ipam(h, b)}
+    ])
+}
+
+#[test]
+fn hung_delegate_is_killed_and_rolled_back() {
+    if !require_root("hung_delegate_is_killed_and_rolled_back") {
+        return;
+    }
+    let h = Harness::new("hang");
+    let ctr = h.container("hang");
+    let mut delegates = bridge_ptp(&h, 34, 35);
+    delegates.as_array_mut().unwrap().push(json!({"type": "braid-fault", "sleepOn": "ADD", "sleepMs": 20000}));
+    let mut list = delegator_list(&h, "1.1.0", "merged", delegates);
+    list["plugins"][0]["timeout"] = json!(1);
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let start = std::time::Instant::now();
+    let e = h.add(&list, &rt).unwrap_err();
+    assert!(start.elapsed() < std::time::Duration::from_secs(10), "{:?}", start.elapsed());
+    assert!(e.msg.contains("delegate 2") && e.msg.contains("timed out after 1s"), "{}", e.msg);
+    assert!(ctr.link("eth0").is_none() && ctr.link("net1").is_none());
+    assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
+    assert!(state_files(&h).is_empty(), "{:?}", h.dir.files());
+}
+
+#[test]
+fn del_without_state_twice_after_netns_gone_and_with_truncated_state() {
+    if !require_root("del_without_state_twice_after_netns_gone_and_with_truncated_state") {
+        return;
+    }
+    let h = Harness::new("dels");
+    // 1. DEL with no state at all (ADD never ran) succeeds.
+    let ctr = h.container("dels");
+    let list = delegator_list(&h, "1.0.0", "primary", bridge_ptp(&h, 36, 37));
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL without state: {e}"));
+
+    // 2. Truncated state: DEL falls back to the configuration and releases IPAM.
+    h.add(&list, &rt).unwrap();
+    assert_eq!(reservations(&h).len(), 2);
+    let state = h.dir.path().join("state").join(format!("{}@eth0", rt.container_id));
+    let bytes = std::fs::read(&state).unwrap();
+    std::fs::write(&state, &bytes[..bytes.len() / 2]).unwrap();
+    h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL with truncated state: {e}"));
+    assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
+    assert!(ctr.link("eth0").is_none() && ctr.link("net1").is_none());
+
+    // 3. DEL after the namespace was deleted, then DEL again.
+    let ctr2 = h.container("gone");
+    let rt2 = h.runtime(&ctr2, &unique("ctr"), "eth0");
+    h.add(&list, &rt2).unwrap();
+    drop(ctr2);
+    h.del(&list, &rt2).unwrap_or_else(|e| panic!("DEL after netns deleted: {e}"));
+    h.del(&list, &rt2).unwrap_or_else(|e| panic!("DEL twice: {e}"));
+    assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
+    assert!(state_files(&h).is_empty(), "{:?}", h.dir.files());
+}
+
+#[test]
+fn sigkill_during_the_second_delegate_then_del_cleans_up() {
+    if !require_root("sigkill_during_the_second_delegate_then_del_cleans_up") {
+        return;
+    }
+    let h = Harness::new("kill");
+    let ctr = h.container("kill");
+    let mut delegates = bridge_ptp(&h, 38, 39);
+    delegates[1] = json!({"type": "braid-fault", "sleepOn": "ADD", "sleepMs": 3000});
+    let list = delegator_list(&h, "1.0.0", "primary", delegates);
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let conf = list["plugins"][0].clone();
+    let mut stdin = conf.as_object().unwrap().clone();
+    stdin.insert("name".into(), list["name"].clone());
+    stdin.insert("cniVersion".into(), list["cniVersion"].clone());
+    let stdin = serde_json::to_vec(&stdin).unwrap();
+    let bin = braid_integration::build_dir().join("delegator");
+    let path = h.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":");
+    let (rt_c, ns, state_dir) = (rt.clone(), h.host.path(), h.dir.path().join("state"));
+    cni_skel::netns::run_in(&ns, move || {
+        use std::io::Write;
+        let mut child = std::process::Command::new(&bin)
+            .env("CNI_COMMAND", "ADD")
+            .env("CNI_CONTAINERID", &rt_c.container_id)
+            .env("CNI_NETNS", &rt_c.netns)
+            .env("CNI_IFNAME", "eth0")
+            .env("CNI_PATH", &path)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&stdin).unwrap();
+        // Wait until the bridge is attached and the fault plugin is sleeping.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            let state = std::fs::read_dir(&state_dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|e| std::fs::read_to_string(e.path()).is_ok_and(|s| s.contains("\"phase\":\"added\"")));
+            if state {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    })
+    .unwrap();
+    assert_eq!(ctr.addresses("eth0").len(), 1, "the first delegate should have attached before the kill");
+    h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL after crash: {e}"));
+    assert!(ctr.link("eth0").is_none());
+    assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
+    assert!(state_files(&h).is_empty(), "{:?}", h.dir.files());
+}
