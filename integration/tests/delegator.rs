@@ -259,3 +259,44 @@ fn sigkill_during_the_second_delegate_then_del_cleans_up() {
     assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
     assert!(state_files(&h).is_empty(), "{:?}", h.dir.files());
 }
+
+/// bridge (1.0.0), ptp (0.2.0) and macvlan on a veth master (0.4.0), under each delegator version.
+#[test]
+fn three_delegates_mixed_versions_under_each_delegator_version() {
+    if !require_root("three_delegates_mixed_versions_under_each_delegator_version") {
+        return;
+    }
+    for (n, version) in ["1.1.0", "1.0.0", "0.4.0"].iter().enumerate() {
+        let h = Harness::new("mix");
+        let ctr = h.container("mix");
+        let master = unique("m");
+        h.host.ip(&["link", "add", &master, "type", "veth", "peer", "name", &format!("{master}p")]);
+        h.host.ip(&["link", "set", &master, "up"]);
+        let base = 40 + 3 * n as u8;
+        let delegates = json!([
+            {"cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": unique("br"), "ipam": ipam(&h, base)},
+            {"cniVersion": "0.2.0", "name": "legacy", "type": "ptp", "ipam": ipam(&h, base + 1)},
+            {"cniVersion": "0.4.0", "name": "mac", "type": "macvlan", "master": master, "mode": "bridge", "ipam": ipam(&h, base + 2)}
+        ]);
+        let list = delegator_list(&h, version, "merged", delegates);
+        let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+        let result = h.add(&list, &rt).unwrap_or_else(|e| panic!("ADD under {version}: {e}"));
+        assert_eq!(result.version(), *version);
+        let r = result.to_latest();
+        for (i, ifname) in ["eth0", "net1", "net2"].iter().enumerate() {
+            let kernel = ctr.addresses(ifname);
+            assert_eq!(kernel.len(), 1, "{version}: {ifname} has {kernel:?}");
+            assert_eq!(r.ips[i].address.to_string(), kernel[0], "{version}: IP {i}");
+            let iface = &r.interfaces[r.ips[i].interface.unwrap() as usize];
+            assert_eq!((iface.name.as_str(), iface.sandbox.as_str()), (*ifname, rt.netns.as_str()), "{version}");
+        }
+        assert_eq!(ctr.link("net2").unwrap()["linkinfo"]["info_kind"], "macvlan");
+        h.check(&list, &rt).unwrap_or_else(|e| panic!("CHECK under {version}: {e}"));
+        h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL under {version}: {e}"));
+        for ifname in ["eth0", "net1", "net2"] {
+            assert!(ctr.link(ifname).is_none(), "{version}: {ifname} left");
+        }
+        assert!(reservations(&h).is_empty(), "{version}: {:?}", h.dir.files());
+        assert!(state_files(&h).is_empty(), "{version}: {:?}", h.dir.files());
+    }
+}
