@@ -32,15 +32,43 @@ pub enum DelegateConfig {
 }
 
 /// One delegate to attach.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Delegate {
     /// What to run.
     pub config: DelegateConfig,
     /// The interface name it gets (`CNI_IFNAME` of its call).
     pub ifname: String,
+    /// This attachment's own runtime requests (`mac`, `ips`, …), laid over the call's
+    /// `runtimeConfig` before filtering by the delegate's capabilities.
+    pub runtime_config: Map<String, Value>,
+    /// Extra `CNI_ARGS` pairs for this attachment, appended to the call's (later pairs win,
+    /// as in Go's `LoadArgs`).
+    pub args: Option<String>,
+}
+
+impl Default for DelegateConfig {
+    fn default() -> Self {
+        DelegateConfig::Plugin(NetConf::default())
+    }
 }
 
 impl Delegate {
+    /// The `CNI_ARGS` this delegate is called with.
+    pub fn effective_args(&self, call: &Call) -> String {
+        match (&self.args, call.args.is_empty()) {
+            (None, _) => call.args.clone(),
+            (Some(extra), true) => extra.clone(),
+            (Some(extra), false) => format!("{};{extra}", call.args),
+        }
+    }
+
+    /// The runtime arguments offered to this delegate: the call's, with its own laid over.
+    pub fn effective_capability_args(&self, call: &Call) -> Map<String, Value> {
+        let mut m = call.capability_args.clone();
+        m.extend(self.runtime_config.iter().map(|(k, v)| (k.clone(), v.clone())));
+        m
+    }
+
     /// The network name, for messages.
     pub fn name(&self) -> &str {
         match &self.config {
@@ -94,8 +122,10 @@ pub struct Attacher<'a> {
 const KIND: &str = "braidAttachV1";
 
 /// A recorded attachment.
-fn record(d: &Delegate, stdin: &Value) -> Value {
+fn record(d: &Delegate, call: &Call, stdin: &Value) -> Value {
     json!({
+        "args": d.effective_args(call),
+        "capabilityArgs": d.effective_capability_args(call),
         "name": d.name(),
         "type": d.plugin_type(),
         "ifname": d.ifname,
@@ -125,25 +155,33 @@ impl Attacher<'_> {
         Chain { exec: self.exec, paths: self.paths.clone(), cache_dir: self.store.dir().join("cache") }
     }
 
-    fn runtime(&self, call: &Call, ifname: &str) -> RuntimeConf {
+    fn runtime(&self, call: &Call, ifname: &str, args: &str, caps: Map<String, Value>) -> RuntimeConf {
         RuntimeConf {
             container_id: call.container_id.clone(),
             netns: call.netns.clone(),
             ifname: ifname.to_string(),
-            args: cni_types::args::split_pairs(&call.args).unwrap_or_default(),
-            capability_args: call.capability_args.clone(),
+            args: cni_types::args::split_pairs(args).unwrap_or_default(),
+            capability_args: caps,
         }
     }
 
-    fn request(&self, command: Command, call: &Call, ifname: &str) -> Request {
+    fn request(&self, command: Command, call: &Call, ifname: &str, args: &str) -> Request {
         Request {
             command,
             container_id: call.container_id.clone(),
             netns: call.netns.clone(),
             ifname: ifname.to_string(),
-            args: call.args.clone(),
+            args: args.to_string(),
             path: self.path_env(),
         }
+    }
+
+    /// The args and runtime arguments an attachment was recorded with.
+    fn recorded(a: &Value, call: &Call) -> (String, Map<String, Value>) {
+        let args = a.get("args").and_then(Value::as_str).map_or_else(|| call.args.clone(), str::to_string);
+        let caps =
+            a.get("capabilityArgs").and_then(Value::as_object).cloned().unwrap_or_else(|| call.capability_args.clone());
+        (args, caps)
     }
 
     fn key(call: &Call) -> Result<Key, CniError> {
@@ -155,8 +193,8 @@ impl Attacher<'_> {
     }
 
     /// The bytes a single-plugin delegate is sent (libcni's request building).
-    fn plugin_stdin(conf: &NetConf, call: &Call, prev: Option<&AnyResult>) -> Vec<u8> {
-        build_one_config(conf, &conf.name, conf.version(), prev, &call.capability_args)
+    fn plugin_stdin(conf: &NetConf, caps: &Map<String, Value>, prev: Option<&AnyResult>) -> Vec<u8> {
+        build_one_config(conf, &conf.name, conf.version(), prev, caps)
     }
 
     /// ADD every delegate in order; on failure everything attempted is rolled back.
@@ -167,12 +205,13 @@ impl Attacher<'_> {
         for d in delegates {
             let stdin = match &d.config {
                 DelegateConfig::Plugin(c) => {
-                    serde_json::from_slice(&Self::plugin_stdin(c, call, None)).unwrap_or(Value::Null)
+                    serde_json::from_slice(&Self::plugin_stdin(c, &d.effective_capability_args(call), None))
+                        .unwrap_or(Value::Null)
                 }
                 DelegateConfig::List(l) => serde_json::from_slice(&l.bytes).unwrap_or(Value::Null),
             };
             if let Some(a) = state["attachments"].as_array_mut() {
-                a.push(record(d, &stdin));
+                a.push(record(d, call, &stdin));
             }
         }
         self.write(&key, &state)?;
@@ -180,15 +219,16 @@ impl Attacher<'_> {
         for (i, d) in delegates.iter().enumerate() {
             let outcome = match &d.config {
                 DelegateConfig::Plugin(c) => {
-                    let stdin = Self::plugin_stdin(c, call, None);
-                    let req = self.request(Command::Add, call, &d.ifname);
+                    let stdin = Self::plugin_stdin(c, &d.effective_capability_args(call), None);
+                    let req = self.request(Command::Add, call, &d.ifname, &d.effective_args(call));
                     self.exec
                         .find(&c.plugin_type, &self.paths)
                         .and_then(|p| invoke::add(self.exec, &p, &stdin, &req))
                         .map_err(cni)
                 }
                 DelegateConfig::List(l) => {
-                    self.chain().add(l, &self.runtime(call, &d.ifname)).map_err(|e| e.to_cni_error())
+                    let rt = self.runtime(call, &d.ifname, &d.effective_args(call), d.effective_capability_args(call));
+                    self.chain().add(l, &rt).map_err(|e| e.to_cni_error())
                 }
             };
             match outcome {
@@ -225,11 +265,12 @@ impl Attacher<'_> {
             }
             let a = &atts[i];
             let ifname = a["ifname"].as_str().unwrap_or_default();
+            let (args, caps) = Self::recorded(a, call);
             let result = if a["list"] == true {
                 let bytes = serde_json::to_vec(&a["config"]).unwrap_or_default();
                 NetConfList::parse(&bytes)
                     .map_err(|e| e.to_string())
-                    .and_then(|l| self.chain().del(&l, &self.runtime(call, ifname)).map_err(|e| e.msg))
+                    .and_then(|l| self.chain().del(&l, &self.runtime(call, ifname, &args, caps)).map_err(|e| e.msg))
             } else {
                 let mut conf = a["config"].clone();
                 let prev_ok =
@@ -238,7 +279,7 @@ impl Attacher<'_> {
                     conf["prevResult"] = a["result"].clone();
                 }
                 let stdin = serde_json::to_vec(&conf).unwrap_or_default();
-                let req = self.request(Command::Del, call, ifname);
+                let req = self.request(Command::Del, call, ifname, &args);
                 self.exec
                     .find(a["type"].as_str().unwrap_or_default(), &self.paths)
                     .and_then(|p| invoke::run(self.exec, &p, &stdin, &req))
@@ -277,12 +318,13 @@ impl Attacher<'_> {
                 for d in configured {
                     let stdin = match &d.config {
                         DelegateConfig::Plugin(c) => {
-                            serde_json::from_slice(&Self::plugin_stdin(c, call, None)).unwrap_or(Value::Null)
+                            serde_json::from_slice(&Self::plugin_stdin(c, &d.effective_capability_args(call), None))
+                                .unwrap_or(Value::Null)
                         }
                         DelegateConfig::List(l) => serde_json::from_slice(&l.bytes).unwrap_or(Value::Null),
                     };
                     if let Some(a) = s["attachments"].as_array_mut() {
-                        a.push(record(d, &stdin));
+                        a.push(record(d, call, &stdin));
                     }
                 }
                 s
@@ -320,16 +362,19 @@ impl Attacher<'_> {
                 continue;
             }
             let ifname = a["ifname"].as_str().unwrap_or_default();
+            let (args, caps) = Self::recorded(a, call);
             let outcome = if a["list"] == true {
                 let bytes = serde_json::to_vec(&a["config"]).unwrap_or_default();
                 NetConfList::parse(&bytes)
                     .map_err(|e| CniError::new(cni_types::error::DECODING_FAILURE, e.to_string()))
-                    .and_then(|l| self.chain().check(&l, &self.runtime(call, ifname)).map_err(|e| e.to_cni_error()))
+                    .and_then(|l| {
+                        self.chain().check(&l, &self.runtime(call, ifname, &args, caps)).map_err(|e| e.to_cni_error())
+                    })
             } else {
                 let mut conf = a["config"].clone();
                 conf["prevResult"] = a["result"].clone();
                 let stdin = serde_json::to_vec(&conf).unwrap_or_default();
-                let req = self.request(Command::Check, call, ifname);
+                let req = self.request(Command::Check, call, ifname, &args);
                 self.exec
                     .find(a["type"].as_str().unwrap_or_default(), &self.paths)
                     .and_then(|p| invoke::run(self.exec, &p, &stdin, &req))
@@ -364,7 +409,7 @@ impl Attacher<'_> {
                     let mut conf = c.clone();
                     conf.set(cni_types::config::GC_VALID_ATTACHMENTS, attachments.clone());
                     conf.set(cni_types::config::GC_ATTACHMENTS_LEGACY, attachments.clone());
-                    let req = self.request(Command::Gc, &call, "");
+                    let req = self.request(Command::Gc, &call, "", "");
                     self.exec
                         .find(&c.plugin_type, &self.paths)
                         .and_then(|p| invoke::run(self.exec, &p, &conf.to_bytes(), &req))
@@ -389,7 +434,7 @@ impl Attacher<'_> {
         for (i, d) in delegates.iter().enumerate() {
             let result = match &d.config {
                 DelegateConfig::Plugin(c) => {
-                    let req = self.request(Command::Status, &call, "");
+                    let req = self.request(Command::Status, &call, "", "");
                     self.exec
                         .find(&c.plugin_type, &self.paths)
                         .and_then(|p| invoke::run(self.exec, &p, &c.to_bytes(), &req))

@@ -37,7 +37,7 @@ fn delegate(ty: &str, version: &str, ifname: &str) -> Delegate {
             .as_bytes(),
     )
     .unwrap();
-    Delegate { config: DelegateConfig::Plugin(conf), ifname: ifname.into() }
+    Delegate { config: DelegateConfig::Plugin(conf), ifname: ifname.into(), ..Delegate::default() }
 }
 
 fn call() -> Call {
@@ -210,4 +210,32 @@ fn gc_forwards_and_drops_stale_state() {
     assert_eq!(seen[0].3["cni.dev/valid-attachments"], json!([{"containerID": "keep", "ifname": "eth0"}]));
     exec.reply(Err(InvokeError::Plugin(CniError::new(50, "not ready"))));
     assert_eq!(a.status(&three()).unwrap_err().code, 50);
+}
+
+#[test]
+fn per_attachment_runtime_config_and_args_are_sent_and_replayed() {
+    let w = World::new("rc");
+    let exec = FakeExec::default();
+    let a = w.attacher(&exec);
+    let conf =
+        NetConf::parse(br#"{"cniVersion":"1.0.0","name":"m","type":"macvlan","capabilities":{"mac":true}}"#).unwrap();
+    let mut d = Delegate { config: DelegateConfig::Plugin(conf), ifname: "net1".into(), ..Delegate::default() };
+    d.runtime_config.insert("mac".into(), json!("c2:11:22:33:44:55"));
+    d.runtime_config.insert("ips".into(), json!(["198.18.5.5/24"]));
+    d.args = Some("IP=198.18.5.5".into());
+    let c = Call { args: "IgnoreUnknown=1".into(), ..call() };
+    exec.reply(ok_result("198.18.5.5/24"));
+    a.add(&c, std::slice::from_ref(&d)).unwrap();
+    let env_args = |i: usize| {
+        let calls = exec.calls.lock().unwrap();
+        calls[i].env.iter().find(|(k, _)| k == "CNI_ARGS").unwrap().1.clone()
+    };
+    let seen = calls(&exec);
+    // Only the declared capability reaches the delegate.
+    assert_eq!(seen[0].3["runtimeConfig"], json!({"mac": "c2:11:22:33:44:55"}));
+    assert_eq!(env_args(0), "IgnoreUnknown=1;IP=198.18.5.5");
+    // DEL replays what ADD sent, even if today's configuration no longer has the overrides.
+    a.del(&c, &[], &mut |_| {}).unwrap();
+    assert_eq!(env_args(1), "IgnoreUnknown=1;IP=198.18.5.5");
+    assert_eq!(calls(&exec)[1].3["runtimeConfig"], json!({"mac": "c2:11:22:33:44:55"}));
 }

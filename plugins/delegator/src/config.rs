@@ -87,6 +87,8 @@ impl Config {
         }
         let mut delegates = Vec::new();
         for (i, entry) in entries.iter().enumerate() {
+            let mut runtime_config = serde_json::Map::new();
+            let mut extra_args = None;
             let (network, ifname_override) = match entry {
                 Value::Object(o) if o.contains_key("network") => {
                     let ifn = match o.get("ifname") {
@@ -94,6 +96,24 @@ impl Config {
                         Some(Value::String(s)) => Some(s.clone()),
                         Some(v) => return Err(invalid(format!("delegates[{i}].ifname must be a string, not {v}"))),
                     };
+                    match o.get("runtimeConfig") {
+                        None => {}
+                        Some(Value::Object(rc)) => runtime_config = rc.clone(),
+                        Some(v) => {
+                            return Err(invalid(format!("delegates[{i}].runtimeConfig must be an object, not {v}")))
+                        }
+                    }
+                    match o.get("args") {
+                        None => {}
+                        Some(Value::String(a)) => {
+                            cni_types::args::split_pairs(a)
+                                .map_err(|e| invalid(format!("delegates[{i}].args: {e}")))?;
+                            extra_args = Some(a.clone());
+                        }
+                        Some(v) => {
+                            return Err(invalid(format!("delegates[{i}].args must be a K=V;K=V string, not {v}")))
+                        }
+                    }
                     (o["network"].clone(), ifn)
                 }
                 other => (other.clone(), None),
@@ -123,7 +143,7 @@ impl Config {
                 }
             };
             let ifname = ifname_override.unwrap_or_else(|| if i == 0 { ifname.to_string() } else { format!("net{i}") });
-            delegates.push(Delegate { config, ifname });
+            delegates.push(Delegate { config, ifname, runtime_config, args: extra_args });
         }
         let cfg = Config { conf, delegates, state_dir, result, timeout };
         cfg.validate()?;
