@@ -389,7 +389,7 @@ impl Attacher<'_> {
         Ok(())
     }
 
-    /// GC: forward the valid attachments to every delegate, and drop our own state for
+    /// GC: forward the valid attachments to every delegate (of 1.1.0 or later), and drop our own state for
     /// attachments not in the list. Every delegate is tried; failures are reported together.
     pub fn gc(&self, delegates: &[Delegate], valid: &[GcAttachment]) -> Result<(), CniError> {
         let mut errors = Vec::new();
@@ -405,6 +405,8 @@ impl Attacher<'_> {
         let call = Call::default();
         for (i, d) in delegates.iter().enumerate() {
             let result = match &d.config {
+                // As libcni does for lists: GC does not exist below 1.1.0.
+                DelegateConfig::Plugin(c) if !Command::Gc.allowed_in(c.version()).unwrap_or(false) => Ok(()),
                 DelegateConfig::Plugin(c) => {
                     let mut conf = c.clone();
                     conf.set(cni_types::config::GC_VALID_ATTACHMENTS, attachments.clone());
@@ -428,11 +430,13 @@ impl Attacher<'_> {
         }
     }
 
-    /// STATUS: every delegate in order; the first failure is returned with its code (50/51).
+    /// STATUS: every delegate (of 1.1.0 or later) in order; the first failure is returned with its code (50/51).
     pub fn status(&self, delegates: &[Delegate]) -> Result<(), CniError> {
         let call = Call::default();
         for (i, d) in delegates.iter().enumerate() {
             let result = match &d.config {
+                // As libcni does for lists: STATUS does not exist below 1.1.0.
+                DelegateConfig::Plugin(c) if !Command::Status.allowed_in(c.version()).unwrap_or(false) => Ok(()),
                 DelegateConfig::Plugin(c) => {
                     let req = self.request(Command::Status, &call, "", "");
                     self.exec

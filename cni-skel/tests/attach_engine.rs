@@ -202,14 +202,21 @@ fn gc_forwards_and_drops_stale_state() {
     }
     exec.calls.lock().unwrap().clear();
     let valid = [GcAttachment { container_id: "keep".into(), ifname: "eth0".into() }];
-    a.gc(&three(), &valid).unwrap();
+    // GC and STATUS exist from 1.1.0: the 1.0.0 delegate is not asked (as libcni skips lists).
+    let modern = vec![
+        delegate("bridge", "1.1.0", "eth0"),
+        delegate("ptp", "1.0.0", "net1"),
+        delegate("macvlan", "1.1.0", "net2"),
+    ];
+    a.gc(&modern, &valid).unwrap();
     assert_eq!(a.store.keys().unwrap(), vec![Key::new("keep", "eth0").unwrap()]);
     let seen = calls(&exec);
-    assert_eq!(seen.len(), 3);
+    assert_eq!(seen.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(), ["bridge", "macvlan"]);
     assert!(seen.iter().all(|c| c.1 == "GC"));
     assert_eq!(seen[0].3["cni.dev/valid-attachments"], json!([{"containerID": "keep", "ifname": "eth0"}]));
     exec.reply(Err(InvokeError::Plugin(CniError::new(50, "not ready"))));
-    assert_eq!(a.status(&three()).unwrap_err().code, 50);
+    assert_eq!(a.status(&modern).unwrap_err().code, 50);
+    assert!(a.status(&three()[1..]).is_ok(), "delegates below 1.1.0 are not asked for STATUS");
 }
 
 #[test]

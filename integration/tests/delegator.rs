@@ -300,3 +300,86 @@ fn three_delegates_mixed_versions_under_each_delegator_version() {
         assert!(state_files(&h).is_empty(), "{version}: {:?}", h.dir.files());
     }
 }
+
+#[test]
+fn named_and_conflist_delegates_dns_gc_status_and_parallel_containers() {
+    if !require_root("named_and_conflist_delegates_dns_gc_status_and_parallel_containers") {
+        return;
+    }
+    let h = Harness::new("named");
+    let confdir = h.dir.path().join("net.d");
+    std::fs::create_dir_all(&confdir).unwrap();
+    let log = h.dir.path().join("fault.log");
+    // A named network, found by name in confDir (an unrelated file sorts first).
+    std::fs::write(
+        confdir.join("00-other.conflist"),
+        json!({"cniVersion": "1.0.0", "name": "other", "plugins": [{"type": "ptp"}]}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        confdir.join("10-side.conflist"),
+        json!({"cniVersion": "0.4.0", "name": "side", "plugins": [
+            {"type": "ptp", "ipam": ipam(&h, 51), "dns": {"nameservers": ["198.18.51.53"], "search": ["side.example"]}}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let mut list = delegator_list(
+        &h,
+        "1.1.0",
+        "merged",
+        json!([
+            {"cniVersion": "1.0.0", "name": "cluster", "plugins": [
+                {"type": "bridge", "bridge": unique("br"), "ipam": ipam(&h, 50),
+                 "dns": {"nameservers": ["198.18.50.53"], "domain": "cluster.example", "search": ["cluster.example"]}},
+                {"type": "tuning", "mtu": 1400}
+            ]},
+            "side",
+            {"cniVersion": "1.1.0", "name": "probe", "type": "braid-fault", "log": log}
+        ]),
+    );
+    list["plugins"][0]["confDir"] = json!(confdir);
+
+    // Several containers in parallel: state is per container, nothing is shared.
+    let ctrs: Vec<_> = (0..3).map(|_| h.container("par")).collect();
+    let rts: Vec<_> = ctrs.iter().map(|c| h.runtime(c, &unique("ctr"), "eth0")).collect();
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = rts.iter().map(|rt| s.spawn(|| h.add(&list, rt))).collect();
+        handles.into_iter().map(|j| j.join().unwrap()).collect()
+    });
+    for (r, ctr) in results.iter().zip(&ctrs) {
+        let r = r.as_ref().unwrap_or_else(|e| panic!("parallel ADD: {e}")).to_latest();
+        assert_eq!(r.dns.nameservers, ["198.18.50.53", "198.18.51.53"]);
+        assert_eq!(r.dns.search, ["cluster.example", "side.example"]);
+        assert_eq!(r.dns.domain, "cluster.example");
+        assert_eq!(ctr.link("eth0").unwrap()["mtu"], 1400, "tuning in the inline conflist ran");
+        assert_eq!(ctr.addresses("net1").len(), 1, "the named network attached net1");
+        assert!(ctr.link("net2").is_none(), "the probe creates no link");
+    }
+    assert_eq!(state_files(&h).len(), 3);
+
+    h.status(&list).unwrap_or_else(|e| panic!("STATUS: {e}"));
+    // GC keeps container 0 only.
+    let keep = [cni_types::config::GcAttachment { container_id: rts[0].container_id.clone(), ifname: "eth0".into() }];
+    h.gc(&list, Some(&keep)).unwrap_or_else(|e| panic!("GC: {e}"));
+    assert_eq!(state_files(&h), vec![format!("state/{}@eth0", rts[0].container_id)]);
+    let calls: Vec<Value> =
+        std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let gc = calls.iter().find(|c| c["command"] == "GC").expect("the 1.1.0 delegate got GC");
+    let sent: Value = serde_json::from_str(gc["stdin"].as_str().unwrap()).unwrap();
+    assert_eq!(sent["cni.dev/valid-attachments"][0]["containerID"], rts[0].container_id.as_str());
+    assert!(calls.iter().any(|c| c["command"] == "STATUS"));
+
+    // DEL everything in parallel; the configuration (not only state) covers the GC'd ones.
+    std::thread::scope(|s| {
+        for rt in &rts {
+            let (h, list) = (&h, &list);
+            s.spawn(move || h.del(list, rt).unwrap_or_else(|e| panic!("parallel DEL: {e}")));
+        }
+    });
+    for ctr in &ctrs {
+        assert!(ctr.link("eth0").is_none() && ctr.link("net1").is_none());
+    }
+    assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
+    assert!(state_files(&h).is_empty(), "{:?}", h.dir.files());
+}
