@@ -127,7 +127,8 @@ fn main() {
             std::env::vars().filter(|(k, _)| k.starts_with("CNI_")).map(|(k, v)| (k, Value::String(v))).collect();
         let line = json!({"command": command, "env": env, "stdin": String::from_utf8_lossy(&stdin)});
         if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
-            let _ = writeln!(f, "{line}");
+            // One write per line: O_APPEND keeps parallel callers' lines whole.
+            let _ = f.write_all(format!("{line}\n").as_bytes());
         }
     }
     let fault = Fault { conf };
