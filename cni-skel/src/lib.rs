@@ -3,6 +3,7 @@
 //!
 //! * [`attach`]: the crash-safe multi-delegate engine below the delegator and the merger.
 //! * [`chain`]: running conflists with libcni semantics and its result cache.
+//! * [`delegates`]: reading a meta-plugin's `delegates` key and validating the plan.
 //! * [`dispatch`]: the Go-exact dispatcher ([`Plugin`], [`run`], [`main`]).
 //! * [`env`](mod@env): the injected environment (real and test).
 //! * [`invoke`]: finding and running other plugins, with timeouts.
@@ -12,6 +13,7 @@
 
 pub mod attach;
 pub mod chain;
+pub mod delegates;
 pub mod dispatch;
 pub mod env;
 pub mod invoke;

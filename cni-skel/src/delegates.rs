@@ -1,0 +1,127 @@
+//! Reading a meta-plugin's `delegates` key — shared by the delegator and the merger.
+//!
+//! Each entry is a plugin configuration (has `type`), a conflist (has `plugins`), a network
+//! name looked up in `confDir` as libcni does, or a wrapper `{"network": <one of those>,
+//! "ifname": "...", "runtimeConfig": {...}, "args": "K=V;..."}`. The plan is validated before
+//! anything runs: plugin types are names, not paths; interface names are valid and unique.
+
+use crate::attach::{Delegate, DelegateConfig};
+use cni_types::error::INVALID_NETWORK_CONFIG;
+use cni_types::{CniError, NetConf, NetConfList};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn invalid(msg: impl Into<String>) -> CniError {
+    CniError::new(INVALID_NETWORK_CONFIG, msg)
+}
+
+/// libcni's `LoadNetworkConf`: the first `*.conflist` (sorted) in `dir` whose name matches,
+/// then single-plugin `*.conf`/`*.json` files.
+fn load_by_name(dir: &Path, name: &str) -> Result<NetConfList, CniError> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| invalid(format!("delegates: cannot read confDir {}: {e}", dir.display())))?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    for ext in [&["conflist"][..], &["conf", "json"][..]] {
+        for f in files.iter().filter(|f| f.extension().and_then(|e| e.to_str()).is_some_and(|e| ext.contains(&e))) {
+            if let Ok(list) = crate::chain::load_list(f) {
+                if list.name == name {
+                    return Ok(list);
+                }
+            }
+        }
+    }
+    Err(invalid(format!("delegates: no network named {name:?} in {}", dir.display())))
+}
+
+/// Parses `delegates` from a meta-plugin configuration; `ifname_for(i)` names delegate `i`'s
+/// interface unless the entry overrides it.
+pub fn parse(conf: &NetConf, ifname_for: &dyn Fn(usize) -> String) -> Result<Vec<Delegate>, CniError> {
+    let conf_dir = conf.get("confDir").and_then(Value::as_str).unwrap_or("/etc/cni/net.d").to_string();
+    let Some(Value::Array(entries)) = conf.get("delegates") else {
+        return Err(invalid("delegates must be a non-empty array of plugin configs, conflists or network names"));
+    };
+    if entries.is_empty() {
+        return Err(invalid("delegates must not be empty"));
+    }
+    let mut delegates = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let mut runtime_config = serde_json::Map::new();
+        let mut extra_args = None;
+        let (network, ifname_override) = match entry {
+            Value::Object(o) if o.contains_key("network") => {
+                let ifn = match o.get("ifname") {
+                    None => None,
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(v) => return Err(invalid(format!("delegates[{i}].ifname must be a string, not {v}"))),
+                };
+                match o.get("runtimeConfig") {
+                    None => {}
+                    Some(Value::Object(rc)) => runtime_config = rc.clone(),
+                    Some(v) => return Err(invalid(format!("delegates[{i}].runtimeConfig must be an object, not {v}"))),
+                }
+                match o.get("args") {
+                    None => {}
+                    Some(Value::String(a)) => {
+                        cni_types::args::split_pairs(a).map_err(|e| invalid(format!("delegates[{i}].args: {e}")))?;
+                        extra_args = Some(a.clone());
+                    }
+                    Some(v) => return Err(invalid(format!("delegates[{i}].args must be a K=V;K=V string, not {v}"))),
+                }
+                (o["network"].clone(), ifn)
+            }
+            other => (other.clone(), None),
+        };
+        let config = match &network {
+            Value::String(name) => DelegateConfig::List(load_by_name(Path::new(&conf_dir), name)?),
+            Value::Object(o) if o.contains_key("plugins") => {
+                let mut o = o.clone();
+                o.entry("name").or_insert_with(|| Value::String(conf.name.clone()));
+                o.entry("cniVersion").or_insert_with(|| Value::String(conf.version().to_string()));
+                let bytes = serde_json::to_vec(&o).unwrap_or_default();
+                DelegateConfig::List(NetConfList::parse(&bytes).map_err(|e| invalid(format!("delegates[{i}]: {e}")))?)
+            }
+            Value::Object(o) => {
+                let mut o = o.clone();
+                o.entry("name").or_insert_with(|| Value::String(conf.name.clone()));
+                o.entry("cniVersion").or_insert_with(|| Value::String(conf.version().to_string()));
+                DelegateConfig::Plugin(
+                    cni_types::conflist::parse_plugin(Value::Object(o))
+                        .map_err(|e| invalid(format!("delegates[{i}]: {e}")))?,
+                )
+            }
+            other => return Err(invalid(format!("delegates[{i}] must be an object or a network name, not {other}"))),
+        };
+        let ifname = ifname_override.unwrap_or_else(|| ifname_for(i));
+        delegates.push(Delegate { config, ifname, runtime_config, args: extra_args });
+    }
+    validate(&delegates)?;
+    Ok(delegates)
+}
+
+/// Checks a plan: plugin types are names, interface names valid and unique.
+pub fn validate(delegates: &[Delegate]) -> Result<(), CniError> {
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, d) in delegates.iter().enumerate() {
+        let types: Vec<&str> = match &d.config {
+            DelegateConfig::Plugin(c) => vec![c.plugin_type.as_str()],
+            DelegateConfig::List(l) => l.plugins.iter().map(|p| p.plugin_type.as_str()).collect(),
+        };
+        if let Some(t) = types.iter().find(|t| t.contains('/') || t.is_empty()) {
+            return Err(invalid(format!("delegates[{i}]: type {t:?} must be a plugin name, not a path")));
+        }
+        cni_types::validate::interface_name(&d.ifname)
+            .map_err(|e| invalid(format!("delegates[{i}] ({}): interface name {:?}: {}", d.name(), d.ifname, e)))?;
+        if seen.contains(&d.ifname.as_str()) {
+            return Err(invalid(format!(
+                "delegates[{i}] ({}): interface name {} is already used by another delegate",
+                d.name(),
+                d.ifname
+            )));
+        }
+        seen.push(&d.ifname);
+    }
+    Ok(())
+}
