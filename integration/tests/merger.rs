@@ -1,0 +1,120 @@
+//! The merger in a real chain: [bridge, merger{ptp}, tuning].
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use braid_integration::{require_root, unique, Harness};
+use serde_json::{json, Value};
+
+fn ipam(h: &Harness, subnet: u8) -> Value {
+    json!({
+        "type": "host-local",
+        "dataDir": h.ipam_dir(),
+        "ranges": [[{"subnet": format!("198.18.{subnet}.0/24"), "gateway": format!("198.18.{subnet}.1")}]],
+        "routes": [{"dst": format!("198.19.{subnet}.0/24"), "gw": format!("198.18.{subnet}.1")}]
+    })
+}
+
+fn chain(h: &Harness, version: &str, delegates: Value) -> Value {
+    json!({
+        "cniVersion": version,
+        "name": unique("mrg"),
+        "plugins": [
+            {"type": "bridge", "bridge": unique("br"), "ipam": ipam(h, 60)},
+            {"type": "merger", "stateDir": h.dir.path().join("state"), "timeout": 5, "delegates": delegates},
+            {"type": "tuning", "mtu": 1400}
+        ]
+    })
+}
+
+fn leftovers(h: &Harness) -> Vec<String> {
+    h.dir
+        .files()
+        .into_iter()
+        .filter(|f| {
+            (f.starts_with("ipam/") && f.contains("198.18."))
+                || (f.starts_with("state/") && !f.starts_with("state/cache"))
+        })
+        .collect()
+}
+
+#[test]
+fn bridge_merger_ptp_tuning() {
+    if !require_root("bridge_merger_ptp_tuning") {
+        return;
+    }
+    for version in ["1.0.0", "0.4.0"] {
+        let h = Harness::new("mrg");
+        let ctr = h.container("mrg");
+        let list =
+            chain(&h, version, json!([{"cniVersion": "0.4.0", "name": "side", "type": "ptp", "ipam": ipam(&h, 61)}]));
+        let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+        let result = h.add(&list, &rt).unwrap_or_else(|e| panic!("ADD {version}: {e}"));
+        assert_eq!(result.version(), version);
+        let r = result.to_latest();
+        let (eth0, net1) = (ctr.addresses("eth0"), ctr.addresses("net1"));
+        assert_eq!((eth0.len(), net1.len()), (1, 1), "{version}");
+        assert_eq!(r.ips[0].address.to_string(), eth0[0], "the cluster network's IP leads");
+        assert_eq!(r.ips[1].address.to_string(), net1[0]);
+        for (ip, name) in r.ips.iter().zip(["eth0", "net1"]) {
+            let iface = &r.interfaces[ip.interface.unwrap() as usize];
+            assert_eq!((iface.name.as_str(), iface.sandbox.as_str()), (name, rt.netns.as_str()), "{version}");
+        }
+        assert!(r.routes.iter().any(|x| x.dst.to_string() == "198.19.61.0/24"));
+        assert_eq!(ctr.link("eth0").unwrap()["mtu"], 1400, "tuning after the merger ran on the merged result");
+        // Upstream gap (spec-notes P8.2): Debian's bridge CHECK validates *every* IP of the final
+        // result against CNI_IFNAME, so a merged result fails it on net1's address. Documented
+        // in the merger README; the verifier is braid's answer.
+        let e = h.check(&list, &rt).unwrap_err();
+        assert!(e.msg.contains(&format!("Failed to match addr {} on interface eth0", net1[0])), "{}", e.msg);
+        h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL {version}: {e}"));
+        assert!(ctr.link("eth0").is_none() && ctr.link("net1").is_none());
+        assert!(leftovers(&h).is_empty(), "{version}: {:?}", h.dir.files());
+        h.del(&list, &rt).unwrap_or_else(|e| panic!("second DEL {version}: {e}"));
+    }
+}
+
+#[test]
+fn merger_refusals_run_nothing() {
+    if !require_root("merger_refusals_run_nothing") {
+        return;
+    }
+    let h = Harness::new("mref");
+    let ctr = h.container("mref");
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let log = h.dir.path().join("calls.log");
+    let fault = json!({"type": "braid-fault", "log": log});
+    // Not chained: no prevResult.
+    let alone = json!({"cniVersion": "1.0.0", "name": unique("m"), "plugins": [
+        {"type": "merger", "stateDir": h.dir.path().join("state"), "delegates": [fault]}
+    ]});
+    let e = h.add(&alone, &rt).unwrap_err();
+    assert_eq!(e.cause.as_ref().unwrap().code, 7);
+    assert!(e.msg.contains("must be called as a chained plugin"), "{}", e.msg);
+    // A merge that 0.2.0 cannot express is refused before any delegate runs.
+    let mut legacy = chain(&h, "0.2.0", json!([fault]));
+    legacy["plugins"].as_array_mut().unwrap().pop();
+    let e = h.add(&legacy, &rt).unwrap_err();
+    assert!(e.msg.contains("use cniVersion 0.3.0 or later"), "{}", e.msg);
+    assert!(!log.exists(), "a delegate ran despite the refusal");
+    h.del(&legacy, &rt).unwrap();
+    assert!(leftovers(&h).is_empty(), "{:?}", h.dir.files());
+}
+
+#[test]
+fn merger_without_delegates_passes_prev_result_through() {
+    if !require_root("merger_without_delegates_passes_prev_result_through") {
+        return;
+    }
+    let h = Harness::new("mpass");
+    let ctr = h.container("mpass");
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let list = json!({"cniVersion": "1.0.0", "name": unique("m"), "plugins": [
+        {"type": "braid-fault", "result": {"cniVersion": "1.0.0", "ips": [{"address": "198.18.62.2/24"}]}},
+        {"type": "merger", "stateDir": h.dir.path().join("state")}
+    ]});
+    let r = h.add(&list, &rt).unwrap().to_latest();
+    // An IPAM-style result (no interfaces) gets an interface for its IP (normalised).
+    assert_eq!(r.interfaces.len(), 1);
+    assert_eq!(r.interfaces[0].name, "eth0");
+    assert_eq!(r.ips[0].interface, Some(0));
+    h.del(&list, &rt).unwrap();
+}
