@@ -118,3 +118,57 @@ fn merger_without_delegates_passes_prev_result_through() {
     assert_eq!(r.ips[0].interface, Some(0));
     h.del(&list, &rt).unwrap();
 }
+
+#[test]
+fn macvlan_and_legacy_ptp_then_a_failing_delegate_rolls_back() {
+    if !require_root("macvlan_and_legacy_ptp_then_a_failing_delegate_rolls_back") {
+        return;
+    }
+    let h = Harness::new("mmix");
+    let ctr = h.container("mmix");
+    let master = unique("m");
+    h.host.ip(&["link", "add", &master, "type", "veth", "peer", "name", &format!("{master}p")]);
+    h.host.ip(&["link", "set", &master, "up"]);
+    let list = chain(
+        &h,
+        "1.0.0",
+        json!([
+            {"cniVersion": "0.4.0", "name": "mac", "type": "macvlan", "master": master, "mode": "bridge", "ipam": ipam(&h, 63)},
+            {"cniVersion": "0.2.0", "name": "legacy", "type": "ptp", "ipam": ipam(&h, 64)}
+        ]),
+    );
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let r = h.add(&list, &rt).unwrap_or_else(|e| panic!("ADD: {e}")).to_latest();
+    for (i, name) in ["eth0", "net1", "net2"].iter().enumerate() {
+        let kernel = ctr.addresses(name);
+        assert_eq!(kernel.len(), 1, "{name}: {kernel:?}");
+        assert_eq!(r.ips[i].address.to_string(), kernel[0]);
+        let iface = &r.interfaces[r.ips[i].interface.unwrap() as usize];
+        assert_eq!((iface.name.as_str(), iface.sandbox.as_str()), (*name, rt.netns.as_str()));
+        if let Some(mac) = ctr.link(name).unwrap()["address"].as_str() {
+            if !iface.mac.is_empty() {
+                assert_eq!(cni_types::Mac::parse(&iface.mac).unwrap(), cni_types::Mac::parse(mac).unwrap(), "{name}");
+            }
+        }
+    }
+    h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL: {e}"));
+    assert!(leftovers(&h).is_empty(), "{:?}", h.dir.files());
+
+    // A failing merger delegate: its own delegates are rolled back, the chain's DEL succeeds.
+    let failing = chain(
+        &h,
+        "1.0.0",
+        json!([
+            {"cniVersion": "0.4.0", "name": "side", "type": "ptp", "ipam": ipam(&h, 65)},
+            {"type": "braid-fault", "fail": {"command": "ADD", "code": 11, "msg": "try again"}}
+        ]),
+    );
+    let rt2 = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let e = h.add(&failing, &rt2).unwrap_err();
+    assert_eq!(e.cause.as_ref().unwrap().code, 11);
+    assert!(e.msg.contains("type=\"merger\"") && e.msg.contains("delegate 1"), "{}", e.msg);
+    assert!(ctr.link("net1").is_none(), "the merger's ptp attachment was not rolled back");
+    h.del(&failing, &rt2).unwrap_or_else(|e| panic!("chain DEL after failed ADD: {e}"));
+    assert!(ctr.link("eth0").is_none());
+    assert!(leftovers(&h).is_empty(), "{:?}", h.dir.files());
+}
