@@ -197,23 +197,29 @@ impl Attacher<'_> {
         build_one_config(conf, &conf.name, conf.version(), prev, caps)
     }
 
+    /// The state of a plan: every delegate with the exact configuration it is (to be) sent.
+    fn plan(call: &Call, delegates: &[Delegate]) -> Value {
+        let attachments: Vec<Value> = delegates
+            .iter()
+            .map(|d| {
+                let stdin = match &d.config {
+                    DelegateConfig::Plugin(c) => {
+                        serde_json::from_slice(&Self::plugin_stdin(c, &d.effective_capability_args(call), None))
+                            .unwrap_or(Value::Null)
+                    }
+                    DelegateConfig::List(l) => serde_json::from_slice(&l.bytes).unwrap_or(Value::Null),
+                };
+                record(d, call, &stdin)
+            })
+            .collect();
+        json!({"kind": KIND, "netns": call.netns, "attachments": attachments})
+    }
+
     /// ADD every delegate in order; on failure everything attempted is rolled back.
     pub fn add(&self, call: &Call, delegates: &[Delegate]) -> Result<Vec<AnyResult>, CniError> {
         let key = Self::key(call)?;
         let _lock = self.store.lock(&call.container_id).map_err(Self::state_err)?;
-        let mut state = json!({"kind": KIND, "netns": call.netns, "attachments": []});
-        for d in delegates {
-            let stdin = match &d.config {
-                DelegateConfig::Plugin(c) => {
-                    serde_json::from_slice(&Self::plugin_stdin(c, &d.effective_capability_args(call), None))
-                        .unwrap_or(Value::Null)
-                }
-                DelegateConfig::List(l) => serde_json::from_slice(&l.bytes).unwrap_or(Value::Null),
-            };
-            if let Some(a) = state["attachments"].as_array_mut() {
-                a.push(record(d, call, &stdin));
-            }
-        }
+        let mut state = Self::plan(call, delegates);
         self.write(&key, &state)?;
         let mut results = Vec::new();
         for (i, d) in delegates.iter().enumerate() {
@@ -313,22 +319,7 @@ impl Attacher<'_> {
         };
         let state = match state {
             Some(s) => s,
-            None => {
-                let mut s = json!({"kind": KIND, "netns": call.netns, "attachments": []});
-                for d in configured {
-                    let stdin = match &d.config {
-                        DelegateConfig::Plugin(c) => {
-                            serde_json::from_slice(&Self::plugin_stdin(c, &d.effective_capability_args(call), None))
-                                .unwrap_or(Value::Null)
-                        }
-                        DelegateConfig::List(l) => serde_json::from_slice(&l.bytes).unwrap_or(Value::Null),
-                    };
-                    if let Some(a) = s["attachments"].as_array_mut() {
-                        a.push(record(d, call, &stdin));
-                    }
-                }
-                s
-            }
+            None => Self::plan(call, configured),
         };
         let n = state["attachments"].as_array().map_or(0, Vec::len);
         let errors = if n == 0 { Vec::new() } else { self.del_recorded(call, &state, n - 1) };

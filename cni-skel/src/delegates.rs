@@ -125,3 +125,23 @@ pub fn validate(delegates: &[Delegate]) -> Result<(), CniError> {
     }
     Ok(())
 }
+
+/// `stateDir`: a non-empty path, `default` when absent.
+pub fn state_dir(conf: &NetConf, default: &str) -> Result<PathBuf, CniError> {
+    match conf.get("stateDir") {
+        None | Some(Value::Null) => Ok(PathBuf::from(default)),
+        Some(Value::String(s)) if !s.is_empty() => Ok(PathBuf::from(s)),
+        Some(v) => Err(invalid(format!("stateDir must be a non-empty path, not {v}"))),
+    }
+}
+
+/// `timeout`: seconds per delegate call (default 60).
+pub fn timeout(conf: &NetConf) -> Result<std::time::Duration, CniError> {
+    match conf.get("timeout") {
+        None => Ok(std::time::Duration::from_secs(60)),
+        Some(v) => match v.as_f64() {
+            Some(s) if s > 0.0 && s < 86_400.0 => Ok(std::time::Duration::from_secs_f64(s)),
+            _ => Err(invalid(format!("timeout must be a number of seconds (0 < t < 86400), not {v}"))),
+        },
+    }
+}

@@ -40,23 +40,13 @@ impl Config {
     /// delegate's interface).
     pub fn parse(stdin: &[u8], ifname: &str) -> Result<Config, CniError> {
         let conf = NetConf::parse(stdin).map_err(|e| CniError::new(DECODING_FAILURE, e.to_string()))?;
-        let state_dir = match conf.get("stateDir") {
-            None | Some(Value::Null) => PathBuf::from("/var/lib/cni/delegator"),
-            Some(Value::String(s)) if !s.is_empty() => PathBuf::from(s),
-            Some(v) => return Err(invalid(format!("stateDir must be a non-empty path, not {v}"))),
-        };
+        let state_dir = cni_skel::delegates::state_dir(&conf, "/var/lib/cni/delegator")?;
         let result = match conf.get("result").and_then(Value::as_str) {
             None | Some("primary") => ResultMode::Primary,
             Some("merged") => ResultMode::Merged,
             Some(other) => return Err(invalid(format!("result must be \"primary\" or \"merged\", not {other:?}"))),
         };
-        let timeout = match conf.get("timeout") {
-            None => Duration::from_secs(60),
-            Some(v) => match v.as_f64() {
-                Some(s) if s > 0.0 && s < 86_400.0 => Duration::from_secs_f64(s),
-                _ => return Err(invalid(format!("timeout must be a number of seconds (0 < t < 86400), not {v}"))),
-            },
-        };
+        let timeout = cni_skel::delegates::timeout(&conf)?;
         let first = ifname.to_string();
         let delegates = cni_skel::delegates::parse(&conf, &|i| if i == 0 { first.clone() } else { format!("net{i}") })?;
         let cfg = Config { conf, delegates, state_dir, result, timeout };

@@ -41,18 +41,8 @@ impl Config {
                 d.ifname
             )));
         }
-        let dir = match conf.get("stateDir") {
-            None | Some(Value::Null) => "/var/lib/cni/merger".to_string(),
-            Some(Value::String(s)) if !s.is_empty() => s.clone(),
-            Some(v) => return Err(invalid(format!("stateDir must be a non-empty path, not {v}"))),
-        };
-        let timeout = match conf.get("timeout") {
-            None => Duration::from_secs(60),
-            Some(v) => match v.as_f64() {
-                Some(s) if s > 0.0 && s < 86_400.0 => Duration::from_secs_f64(s),
-                _ => return Err(invalid(format!("timeout must be a number of seconds (0 < t < 86400), not {v}"))),
-            },
-        };
+        let dir = cni_skel::delegates::state_dir(&conf, "/var/lib/cni/merger")?;
+        let timeout = cni_skel::delegates::timeout(&conf)?;
         let store = StateStore::open(dir).map_err(|e| CniError::new(IO_FAILURE, e.to_string()))?;
         Ok(Config { conf, delegates, store, timeout })
     }
