@@ -217,6 +217,17 @@ impl Harness {
         self.dir.path().join("ipam")
     }
 
+    /// A host-local IPAM section for 198.18.`<subnet>`.0/24 with its data in this test's
+    /// directory, and a route to 198.19.`<subnet>`.0/24 via the gateway (so CHECK has a `gw`).
+    pub fn host_local(&self, subnet: u8) -> Value {
+        serde_json::json!({
+            "type": "host-local",
+            "dataDir": self.ipam_dir(),
+            "ranges": [[{"subnet": format!("198.18.{subnet}.0/24"), "gateway": format!("198.18.{subnet}.1")}]],
+            "routes": [{"dst": format!("198.19.{subnet}.0/24"), "gw": format!("198.18.{subnet}.1")}]
+        })
+    }
+
     /// The result cache root.
     pub fn cache_dir(&self) -> PathBuf {
         self.dir.path().join("cache")

@@ -4,15 +4,6 @@
 use braid_integration::{require_root, unique, Harness};
 use serde_json::{json, Value};
 
-fn ipam(h: &Harness, subnet: u8) -> Value {
-    json!({
-        "type": "host-local",
-        "dataDir": h.ipam_dir(),
-        "ranges": [[{"subnet": format!("198.18.{subnet}.0/24"), "gateway": format!("198.18.{subnet}.1")}]],
-        "routes": [{"dst": format!("198.19.{subnet}.0/24"), "gw": format!("198.18.{subnet}.1")}]
-    })
-}
-
 fn delegator_list(h: &Harness, version: &str, mode: &str, delegates: Value) -> Value {
     json!({
         "cniVersion": version,
@@ -47,8 +38,8 @@ fn bridge_and_ptp_merged_then_deleted() {
         "1.1.0",
         "merged",
         json!([
-            {"cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": unique("br"), "isGateway": true, "ipam": ipam(&h, 30)},
-            {"cniVersion": "0.4.0", "name": "side", "type": "ptp", "ipam": ipam(&h, 31)}
+            {"cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": unique("br"), "isGateway": true, "ipam": h.host_local(30)},
+            {"cniVersion": "0.4.0", "name": "side", "type": "ptp", "ipam": h.host_local(31)}
         ]),
     );
     let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
@@ -92,10 +83,10 @@ fn failure_at_two_of_three_leaves_nothing_and_names_the_delegate() {
         "1.0.0",
         "primary",
         json!([
-            {"cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": unique("br"), "ipam": ipam(&h, 32)},
+            {"cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": unique("br"), "ipam": h.host_local(32)},
             {"cniVersion": "1.0.0", "name": "broken", "type": "braid-fault", "link": true,
              "fail": {"command": "ADD", "code": 7, "msg": "Invalid Configuration", "details": "injected"}},
-            {"cniVersion": "0.4.0", "name": "side", "type": "ptp", "ipam": ipam(&h, 33)}
+            {"cniVersion": "0.4.0", "name": "side", "type": "ptp", "ipam": h.host_local(33)}
         ]),
     );
     let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
@@ -145,8 +136,8 @@ fn plan_errors_run_nothing() {
 
 fn bridge_ptp(h: &Harness, a: u8, b: u8) -> Value {
     json!([
-        {"cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": unique("br"), "ipam": ipam(h, a)},
-        {"cniVersion": "0.4.0", "name": "side", "type": "ptp", "ipam": ipam(h, b)}
+        {"cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": unique("br"), "ipam": h.host_local(a)},
+        {"cniVersion": "0.4.0", "name": "side", "type": "ptp", "ipam": h.host_local(b)}
     ])
 }
 
@@ -274,9 +265,9 @@ fn three_delegates_mixed_versions_under_each_delegator_version() {
         h.host.ip(&["link", "set", &master, "up"]);
         let base = 40 + 3 * n as u8;
         let delegates = json!([
-            {"cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": unique("br"), "ipam": ipam(&h, base)},
-            {"cniVersion": "0.2.0", "name": "legacy", "type": "ptp", "ipam": ipam(&h, base + 1)},
-            {"cniVersion": "0.4.0", "name": "mac", "type": "macvlan", "master": master, "mode": "bridge", "ipam": ipam(&h, base + 2)}
+            {"cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": unique("br"), "ipam": h.host_local(base)},
+            {"cniVersion": "0.2.0", "name": "legacy", "type": "ptp", "ipam": h.host_local(base + 1)},
+            {"cniVersion": "0.4.0", "name": "mac", "type": "macvlan", "master": master, "mode": "bridge", "ipam": h.host_local(base + 2)}
         ]);
         let list = delegator_list(&h, version, "merged", delegates);
         let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
@@ -319,7 +310,7 @@ fn named_and_conflist_delegates_dns_gc_status_and_parallel_containers() {
     std::fs::write(
         confdir.join("10-side.conflist"),
         json!({"cniVersion": "0.4.0", "name": "side", "plugins": [
-            {"type": "ptp", "ipam": ipam(&h, 51), "dns": {"nameservers": ["198.18.51.53"], "search": ["side.example"]}}
+            {"type": "ptp", "ipam": h.host_local(51), "dns": {"nameservers": ["198.18.51.53"], "search": ["side.example"]}}
         ]})
         .to_string(),
     )
@@ -330,7 +321,7 @@ fn named_and_conflist_delegates_dns_gc_status_and_parallel_containers() {
         "merged",
         json!([
             {"cniVersion": "1.0.0", "name": "cluster", "plugins": [
-                {"type": "bridge", "bridge": unique("br"), "ipam": ipam(&h, 50),
+                {"type": "bridge", "bridge": unique("br"), "ipam": h.host_local(50),
                  "dns": {"nameservers": ["198.18.50.53"], "domain": "cluster.example", "search": ["cluster.example"]}},
                 {"type": "tuning", "mtu": 1400}
             ]},

@@ -4,21 +4,12 @@
 use braid_integration::{require_root, unique, Harness};
 use serde_json::{json, Value};
 
-fn ipam(h: &Harness, subnet: u8) -> Value {
-    json!({
-        "type": "host-local",
-        "dataDir": h.ipam_dir(),
-        "ranges": [[{"subnet": format!("198.18.{subnet}.0/24"), "gateway": format!("198.18.{subnet}.1")}]],
-        "routes": [{"dst": format!("198.19.{subnet}.0/24"), "gw": format!("198.18.{subnet}.1")}]
-    })
-}
-
 fn chain(h: &Harness, version: &str, delegates: Value) -> Value {
     json!({
         "cniVersion": version,
         "name": unique("mrg"),
         "plugins": [
-            {"type": "bridge", "bridge": unique("br"), "ipam": ipam(h, 60)},
+            {"type": "bridge", "bridge": unique("br"), "ipam": h.host_local(60)},
             {"type": "merger", "stateDir": h.dir.path().join("state"), "timeout": 5, "delegates": delegates},
             {"type": "tuning", "mtu": 1400}
         ]
@@ -44,8 +35,11 @@ fn bridge_merger_ptp_tuning() {
     for version in ["1.0.0", "0.4.0"] {
         let h = Harness::new("mrg");
         let ctr = h.container("mrg");
-        let list =
-            chain(&h, version, json!([{"cniVersion": "0.4.0", "name": "side", "type": "ptp", "ipam": ipam(&h, 61)}]));
+        let list = chain(
+            &h,
+            version,
+            json!([{"cniVersion": "0.4.0", "name": "side", "type": "ptp", "ipam": h.host_local(61)}]),
+        );
         let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
         let result = h.add(&list, &rt).unwrap_or_else(|e| panic!("ADD {version}: {e}"));
         assert_eq!(result.version(), version);
@@ -133,8 +127,8 @@ fn macvlan_and_legacy_ptp_then_a_failing_delegate_rolls_back() {
         &h,
         "1.0.0",
         json!([
-            {"cniVersion": "0.4.0", "name": "mac", "type": "macvlan", "master": master, "mode": "bridge", "ipam": ipam(&h, 63)},
-            {"cniVersion": "0.2.0", "name": "legacy", "type": "ptp", "ipam": ipam(&h, 64)}
+            {"cniVersion": "0.4.0", "name": "mac", "type": "macvlan", "master": master, "mode": "bridge", "ipam": h.host_local(63)},
+            {"cniVersion": "0.2.0", "name": "legacy", "type": "ptp", "ipam": h.host_local(64)}
         ]),
     );
     let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
@@ -159,7 +153,7 @@ fn macvlan_and_legacy_ptp_then_a_failing_delegate_rolls_back() {
         &h,
         "1.0.0",
         json!([
-            {"cniVersion": "0.4.0", "name": "side", "type": "ptp", "ipam": ipam(&h, 65)},
+            {"cniVersion": "0.4.0", "name": "side", "type": "ptp", "ipam": h.host_local(65)},
             {"type": "braid-fault", "fail": {"command": "ADD", "code": 11, "msg": "try again"}}
         ]),
     );
