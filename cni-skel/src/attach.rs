@@ -246,7 +246,7 @@ impl Attacher<'_> {
                 }
                 Err(e) => {
                     let what = describe(i, &state["attachments"][i]);
-                    let rollback = self.del_recorded(call, &state, i);
+                    let rollback = self.del_recorded(call, &state, i + 1);
                     let mut msg = format!("{what} failed: {}", e.msg);
                     if rollback.is_empty() {
                         self.store.remove(&key).map_err(Self::state_err)?;
@@ -260,15 +260,12 @@ impl Attacher<'_> {
         Ok(results)
     }
 
-    /// DEL attachments `upto` … 0 of a state, in reverse; returns the failures.
-    fn del_recorded(&self, call: &Call, state: &Value, upto: usize) -> Vec<String> {
+    /// DEL the first `count` attachments of a state, last first; returns the failures.
+    fn del_recorded(&self, call: &Call, state: &Value, count: usize) -> Vec<String> {
         let empty = Vec::new();
         let atts = state["attachments"].as_array().unwrap_or(&empty);
         let mut errors = Vec::new();
-        for i in (0..=upto.min(atts.len().saturating_sub(1))).rev() {
-            if atts.is_empty() {
-                break;
-            }
+        for i in (0..count.min(atts.len())).rev() {
             let a = &atts[i];
             let ifname = a["ifname"].as_str().unwrap_or_default();
             let (args, caps) = Self::recorded(a, call);
@@ -322,7 +319,7 @@ impl Attacher<'_> {
             None => Self::plan(call, configured),
         };
         let n = state["attachments"].as_array().map_or(0, Vec::len);
-        let errors = if n == 0 { Vec::new() } else { self.del_recorded(call, &state, n - 1) };
+        let errors = self.del_recorded(call, &state, n);
         if errors.is_empty() {
             self.store.remove(&key).map_err(Self::state_err)?;
             Ok(())

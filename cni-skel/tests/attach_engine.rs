@@ -246,3 +246,25 @@ fn per_attachment_runtime_config_and_args_are_sent_and_replayed() {
     assert_eq!(env_args(1), "IgnoreUnknown=1;IP=198.18.5.5");
     assert_eq!(calls(&exec)[1].3["runtimeConfig"], json!({"mac": "c2:11:22:33:44:55"}));
 }
+
+#[test]
+fn a_failed_rollback_keeps_the_state_for_a_later_del() {
+    let w = World::new("badrollback");
+    let exec = FakeExec::default();
+    exec.reply(ok_result("198.18.0.2/24"));
+    exec.reply(Err(InvokeError::Plugin(CniError::new(7, "Invalid Configuration"))));
+    exec.reply(Ok(Vec::new())); // DEL of the failed ptp
+    exec.reply(Err(InvokeError::Failed("netplugin failed with no error message: exit status 1".into()))); // DEL bridge
+    let a = w.attacher(&exec);
+    let e = a.add(&call(), &three()).unwrap_err();
+    assert_eq!(e.code, 7);
+    assert!(e.msg.contains("rollback incomplete, state kept for DEL"), "{}", e.msg);
+    assert!(e.msg.contains("delegate 0"), "{}", e.msg);
+    assert_eq!(a.store.keys().unwrap(), vec![Key::new("ctr1", "eth0").unwrap()]);
+    // The runtime's DEL retries every recorded delegate and then drops the state.
+    exec.calls.lock().unwrap().clear();
+    a.del(&call(), &[], &mut |_| {}).unwrap();
+    let order: Vec<String> = calls(&exec).into_iter().map(|c| format!("{} {}", c.0, c.1)).collect();
+    assert_eq!(order, ["macvlan DEL", "ptp DEL", "bridge DEL"]);
+    assert!(a.store.keys().unwrap().is_empty());
+}

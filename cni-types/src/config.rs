@@ -145,11 +145,8 @@ impl NetConf {
 
     /// Parses `prevResult` with Go's rules (`version.ParsePrevResult`, spec-notes §3.8).
     pub fn prev_result(&self) -> Result<Option<AnyResult>, PrevResultError> {
-        parse_prev_result(self.version_for_prev(), self.raw.get("prevResult"))
-    }
-
-    fn version_for_prev(&self) -> &str {
-        &self.cni_version
+        // The raw `cniVersion` (possibly empty): Go injects it verbatim when prevResult has none.
+        parse_prev_result(&self.cni_version, self.raw.get("prevResult"))
     }
 
     /// The raw `runtimeConfig`, if present.

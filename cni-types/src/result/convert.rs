@@ -44,10 +44,12 @@ pub(super) fn convert(r: &AnyResult, to: &str) -> std::result::Result<AnyResult,
         return Ok(r.clone());
     }
     let no_converter = || ConvertError::NoConverter { from: from.to_string(), to: to.to_string() };
-    if Family::of(from).is_none() || from.is_empty() {
+    // Go's registry is keyed by version: a label that names no family, or another family than
+    // the data's shape, has no converter.
+    if Family::of(from) != Some(r.family()) {
         return Err(no_converter());
     }
-    let target = Family::of(to).filter(|_| !to.is_empty()).ok_or_else(no_converter)?;
+    let target = Family::of(to).ok_or_else(no_converter)?;
     let label = to.to_string();
     Ok(match (r, target) {
         (AnyResult::Legacy(a), Family::Legacy) => AnyResult::Legacy(ResultLegacy { cni_version: label, ..a.clone() }),

@@ -261,3 +261,17 @@ impl From<Result> for AnyResult {
         AnyResult::V1(r)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_of_another_family_has_no_converter() {
+        let mislabelled = AnyResult::V1(Result { cni_version: "0.4.0".into(), ..Result::default() });
+        assert_eq!(
+            mislabelled.convert_to("1.1.0").unwrap_err().to_string(),
+            "no converter for CNI result version 0.4.0 to 1.1.0"
+        );
+    }
+}
