@@ -260,6 +260,34 @@ impl Attacher<'_> {
         Ok(results)
     }
 
+    /// Sends DEL or CHECK to one recorded attachment: what ADD sent, with its recorded result
+    /// as `prevResult` where its version has one (0.4.0 and later), with its recorded args.
+    fn replay(&self, command: Command, call: &Call, a: &Value) -> Result<(), CniError> {
+        let ifname = a["ifname"].as_str().unwrap_or_default();
+        let (args, caps) = Self::recorded(a, call);
+        if a["list"] == true {
+            let bytes = serde_json::to_vec(&a["config"]).unwrap_or_default();
+            let list = NetConfList::parse(&bytes)
+                .map_err(|e| CniError::new(cni_types::error::DECODING_FAILURE, e.to_string()))?;
+            let rt = self.runtime(call, ifname, &args, caps);
+            let chain = self.chain();
+            let outcome = if command == Command::Check { chain.check(&list, &rt) } else { chain.del(&list, &rt) };
+            return outcome.map_err(|e| e.to_cni_error());
+        }
+        let mut conf = a["config"].clone();
+        let has_prev =
+            version::greater_than_or_equal_to(a["cniVersion"].as_str().unwrap_or(""), "0.4.0").unwrap_or(false);
+        if has_prev && !a["result"].is_null() {
+            conf["prevResult"] = a["result"].clone();
+        }
+        let stdin = serde_json::to_vec(&conf).unwrap_or_default();
+        let req = self.request(command, call, ifname, &args);
+        self.exec
+            .find(a["type"].as_str().unwrap_or_default(), &self.paths)
+            .and_then(|p| invoke::run(self.exec, &p, &stdin, &req))
+            .map_err(cni)
+    }
+
     /// DEL the first `count` attachments of a state, last first; returns the failures.
     fn del_recorded(&self, call: &Call, state: &Value, count: usize) -> Vec<String> {
         let empty = Vec::new();
@@ -267,29 +295,9 @@ impl Attacher<'_> {
         let mut errors = Vec::new();
         for i in (0..count.min(atts.len())).rev() {
             let a = &atts[i];
-            let ifname = a["ifname"].as_str().unwrap_or_default();
-            let (args, caps) = Self::recorded(a, call);
-            let result = if a["list"] == true {
-                let bytes = serde_json::to_vec(&a["config"]).unwrap_or_default();
-                NetConfList::parse(&bytes)
-                    .map_err(|e| e.to_string())
-                    .and_then(|l| self.chain().del(&l, &self.runtime(call, ifname, &args, caps)).map_err(|e| e.msg))
-            } else {
-                let mut conf = a["config"].clone();
-                let prev_ok =
-                    version::greater_than_or_equal_to(a["cniVersion"].as_str().unwrap_or(""), "0.4.0").unwrap_or(false);
-                if prev_ok && !a["result"].is_null() {
-                    conf["prevResult"] = a["result"].clone();
-                }
-                let stdin = serde_json::to_vec(&conf).unwrap_or_default();
-                let req = self.request(Command::Del, call, ifname, &args);
-                self.exec
-                    .find(a["type"].as_str().unwrap_or_default(), &self.paths)
-                    .and_then(|p| invoke::run(self.exec, &p, &stdin, &req))
-                    .map_err(|e| e.to_string())
-            };
+            let result = self.replay(Command::Del, call, a);
             if let Err(e) = result {
-                errors.push(format!("{}: {e}", describe(i, a)));
+                errors.push(format!("{}: {}", describe(i, a), e.msg));
             }
         }
         errors
@@ -349,25 +357,7 @@ impl Attacher<'_> {
                 log(&format!("{} speaks {v}: CHECK skipped", describe(i, a)));
                 continue;
             }
-            let ifname = a["ifname"].as_str().unwrap_or_default();
-            let (args, caps) = Self::recorded(a, call);
-            let outcome = if a["list"] == true {
-                let bytes = serde_json::to_vec(&a["config"]).unwrap_or_default();
-                NetConfList::parse(&bytes)
-                    .map_err(|e| CniError::new(cni_types::error::DECODING_FAILURE, e.to_string()))
-                    .and_then(|l| {
-                        self.chain().check(&l, &self.runtime(call, ifname, &args, caps)).map_err(|e| e.to_cni_error())
-                    })
-            } else {
-                let mut conf = a["config"].clone();
-                conf["prevResult"] = a["result"].clone();
-                let stdin = serde_json::to_vec(&conf).unwrap_or_default();
-                let req = self.request(Command::Check, call, ifname, &args);
-                self.exec
-                    .find(a["type"].as_str().unwrap_or_default(), &self.paths)
-                    .and_then(|p| invoke::run(self.exec, &p, &stdin, &req))
-                    .map_err(cni)
-            };
+            let outcome = self.replay(Command::Check, call, a);
             outcome.map_err(|e| CniError {
                 code: e.code,
                 msg: format!("{} CHECK failed: {}", describe(i, a), e.msg),
