@@ -177,3 +177,140 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn dual_stack_attachments_keep_both_families_on_their_interfaces() {
+    let primary = res(json!({
+        "cniVersion": "1.0.0",
+        "interfaces": [{"name": "eth0", "sandbox": NS}],
+        "ips": [{"address": "198.18.0.5/24", "gateway": "198.18.0.1", "interface": 0},
+                {"address": "2001:db8::5/64", "gateway": "2001:db8::1", "interface": 0}],
+        "routes": [{"dst": "0.0.0.0/0", "gw": "198.18.0.1"}, {"dst": "::/0", "gw": "2001:db8::1"}]
+    }));
+    // A 0.2.0 delegate with both families, and a 0.4.0 one whose IPs carry no index.
+    let legacy = res(json!({
+        "cniVersion": "0.2.0",
+        "ip4": {"ip": "198.19.1.5/24"},
+        "ip6": {"ip": "2001:db8:1::5/64", "routes": [{"dst": "2001:db8:ff::/48"}]}
+    }));
+    let mid = res(json!({
+        "cniVersion": "0.4.0",
+        "interfaces": [{"name": "host-veth"}, {"name": "net2", "sandbox": NS}],
+        "ips": [{"version": "6", "address": "2001:db8:2::5/64"}, {"version": "4", "address": "198.19.2.5/24"}]
+    }));
+    let m = merge(&[
+        Attachment { result: &primary, ifname: "eth0", sandbox: NS },
+        Attachment { result: &legacy, ifname: "net1", sandbox: NS },
+        Attachment { result: &mid, ifname: "net2", sandbox: NS },
+    ]);
+    let r = &m.result;
+    let on: Vec<(String, &str)> = r
+        .ips
+        .iter()
+        .map(|ip| (ip.address.to_string(), r.interfaces[ip.interface.unwrap() as usize].name.as_str()))
+        .collect();
+    assert_eq!(
+        on,
+        [
+            ("198.18.0.5/24".to_string(), "eth0"),
+            ("2001:db8::5/64".to_string(), "eth0"),
+            ("198.19.1.5/24".to_string(), "net1"),
+            ("2001:db8:1::5/64".to_string(), "net1"),
+            ("2001:db8:2::5/64".to_string(), "net2"),
+            ("198.19.2.5/24".to_string(), "net2"),
+        ]
+    );
+    // The IPv6 route keeps no gateway: none is guessed from the IPv4 side.
+    let v6 = r.routes.iter().find(|x| x.dst.to_string() == "2001:db8:ff::/48").unwrap();
+    assert_eq!(v6.gw, None);
+    assert_eq!(r.routes.len(), 3);
+    // 0.4.0 IPs without an index are normal (go-cni reads them as the container interface): no warning.
+    assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+}
+
+/// Any text the result parser accepts: shapes far from what real plugins print.
+fn arb_wild_result() -> impl Strategy<Value = AnyResult> {
+    let idx =
+        prop_oneof![Just(json!(null)), (-3i64..9).prop_map(|i| json!(i)), Just(json!(i64::MAX)), Just(json!(i64::MIN))];
+    let ip = (idx, 0u8..255, any::<bool>()).prop_map(|(i, h, v6)| {
+        let a = if v6 { format!("2001:db8::{h:x}/64") } else { format!("198.18.3.{h}/24") };
+        if i.is_null() {
+            json!({"address": a})
+        } else {
+            json!({"address": a, "interface": i})
+        }
+    });
+    let iface = ("[a-z0-9]{0,4}", prop::option::of(Just(NS)), prop::option::of(0u32..70000))
+        .prop_map(|(n, sb, mtu)| json!({"name": n, "sandbox": sb.unwrap_or(""), "mtu": mtu.unwrap_or(0)}));
+    let route = (0u8..4, any::<bool>()).prop_map(|(d, gw)| {
+        if gw {
+            json!({"dst": format!("198.19.{d}.0/24"), "gw": "198.18.3.1"})
+        } else {
+            json!({"dst": format!("198.19.{d}.0/24")})
+        }
+    });
+    (
+        prop_oneof![Just("0.3.1"), Just("0.4.0"), Just("1.0.0"), Just("1.1.0")],
+        prop::collection::vec(iface, 0..5),
+        prop::collection::vec(ip, 0..6),
+        prop::collection::vec(route, 0..4),
+    )
+        .prop_filter_map("parser refused", |(v, ifs, ips, routes)| {
+            AnyResult::from_bytes(
+                &serde_json::to_vec(&json!({"cniVersion": v, "interfaces": ifs, "ips": ips, "routes": routes}))
+                    .unwrap(),
+            )
+            .ok()
+        })
+}
+
+fn count_synthesised(results: &[AnyResult], names: &[String]) -> usize {
+    // Each attachment adds its own interfaces, plus at most one synthesised container interface.
+    results
+        .iter()
+        .zip(names)
+        .map(|(r, n)| {
+            let l = r.to_latest();
+            let has = l.interfaces.iter().any(|i| &i.name == n && !i.sandbox.is_empty());
+            usize::from(l.interfaces.is_empty() || (!has && !l.ips.is_empty()))
+        })
+        .sum()
+}
+
+proptest! {
+    #[test]
+    fn wild_inputs_never_panic_and_lose_nothing(results in prop::collection::vec(arb_wild_result(), 1..5)) {
+        let names: Vec<String> = (0..results.len()).map(|i| if i == 0 { "eth0".into() } else { format!("net{i}") }).collect();
+        let atts: Vec<Attachment> = results.iter().zip(&names).map(|(r, n)| Attachment { result: r, ifname: n, sandbox: NS }).collect();
+        let m = merge(&atts);
+        let latest: Vec<_> = results.iter().map(|r| r.to_latest()).collect();
+        prop_assert_eq!(m.result.ips.len(), latest.iter().map(|l| l.ips.len()).sum::<usize>());
+        let own: usize = latest.iter().map(|l| l.interfaces.len()).sum();
+        // Interfaces: every given one kept, plus at most one per attachment (its container
+        // interface, when the result had none or lacked it for an unplaced IP).
+        prop_assert!(m.result.interfaces.len() >= own);
+        prop_assert!(m.result.interfaces.len() <= own + count_synthesised(&results, &names));
+        for ip in &m.result.ips {
+            let i = ip.interface.unwrap();
+            prop_assert!(i >= 0 && (i as usize) < m.result.interfaces.len());
+        }
+    }
+
+    #[test]
+    fn merging_with_nothing_is_the_identity_after_normalisation(r in arb_wild_result()) {
+        let once = merge(&[Attachment { result: &r, ifname: "eth0", sandbox: NS }]).result;
+        let again = AnyResult::from_bytes(once.convert_to("1.1.0").unwrap().to_json().as_bytes()).unwrap();
+        let twice = merge(&[Attachment { result: &again, ifname: "eth0", sandbox: NS }]);
+        prop_assert!(twice.warnings.is_empty(), "{:?}", twice.warnings);
+        prop_assert_eq!(&twice.result, &once);
+        // A result that needed no repair is returned as it was (up to the 1.1 label).
+        let l = r.to_latest();
+        let clean = !l.interfaces.is_empty()
+            && l.ips.iter().all(|ip| ip.interface.is_some_and(|i| i >= 0 && (i as usize) < l.interfaces.len()));
+        if clean && l.routes.iter().collect::<std::collections::HashSet<_>>().len() == l.routes.len() {
+            let mut expected = l.clone();
+            expected.cni_version = once.cni_version.clone();
+            prop_assert_eq!(&once, &expected);
+        }
+    }
+}
