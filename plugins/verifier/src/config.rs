@@ -1,0 +1,120 @@
+//! The verifier's configuration keys (every one optional: the verifier works with none).
+
+use crate::verify::{Options, RouteChecks};
+use cni_types::error::{DECODING_FAILURE, INVALID_NETWORK_CONFIG};
+use cni_types::{CniError, NetConf};
+use serde_json::Value;
+use std::time::Duration;
+
+/// The default settle time: long enough for IPv6 duplicate address detection on a fresh veth
+/// (up to 1 s random delay plus 1 s probe), short enough that a real mismatch fails quickly.
+pub const DEFAULT_SETTLE: Duration = Duration::from_millis(2500);
+
+/// The upper bound on `settleMs`: a runtime's CHECK must come back.
+pub const MAX_SETTLE: Duration = Duration::from_secs(60);
+
+/// What ADD does with a mismatch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddMode {
+    /// Fail the ADD (the runtime then DELs the chain).
+    Enforce,
+    /// Log the mismatches and pass prevResult on.
+    Warn,
+}
+
+/// The parsed configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The whole configuration (prevResult, logging keys).
+    pub conf: NetConf,
+    /// `addMode`.
+    pub add_mode: AddMode,
+    /// `checkHost` and `routeChecks`.
+    pub options: Options,
+    /// `settleMs`.
+    pub settle: Duration,
+}
+
+fn invalid(msg: impl Into<String>) -> CniError {
+    CniError::new(INVALID_NETWORK_CONFIG, msg)
+}
+
+impl Config {
+    /// Parses stdin; a key of the wrong type or value is code 7 naming the key.
+    pub fn parse(stdin: &[u8]) -> Result<Config, CniError> {
+        let conf = NetConf::parse(stdin)
+            .map_err(|e| CniError::new(DECODING_FAILURE, format!("failed to parse network configuration: {e}")))?;
+        let add_mode = match conf.get("addMode") {
+            None | Some(Value::Null) => AddMode::Enforce,
+            Some(Value::String(s)) if s == "enforce" => AddMode::Enforce,
+            Some(Value::String(s)) if s == "warn" => AddMode::Warn,
+            Some(v) => return Err(invalid(format!("addMode must be \"enforce\" or \"warn\", not {v}"))),
+        };
+        let check_host = match conf.get("checkHost") {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(b)) => *b,
+            Some(v) => return Err(invalid(format!("checkHost must be true or false, not {v}"))),
+        };
+        let routes = match conf.get("routeChecks") {
+            None | Some(Value::Null) => RouteChecks::Full,
+            Some(Value::String(s)) if s == "full" => RouteChecks::Full,
+            Some(Value::String(s)) if s == "upstream" => RouteChecks::Upstream,
+            Some(v) => return Err(invalid(format!("routeChecks must be \"full\" or \"upstream\", not {v}"))),
+        };
+        let settle = match conf.get("settleMs") {
+            None | Some(Value::Null) => DEFAULT_SETTLE,
+            Some(v) => match v.as_u64().map(Duration::from_millis) {
+                Some(d) if d <= MAX_SETTLE => d,
+                _ => {
+                    return Err(invalid(format!(
+                        "settleMs must be a whole number of milliseconds from 0 to {}, not {v}",
+                        MAX_SETTLE.as_millis()
+                    )))
+                }
+            },
+        };
+        Ok(Config { conf, add_mode, options: Options { check_host, routes }, settle })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_need_no_keys() {
+        let c = Config::parse(br#"{"cniVersion":"1.1.0","name":"n","type":"verifier"}"#).unwrap();
+        assert_eq!(c.add_mode, AddMode::Enforce);
+        assert_eq!(c.options, Options { check_host: true, routes: RouteChecks::Full });
+        assert_eq!(c.settle, DEFAULT_SETTLE);
+    }
+
+    #[test]
+    fn bad_keys_are_named() {
+        for (conf, key) in [
+            (r#"{"addMode":"loud"}"#, "addMode"),
+            (r#"{"checkHost":"yes"}"#, "checkHost"),
+            (r#"{"routeChecks":1}"#, "routeChecks"),
+            (r#"{"settleMs":-1}"#, "settleMs"),
+            (r#"{"settleMs":600000}"#, "settleMs"),
+        ] {
+            let mut v: Value = serde_json::from_str(conf).unwrap();
+            v["cniVersion"] = "1.0.0".into();
+            v["name"] = "n".into();
+            let e = Config::parse(v.to_string().as_bytes()).unwrap_err();
+            assert_eq!(e.code, INVALID_NETWORK_CONFIG);
+            assert!(e.msg.starts_with(key), "{}", e.msg);
+        }
+    }
+
+    #[test]
+    fn keys_are_read() {
+        let c = Config::parse(
+            br#"{"cniVersion":"1.0.0","name":"n","addMode":"warn","checkHost":false,"routeChecks":"upstream","settleMs":0}"#,
+        )
+        .unwrap();
+        assert_eq!(c.add_mode, AddMode::Warn);
+        assert_eq!(c.options, Options { check_host: false, routes: RouteChecks::Upstream });
+        assert_eq!(c.settle, Duration::ZERO);
+    }
+}

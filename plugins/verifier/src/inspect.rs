@@ -1,0 +1,101 @@
+//! One verification run: read the namespaces, compare, and retry until the kernel has settled
+//! or the settle time is up. Shared by the CNI commands and the operators' mode.
+
+use crate::kernel::{self, KernelError, Snapshot};
+use crate::verify::{self, Item, Options, Subject};
+use cni_skel::netns::{self, NetnsError};
+use std::fmt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The pause between two readings while the namespace settles.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// Why a namespace could not be inspected at all.
+#[derive(Debug)]
+pub enum InspectError {
+    /// The container namespace cannot be opened or entered.
+    Netns(NetnsError),
+    /// Netlink failed inside the container namespace.
+    Container(String, KernelError),
+    /// Netlink failed in the plugin's own namespace.
+    Host(KernelError),
+}
+
+impl fmt::Display for InspectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InspectError::Netns(e) => write!(f, "{e}"),
+            InspectError::Container(ns, e) => write!(f, "cannot read namespace {ns}: {e}"),
+            InspectError::Host(e) => write!(f, "cannot read the plugin's own namespace: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for InspectError {}
+
+/// What one run found.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Every checked claim, with the outcome of the last reading.
+    pub items: Vec<Item>,
+    /// How many readings were taken (1 unless the namespace was settling).
+    pub readings: u32,
+}
+
+impl Report {
+    /// The failing items as lines.
+    pub fn mismatches(&self) -> Vec<String> {
+        verify::mismatches(&self.items)
+    }
+
+    /// Items still settling when the settle time ran out (counted as passed).
+    pub fn still_pending(&self) -> Vec<String> {
+        self.items.iter().filter(|i| i.is_pending()).map(ToString::to_string).collect()
+    }
+}
+
+/// Verifies `result` against namespace `netns_path` (and the plugin's own namespace for
+/// host-side interfaces), retrying while anything mismatches or is pending, until `settle`.
+pub fn inspect(
+    result: &cni_types::Result,
+    netns_path: &str,
+    ifname: &str,
+    options: Options,
+    settle: Duration,
+) -> Result<Report, InspectError> {
+    let deadline = Instant::now() + settle;
+    let target = netns::identity(Path::new(netns_path)).ok();
+    let is_container = |sandbox: &str| {
+        sandbox == netns_path || (target.is_some() && netns::identity(Path::new(sandbox)).ok() == target)
+    };
+    let wants_host = options.check_host && result.interfaces.iter().any(|i| i.sandbox.is_empty());
+    let mut readings = 0;
+    loop {
+        readings += 1;
+        let container = read_container(netns_path)?;
+        let host: Option<Snapshot> =
+            if wants_host { Some(kernel::snapshot().map_err(InspectError::Host)?) } else { None };
+        let subject = Subject {
+            result,
+            ifname,
+            netns: netns_path,
+            is_container: &is_container,
+            container: &container,
+            host: host.as_ref(),
+        };
+        let items = verify::verify(&subject, options);
+        let unsettled = items.iter().any(|i| i.is_mismatch() || i.is_pending());
+        let now = Instant::now();
+        if !unsettled || now >= deadline {
+            return Ok(Report { items, readings });
+        }
+        std::thread::sleep(RETRY_PAUSE.min(deadline - now));
+    }
+}
+
+fn read_container(path: &str) -> Result<Snapshot, InspectError> {
+    netns::run_in(Path::new(path), kernel::snapshot)
+        .map_err(InspectError::Netns)?
+        .map_err(|e| InspectError::Container(path.to_string(), e))
+}

@@ -1,0 +1,17 @@
+//! `verifier`: a chained CNI plugin that proves, with netlink, that the result matches the
+//! container's network namespace — and, run with arguments, an operators' diagnostic tool.
+//! See README.md for every key, the checks, and the operators' mode.
+
+mod cli;
+mod config;
+mod inspect;
+mod kernel;
+mod plugin;
+mod verify;
+
+fn main() {
+    // Runtimes exec plugins without arguments; any argument selects the operators' mode.
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let code = if argv.is_empty() { cni_skel::main(&plugin::Verifier) } else { cli::run(&argv) };
+    std::process::exit(code);
+}

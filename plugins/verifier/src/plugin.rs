@@ -1,0 +1,101 @@
+//! The CNI commands: ADD and CHECK verify `prevResult`; DEL, GC and STATUS have nothing to undo.
+
+use crate::config::{AddMode, Config};
+use crate::inspect::{inspect, InspectError, Report};
+use cni_skel::log::Logger;
+use cni_skel::{CmdArgs, Plugin};
+use cni_types::error::{DECODING_FAILURE, INVALID_NETWORK_CONFIG};
+use cni_types::CniError;
+
+/// Code of "the result and the namespace disagree" (`details` lists each mismatch).
+pub const MISMATCH: u32 = 120;
+/// Code of "the namespace could not be read" (missing namespace, netlink failure).
+pub const CANNOT_INSPECT: u32 = 121;
+
+/// The verifier plugin.
+pub struct Verifier;
+
+fn prev_result(cfg: &Config) -> Result<cni_types::Result, CniError> {
+    let prev =
+        cfg.conf.prev_result().map_err(|e| CniError::new(DECODING_FAILURE, e.to_string()))?.ok_or_else(|| {
+            CniError::new(INVALID_NETWORK_CONFIG, "verifier must be called as a chained plugin: prevResult is missing")
+        })?;
+    Ok(prev.to_latest())
+}
+
+/// Turns an inspection failure into the CNI error the runtime reports.
+pub fn inspect_error(e: &InspectError) -> CniError {
+    CniError::new(CANNOT_INSPECT, e.to_string())
+}
+
+/// The one error for a failed verification: a summary in `msg`, each mismatch in `details`.
+pub fn mismatch_error(report: &Report, netns: &str) -> Option<CniError> {
+    let lines = report.mismatches();
+    if lines.is_empty() {
+        return None;
+    }
+    let n = lines.len();
+    let msg = format!("{n} mismatch{} between result and namespace {netns}", if n == 1 { "" } else { "es" });
+    Some(CniError::with_details(MISMATCH, msg, lines.join("; ")))
+}
+
+/// What a verification concluded.
+struct Verdict {
+    cfg: Config,
+    result: cni_types::Result,
+    /// A mismatch or a namespace that could not be read; already logged.
+    failure: Option<CniError>,
+}
+
+/// Reads the configuration (errors here are the caller's, whatever the mode), then verifies.
+fn verify(args: &CmdArgs, command: &str) -> Result<Verdict, CniError> {
+    let cfg = Config::parse(&args.stdin_data)?;
+    let result = prev_result(&cfg)?;
+    let mut log = Logger::new("verifier", command, &args.container_id);
+    log.configure(&cfg.conf);
+    let failure = match inspect(&result, &args.netns, &args.ifname, cfg.options, cfg.settle) {
+        Err(e) => Some(inspect_error(&e)),
+        Ok(report) => {
+            for p in report.still_pending() {
+                log.warn(format_args!("still settling after {} ms, counted as passed: {p}", cfg.settle.as_millis()));
+            }
+            if mismatch_error(&report, &args.netns).is_none() {
+                log.debug(format_args!("{} claims verified in {} reading(s)", report.items.len(), report.readings));
+            }
+            mismatch_error(&report, &args.netns)
+        }
+    };
+    if let Some(e) = &failure {
+        log.error(format_args!("{}{}{}", e.msg, if e.details.is_empty() { "" } else { ": " }, e.details));
+    }
+    Ok(Verdict { cfg, result, failure })
+}
+
+impl Plugin for Verifier {
+    fn about(&self) -> Option<String> {
+        Some(
+            "braid verifier: proves with netlink that prevResult matches the container's namespace\n\
+             operators' mode: verifier --netns PATH [--ifname NAME] < result.json"
+                .into(),
+        )
+    }
+
+    fn add(&self, args: &CmdArgs) -> Result<cni_types::Result, CniError> {
+        let v = verify(args, "ADD")?;
+        match (v.failure, v.cfg.add_mode) {
+            (Some(e), AddMode::Enforce) => Err(e),
+            _ => Ok(v.result),
+        }
+    }
+
+    fn del(&self, _args: &CmdArgs) -> Result<(), CniError> {
+        Ok(())
+    }
+
+    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
+        match verify(args, "CHECK")?.failure {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}

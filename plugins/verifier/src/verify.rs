@@ -1,0 +1,383 @@
+//! The comparison: every claim of a result against snapshots of the kernel. Pure — no I/O —
+//! so each rule is unit-tested with made-up snapshots.
+//!
+//! Improves on upstream's CHECK helpers (spec-notes §8): each IP is looked for on the interface
+//! its `interface` index names (not always `CNI_IFNAME`), MACs are compared as bytes, interface
+//! MTUs and the 1.1 route fields are compared, and routes are looked up in their own table.
+
+use crate::kernel::{self, Snapshot};
+use cni_types::ip::{IpNet, Mac};
+use cni_types::result::{Interface, Route};
+use std::fmt;
+use std::net::IpAddr;
+
+/// The main routing table.
+pub const MAIN_TABLE: u32 = 254;
+
+/// How routes are compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteChecks {
+    /// Everything the result says: `gw` also of default routes, `table`, `priority`, `scope`
+    /// and `mtu` when given.
+    Full,
+    /// As upstream's `ValidateExpectedRoute`: main table only, `dst` and (except for default
+    /// routes) `gw`; nothing else.
+    Upstream,
+}
+
+/// What to check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Check host-side interfaces (no `sandbox`) in the plugin's own namespace.
+    pub check_host: bool,
+    /// How routes are compared.
+    pub routes: RouteChecks,
+}
+
+/// The outcome of one checked claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The kernel agrees.
+    Ok,
+    /// Not decided yet: the kernel is still settling (an IPv6 address in DAD). Counts as ok once
+    /// the settle time is up.
+    Pending(String),
+    /// The kernel disagrees; the text says what was found instead.
+    Mismatch(String),
+    /// Deliberately not checked, and why.
+    Skipped(String),
+}
+
+/// One checked claim: its subject (`eth0`, `route 0.0.0.0/0 via …`), the claim, the outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    /// What the claim is about.
+    pub subject: String,
+    /// The claim in words (`address 198.18.1.5/24`).
+    pub claim: String,
+    /// What the kernel said.
+    pub outcome: Outcome,
+}
+
+impl Item {
+    fn new(subject: impl Into<String>, claim: impl Into<String>, outcome: Outcome) -> Item {
+        Item { subject: subject.into(), claim: claim.into(), outcome }
+    }
+
+    /// Whether this item fails the verification.
+    pub fn is_mismatch(&self) -> bool {
+        matches!(self.outcome, Outcome::Mismatch(_))
+    }
+
+    /// Whether this item is still settling.
+    pub fn is_pending(&self) -> bool {
+        matches!(self.outcome, Outcome::Pending(_))
+    }
+}
+
+/// The line an operator reads: `net1: address 198.18.1.5/24 missing (has: 198.18.1.6/24)`.
+impl fmt::Display for Item {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.subject.is_empty() {
+            write!(f, "{}: ", self.subject)?;
+        }
+        match &self.outcome {
+            Outcome::Ok => write!(f, "{}", self.claim),
+            Outcome::Pending(why) | Outcome::Mismatch(why) | Outcome::Skipped(why) => write!(f, "{} {why}", self.claim),
+        }
+    }
+}
+
+/// Which namespace an interface of the result lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Container,
+    Host,
+    Elsewhere,
+}
+
+/// What is verified, and the kernel's views of it.
+pub struct Subject<'a> {
+    /// The result (1.1 model).
+    pub result: &'a cni_types::Result,
+    /// `CNI_IFNAME`: the interface IPs without a valid index belong to.
+    pub ifname: &'a str,
+    /// `CNI_NETNS`, as given (for messages).
+    pub netns: &'a str,
+    /// Whether a `sandbox` value names the container namespace (equal path, or the same
+    /// namespace by device and inode).
+    pub is_container: &'a dyn Fn(&str) -> bool,
+    /// The container namespace.
+    pub container: &'a Snapshot,
+    /// The plugin's own namespace, when host-side interfaces are checked.
+    pub host: Option<&'a Snapshot>,
+}
+
+impl Subject<'_> {
+    fn place(&self, iface: &Interface) -> Place {
+        if iface.sandbox.is_empty() {
+            Place::Host
+        } else if (self.is_container)(&iface.sandbox) {
+            Place::Container
+        } else {
+            Place::Elsewhere
+        }
+    }
+
+    fn view(&self, place: Place) -> Option<&Snapshot> {
+        match place {
+            Place::Container => Some(self.container),
+            Place::Host => self.host,
+            Place::Elsewhere => None,
+        }
+    }
+}
+
+/// Checks every claim of the result; returns one item per claim, in the result's order.
+pub fn verify(s: &Subject<'_>, opts: Options) -> Vec<Item> {
+    let mut items = Vec::new();
+    let r = s.result;
+    // The CNI_IFNAME interface must be in the result, in this namespace (P8.1 step 4).
+    let own = r.interfaces.iter().any(|i| i.name == s.ifname && s.place(i) == Place::Container);
+    items.push(Item::new(
+        s.ifname,
+        format!("listed in the result with sandbox {}", s.netns),
+        if own {
+            Outcome::Ok
+        } else {
+            let sandboxes: Vec<&str> =
+                r.interfaces.iter().filter(|i| i.name == s.ifname).map(|i| i.sandbox.as_str()).collect();
+            Outcome::Mismatch(if sandboxes.is_empty() {
+                "missing: the result has no interface of this name".to_string()
+            } else {
+                format!("missing: the result lists it with sandbox {sandboxes:?}")
+            })
+        },
+    ));
+    for iface in &r.interfaces {
+        items.extend(check_interface(s, iface, opts));
+    }
+    for ip in &r.ips {
+        let target = ip
+            .interface
+            .and_then(|i| usize::try_from(i).ok())
+            .and_then(|i| r.interfaces.get(i))
+            .map_or((s.ifname, Place::Container), |i| (i.name.as_str(), s.place(i)));
+        items.push(check_address(s, target, ip.address, opts));
+    }
+    for route in &r.routes {
+        items.push(check_route(s.container, route, opts.routes));
+    }
+    items
+}
+
+fn subject_of(iface: &Interface, place: Place) -> String {
+    match place {
+        Place::Host => format!("{} (host)", iface.name),
+        _ => iface.name.clone(),
+    }
+}
+
+fn names(snap: &Snapshot) -> String {
+    snap.links.iter().map(|l| l.name.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+fn check_interface(s: &Subject<'_>, iface: &Interface, opts: Options) -> Vec<Item> {
+    let place = s.place(iface);
+    let subject = subject_of(iface, place);
+    let view = match place {
+        Place::Elsewhere => {
+            let why = format!("not checked: sandbox {:?} is not namespace {}", iface.sandbox, s.netns);
+            return vec![Item::new(subject, "link", Outcome::Skipped(why))];
+        }
+        Place::Host if !opts.check_host => {
+            return vec![Item::new(subject, "link", Outcome::Skipped("not checked: checkHost is false".into()))];
+        }
+        _ => s.view(place),
+    };
+    let Some(view) = view else {
+        return vec![Item::new(subject, "link", Outcome::Skipped("not checked: host namespace not read".into()))];
+    };
+    let Some(link) = view.link(&iface.name) else {
+        let where_ = if place == Place::Host { "the plugin's namespace".to_string() } else { s.netns.to_string() };
+        let why = format!("missing in {where_} (has: {})", names(view));
+        return vec![Item::new(subject, "link", Outcome::Mismatch(why))];
+    };
+    let mut items = vec![Item::new(subject.clone(), "link present", Outcome::Ok)];
+    if !iface.mac.is_empty() {
+        let found = Mac::from_bytes(&link.mac);
+        let outcome = match Mac::parse(&iface.mac) {
+            Ok(want) if want == found => Outcome::Ok,
+            Ok(_) => Outcome::Mismatch(format!("expected, has {found}")),
+            Err(e) => Outcome::Mismatch(format!("cannot be compared: {e}")),
+        };
+        items.push(Item::new(subject.clone(), format!("mac {}", iface.mac), outcome));
+    }
+    if iface.mtu > 0 {
+        let outcome = if i64::from(link.mtu) == iface.mtu {
+            Outcome::Ok
+        } else {
+            Outcome::Mismatch(format!("expected, has {}", link.mtu))
+        };
+        items.push(Item::new(subject, format!("mtu {}", iface.mtu), outcome));
+    }
+    items
+}
+
+fn is_link_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
+        IpAddr::V4(v4) => v4.is_link_local(),
+    }
+}
+
+fn check_address(s: &Subject<'_>, (name, place): (&str, Place), want: IpNet, opts: Options) -> Item {
+    let subject = if place == Place::Host { format!("{name} (host)") } else { name.to_string() };
+    let claim = format!("address {want}");
+    let view = match place {
+        Place::Elsewhere => {
+            return Item::new(
+                subject,
+                claim,
+                Outcome::Skipped("not checked: its interface is in another sandbox".into()),
+            )
+        }
+        Place::Host if !opts.check_host => {
+            return Item::new(subject, claim, Outcome::Skipped("not checked: checkHost is false".into()))
+        }
+        _ => s.view(place),
+    };
+    let Some(view) = view else {
+        return Item::new(subject, claim, Outcome::Skipped("not checked: host namespace not read".into()));
+    };
+    let Some(link) = view.link(name) else {
+        return Item::new(subject, claim, Outcome::Mismatch(format!("missing: no link {name}")));
+    };
+    let on_link = |a: &&kernel::Addr| a.ifindex == link.index;
+    let found = view.addrs.iter().filter(on_link).find(|a| a.net == want);
+    match found {
+        Some(a) if a.dadfailed => {
+            Item::new(subject, claim, Outcome::Mismatch("present but failed duplicate address detection".into()))
+        }
+        Some(a) if a.tentative => Item::new(subject, claim, Outcome::Pending("still tentative (IPv6 DAD)".into())),
+        Some(_) => Item::new(subject, claim, Outcome::Ok),
+        None => {
+            let has: Vec<String> = view
+                .addrs
+                .iter()
+                .filter(on_link)
+                .filter(|a| {
+                    a.net.is_ipv4() == want.is_ipv4() && (!is_link_local(a.net.addr()) || is_link_local(want.addr()))
+                })
+                .map(|a| a.net.to_string())
+                .collect();
+            let elsewhere: Vec<String> = view
+                .addrs
+                .iter()
+                .filter(|a| a.net.addr() == want.addr() && a.ifindex != link.index)
+                .map(|a| format!("{} on {}", a.net, view.link_name(a.ifindex)))
+                .collect();
+            let mut why =
+                format!("missing (has: {})", if has.is_empty() { "none".to_string() } else { has.join(", ") });
+            if !elsewhere.is_empty() {
+                why.push_str(&format!("; found {}", elsewhere.join(", ")));
+            }
+            Item::new(subject, claim, Outcome::Mismatch(why))
+        }
+    }
+}
+
+fn table_name(t: u32) -> String {
+    match t {
+        254 => "main".into(),
+        255 => "local".into(),
+        253 => "default".into(),
+        n => n.to_string(),
+    }
+}
+
+/// `198.19.0.0/16 via 198.18.0.1` as the result states it.
+fn route_label(r: &Route) -> String {
+    match r.gw {
+        Some(gw) => format!("route {} via {gw}", r.dst),
+        None => format!("route {}", r.dst),
+    }
+}
+
+fn kernel_label(r: &kernel::Route, snap: &Snapshot) -> String {
+    let mut s = r.dst.to_string();
+    if let Some(gw) = r.gw {
+        s.push_str(&format!(" via {gw}"));
+    }
+    if let Some(oif) = r.oif {
+        s.push_str(&format!(" dev {}", snap.link_name(oif)));
+    }
+    s.push_str(&format!(" table {}", table_name(r.table)));
+    if r.priority != 0 {
+        s.push_str(&format!(" metric {}", r.priority));
+    }
+    if !kernel::is_unicast(r.kind) {
+        s.push_str(&format!(" type {}", r.kind));
+    }
+    s
+}
+
+fn check_route(snap: &Snapshot, want: &Route, mode: RouteChecks) -> Item {
+    let dst = want.dst.network();
+    let full = mode == RouteChecks::Full;
+    let table = match want.table {
+        Some(t) if full => u32::try_from(t).unwrap_or(u32::MAX),
+        _ => MAIN_TABLE,
+    };
+    let mut claim = route_label(want);
+    if full && want.table.is_some() {
+        claim.push_str(&format!(" table {}", table_name(table)));
+    }
+    let same_dst: Vec<&kernel::Route> = snap.routes.iter().filter(|r| r.dst == dst).collect();
+    // Upstream ignores the gateway of default routes (Q18); full checks compare it.
+    let gw_matters = full || !dst.is_default();
+    let candidates: Vec<&&kernel::Route> =
+        same_dst.iter().filter(|r| r.table == table && (!gw_matters || want.gw.is_none() || r.gw == want.gw)).collect();
+    if candidates.is_empty() {
+        let has: Vec<String> = same_dst.iter().map(|r| kernel_label(r, snap)).collect();
+        let why = format!(
+            "missing from table {} (has: {})",
+            table_name(table),
+            if has.is_empty() { "no route to this destination".to_string() } else { has.join(", ") }
+        );
+        return Item::new("", claim, Outcome::Mismatch(why));
+    }
+    if !full {
+        return Item::new("", claim, Outcome::Ok);
+    }
+    let differences = |r: &kernel::Route| {
+        let mut d = Vec::new();
+        if want.priority > 0 && i64::from(r.priority) != want.priority {
+            d.push(format!("priority {} expected, has {}", want.priority, r.priority));
+        }
+        if let Some(scope) = want.scope {
+            if i64::from(r.scope) != scope {
+                d.push(format!("scope {scope} expected, has {}", r.scope));
+            }
+        }
+        if want.mtu > 0 && i64::from(r.mtu) != want.mtu {
+            d.push(format!("mtu {} expected, has {}", want.mtu, r.mtu));
+        }
+        d
+    };
+    let mut first = None;
+    for c in &candidates {
+        let d = differences(c);
+        if d.is_empty() {
+            return Item::new("", claim, Outcome::Ok);
+        }
+        first.get_or_insert(d);
+    }
+    let why = first.unwrap_or_default().join(", ");
+    Item::new("", claim, Outcome::Mismatch(format!("differs: {why}")))
+}
+
+/// The items that fail, as the lines of the CNI error's `details`.
+pub fn mismatches(items: &[Item]) -> Vec<String> {
+    items.iter().filter(|i| i.is_mismatch()).map(ToString::to_string).collect()
+}
