@@ -301,6 +301,32 @@ impl Harness {
         .unwrap_or_else(|e| panic!("entering host netns: {e}"))
     }
 
+    /// Runs a command (a binary of the build directory, found by name) inside the host
+    /// namespace with `stdin`; returns its exit status, stdout and stderr. For tools such as the
+    /// verifier's operators' mode.
+    pub fn run_tool(&self, binary: &str, args: &[&str], stdin: &[u8]) -> (i32, String, String) {
+        use std::io::Write;
+        let path = build_dir().join(binary);
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let stdin = stdin.to_vec();
+        let out = cni_skel::netns::run_in(&self.host.path(), move || {
+            let mut child = Command::new(&path)
+                .args(&args)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap_or_else(|e| panic!("running {}: {e}", path.display()));
+            if let Some(mut i) = child.stdin.take() {
+                let _ = i.write_all(&stdin);
+            }
+            child.wait_with_output().unwrap_or_else(|e| panic!("waiting for {}: {e}", path.display()))
+        })
+        .unwrap_or_else(|e| panic!("entering host netns: {e}"));
+        let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+        (out.status.code().unwrap_or(-1), text(out.stdout), text(out.stderr))
+    }
+
     /// The runtime parameters for a container namespace.
     pub fn runtime(&self, ns: &Netns, container_id: &str, ifname: &str) -> RuntimeConf {
         RuntimeConf {
@@ -319,7 +345,7 @@ fn parse_list(v: &Value) -> NetConfList {
 }
 
 /// braid's plugin binaries, which the tests run as delegates and runtimes run as plugins.
-pub const BRAID_BINARIES: &[&str] = &["delegator", "merger", "braid-fault", "braid-cnitool"];
+pub const BRAID_BINARIES: &[&str] = &["delegator", "merger", "verifier", "braid-fault", "braid-cnitool"];
 
 /// `cargo test` builds only the binaries of the package under test; the plugins live in other
 /// packages, so build them once (same profile) when one is missing.

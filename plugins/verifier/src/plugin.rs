@@ -2,7 +2,7 @@
 
 use crate::config::{AddMode, Config};
 use crate::inspect::{inspect, InspectError, Report};
-use cni_skel::log::Logger;
+use cni_skel::log::{Level, Logger};
 use cni_skel::{CmdArgs, Plugin};
 use cni_types::error::{DECODING_FAILURE, INVALID_NETWORK_CONFIG};
 use cni_types::CniError;
@@ -66,7 +66,9 @@ fn verify(args: &CmdArgs, command: &str) -> Result<Verdict, CniError> {
         }
     };
     if let Some(e) = &failure {
-        log.error(format_args!("{}{}{}", e.msg, if e.details.is_empty() { "" } else { ": " }, e.details));
+        // Where ADD only warns, a failure is a warning in the log too.
+        let level = if command == "ADD" && cfg.add_mode == AddMode::Warn { Level::Warn } else { Level::Error };
+        log.log(level, format_args!("{}{}{}", e.msg, if e.details.is_empty() { "" } else { ": " }, e.details));
     }
     Ok(Verdict { cfg, result, failure })
 }

@@ -142,7 +142,10 @@ pub fn verify(s: &Subject<'_>, opts: Options) -> Vec<Item> {
     items.push(Item::new(
         s.ifname,
         format!("listed in the result with sandbox {}", s.netns),
-        if own {
+        if r.interfaces.is_empty() {
+            // 0.1.0/0.2.0 and IPAM-style results have no interfaces: nothing is claimed.
+            Outcome::Skipped("not checked: the result lists no interfaces".into())
+        } else if own {
             Outcome::Ok
         } else {
             let sandboxes: Vec<&str> =
@@ -179,7 +182,12 @@ fn subject_of(iface: &Interface, place: Place) -> String {
 }
 
 fn names(snap: &Snapshot) -> String {
-    snap.links.iter().map(|l| l.name.as_str()).collect::<Vec<_>>().join(", ")
+    let n: Vec<&str> = snap.links.iter().map(|l| l.name.as_str()).collect();
+    if n.is_empty() {
+        "no links".into()
+    } else {
+        n.join(", ")
+    }
 }
 
 fn check_interface(s: &Subject<'_>, iface: &Interface, opts: Options) -> Vec<Item> {
@@ -380,4 +388,240 @@ fn check_route(snap: &Snapshot, want: &Route, mode: RouteChecks) -> Item {
 /// The items that fail, as the lines of the CNI error's `details`.
 pub fn mismatches(items: &[Item]) -> Vec<String> {
     items.iter().filter(|i| i.is_mismatch()).map(ToString::to_string).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{Addr, Link};
+    use cni_types::AnyResult;
+    use serde_json::json;
+
+    const NS: &str = "/run/netns/pod";
+
+    fn net(s: &str) -> IpNet {
+        IpNet::parse(s).unwrap()
+    }
+
+    fn route(table: u32, dst: &str, gw: Option<&str>, oif: u32) -> kernel::Route {
+        kernel::Route {
+            table,
+            dst: net(dst).network(),
+            gw: gw.map(|g| g.parse().unwrap()),
+            oif: Some(oif),
+            priority: 0,
+            scope: 0,
+            mtu: 0,
+            kind: 1,
+        }
+    }
+
+    fn pod() -> Snapshot {
+        Snapshot {
+            links: vec![
+                Link { index: 1, name: "lo".into(), mac: vec![0; 6], mtu: 65536 },
+                Link { index: 2, name: "eth0".into(), mac: vec![0x0a, 0x58, 0, 0, 0, 1], mtu: 1500 },
+                Link { index: 3, name: "net1".into(), mac: vec![0x0a, 0x58, 0, 0, 0, 2], mtu: 9000 },
+            ],
+            addrs: vec![
+                Addr { ifindex: 2, net: net("198.18.0.5/24"), tentative: false, dadfailed: false },
+                Addr { ifindex: 2, net: net("2001:db8::5/64"), tentative: false, dadfailed: false },
+                Addr { ifindex: 2, net: net("fe80::1/64"), tentative: false, dadfailed: false },
+                Addr { ifindex: 3, net: net("198.19.1.5/24"), tentative: false, dadfailed: false },
+            ],
+            routes: vec![
+                route(254, "198.18.0.0/24", None, 2),
+                route(254, "0.0.0.0/0", Some("198.18.0.1"), 2),
+                route(254, "::/0", Some("2001:db8::1"), 2),
+                route(1000, "198.19.0.0/16", Some("198.19.1.1"), 3),
+            ],
+        }
+    }
+
+    fn result(v: serde_json::Value) -> cni_types::Result {
+        AnyResult::from_bytes(&serde_json::to_vec(&v).unwrap()).unwrap().to_latest()
+    }
+
+    fn good() -> serde_json::Value {
+        json!({
+            "cniVersion": "1.1.0",
+            "interfaces": [
+                {"name": "eth0", "sandbox": NS, "mac": "0A:58:00:00:00:01", "mtu": 1500},
+                {"name": "net1", "sandbox": NS, "mac": "0a:58:00:00:00:02"}
+            ],
+            "ips": [
+                {"address": "198.18.0.5/24", "interface": 0},
+                {"address": "2001:db8::5/64"},
+                {"address": "198.19.1.5/24", "interface": 1}
+            ],
+            "routes": [
+                {"dst": "0.0.0.0/0", "gw": "198.18.0.1"},
+                {"dst": "::/0", "gw": "2001:db8::1"},
+                {"dst": "198.19.0.0/16", "gw": "198.19.1.1", "table": 1000}
+            ]
+        })
+    }
+
+    const FULL: Options = Options { check_host: true, routes: RouteChecks::Full };
+
+    fn run(r: &cni_types::Result, snap: &Snapshot, opts: Options) -> Vec<Item> {
+        let is_container = |s: &str| s == NS;
+        verify(
+            &Subject { result: r, ifname: "eth0", netns: NS, is_container: &is_container, container: snap, host: None },
+            opts,
+        )
+    }
+
+    fn bad(r: &cni_types::Result, snap: &Snapshot, opts: Options) -> Vec<String> {
+        mismatches(&run(r, snap, opts))
+    }
+
+    #[test]
+    fn a_true_result_passes_with_macs_compared_as_bytes() {
+        let items = run(&result(good()), &pod(), FULL);
+        assert!(mismatches(&items).is_empty(), "{:?}", mismatches(&items));
+        assert!(items.iter().all(|i| i.outcome == Outcome::Ok));
+        // 1 own + 2 links + 2 macs + 1 mtu + 3 ips + 3 routes.
+        assert_eq!(items.len(), 12);
+    }
+
+    #[test]
+    fn each_lie_is_named() {
+        let r = result(good());
+        let mut s = pod();
+        s.addrs.retain(|a| a.net != net("198.19.1.5/24"));
+        s.addrs.push(Addr { ifindex: 3, net: net("198.19.1.6/24"), tentative: false, dadfailed: false });
+        assert_eq!(bad(&r, &s, FULL), ["net1: address 198.19.1.5/24 missing (has: 198.19.1.6/24)"]);
+
+        let mut s = pod();
+        s.links[2].mac = vec![0x0a, 0x58, 0, 0, 0, 9];
+        assert_eq!(bad(&r, &s, FULL), ["net1: mac 0a:58:00:00:00:02 expected, has 0a:58:00:00:00:09"]);
+
+        let mut s = pod();
+        s.links[1].mtu = 1400;
+        assert_eq!(bad(&r, &s, FULL), ["eth0: mtu 1500 expected, has 1400"]);
+
+        let mut s = pod();
+        s.routes.retain(|x| x.dst != net("0.0.0.0/0"));
+        assert_eq!(
+            bad(&r, &s, FULL),
+            ["route 0.0.0.0/0 via 198.18.0.1 missing from table main (has: no route to this destination)"]
+        );
+
+        // Moved to another table.
+        let mut s = pod();
+        s.routes[3].table = 254;
+        assert_eq!(
+            bad(&r, &s, FULL),
+            ["route 198.19.0.0/16 via 198.19.1.1 table 1000 missing from table 1000 (has: 198.19.0.0/16 via 198.19.1.1 dev net1 table main)"]
+        );
+
+        // Renamed: the link and every claim on it.
+        let mut s = pod();
+        s.links[2].name = "other".into();
+        assert_eq!(
+            bad(&r, &s, FULL),
+            [
+                "net1: link missing in /run/netns/pod (has: lo, eth0, other)",
+                "net1: address 198.19.1.5/24 missing: no link net1"
+            ]
+        );
+
+        // An IP moved to another interface: named where it went.
+        let mut s = pod();
+        s.addrs[0].ifindex = 3;
+        assert_eq!(bad(&r, &s, FULL), ["eth0: address 198.18.0.5/24 missing (has: none); found 198.18.0.5/24 on net1"]);
+    }
+
+    #[test]
+    fn default_route_gateways_are_compared_unless_upstream() {
+        let r = result(good());
+        let mut s = pod();
+        s.routes[1].gw = Some("198.18.0.254".parse().unwrap());
+        assert_eq!(bad(&r, &s, FULL).len(), 1);
+        let upstream = Options { check_host: true, routes: RouteChecks::Upstream };
+        // Upstream: the default route is matched on dst only, but only the main table is read.
+        assert_eq!(
+            bad(&r, &s, upstream),
+            ["route 198.19.0.0/16 via 198.19.1.1 missing from table main (has: 198.19.0.0/16 via 198.19.1.1 dev net1 table 1000)"]
+        );
+    }
+
+    #[test]
+    fn route_attributes_are_compared_when_given() {
+        let mut v = good();
+        v["routes"] = json!([{"dst": "0.0.0.0/0", "gw": "198.18.0.1", "priority": 100, "scope": 0, "mtu": 1400}]);
+        let r = result(v);
+        assert_eq!(
+            bad(&r, &pod(), FULL),
+            ["route 0.0.0.0/0 via 198.18.0.1 differs: priority 100 expected, has 0, mtu 1400 expected, has 0"]
+        );
+        let mut s = pod();
+        s.routes[1].priority = 100;
+        s.routes[1].mtu = 1400;
+        assert!(bad(&r, &s, FULL).is_empty());
+    }
+
+    #[test]
+    fn tentative_is_pending_and_dad_failure_a_mismatch() {
+        let r = result(good());
+        let mut s = pod();
+        s.addrs[1].tentative = true;
+        let items = run(&r, &s, FULL);
+        assert!(mismatches(&items).is_empty());
+        assert_eq!(items.iter().filter(|i| i.is_pending()).count(), 1);
+        s.addrs[1].dadfailed = true;
+        assert_eq!(bad(&r, &s, FULL), ["eth0: address 2001:db8::5/64 present but failed duplicate address detection"]);
+    }
+
+    #[test]
+    fn ifname_must_be_listed_with_the_sandbox() {
+        let mut v = good();
+        v["interfaces"][0]["sandbox"] = json!("/run/netns/other");
+        let got = bad(&result(v), &pod(), FULL);
+        assert_eq!(got[0], "eth0: listed in the result with sandbox /run/netns/pod missing: the result lists it with sandbox [\"/run/netns/other\"]");
+    }
+
+    #[test]
+    fn host_side_interfaces_use_the_host_view() {
+        let mut v = good();
+        v["interfaces"] = json!([{"name": "cni0", "mac": "02:00:00:00:00:01"}, {"name": "eth0", "sandbox": NS}, {"name": "net1", "sandbox": NS}]);
+        v["ips"] = json!([{"address": "198.18.0.5/24", "interface": 1}]);
+        v["routes"] = json!([]);
+        let r = result(v);
+        let host = Snapshot {
+            links: vec![Link { index: 7, name: "cni0".into(), mac: vec![2, 0, 0, 0, 0, 1], mtu: 1500 }],
+            ..Snapshot::default()
+        };
+        let is_container = |s: &str| s == NS;
+        let pod_view = pod();
+        let subject = |host| Subject {
+            result: &r,
+            ifname: "eth0",
+            netns: NS,
+            is_container: &is_container,
+            container: &pod_view,
+            host,
+        };
+        assert!(mismatches(&verify(&subject(Some(&host)), FULL)).is_empty());
+        let missing = Snapshot::default();
+        assert_eq!(
+            mismatches(&verify(&subject(Some(&missing)), FULL)),
+            ["cni0 (host): link missing in the plugin's namespace (has: no links)"]
+        );
+        let off = Options { check_host: false, routes: RouteChecks::Full };
+        assert!(mismatches(&verify(&subject(None), off)).is_empty());
+    }
+
+    #[test]
+    fn legacy_results_and_garbage_indices_never_panic() {
+        let r = result(json!({"cniVersion": "0.2.0", "ip4": {"ip": "198.18.0.5/24"}}));
+        let items = run(&r, &pod(), FULL);
+        // 0.2.0 results list no interfaces: the claim is not made, the IP is checked on CNI_IFNAME.
+        assert!(mismatches(&items).is_empty(), "{:?}", mismatches(&items));
+        let mut v = good();
+        v["ips"] =
+            json!([{"address": "198.18.0.5/24", "interface": -4}, {"address": "198.18.0.5/24", "interface": 99}]);
+        assert!(bad(&result(v), &pod(), FULL).is_empty());
+    }
 }

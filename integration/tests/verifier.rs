@@ -1,0 +1,389 @@
+//! The verifier against real namespaces: real ADDs pass, in chain and in operators' mode; each
+//! tampering with the namespace afterwards is detected and named.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use braid_integration::{require_root, unique, Harness, Netns};
+use cni_skel::chain::RuntimeConf;
+use cni_types::version::Command;
+use serde_json::{json, Value};
+
+/// host-local with an IPv4 and an IPv6 range, each with a routed destination behind its gateway.
+fn dual_stack_ipam(h: &Harness, n: u8) -> Value {
+    let mut ipam = h.host_local(n);
+    ipam["ranges"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!([{"subnet": format!("2001:db8:{n}::/64"), "gateway": format!("2001:db8:{n}::1")}]));
+    ipam["routes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"dst": format!("2001:db8:ff{n}::/64"), "gw": format!("2001:db8:{n}::1")}));
+    ipam
+}
+
+/// `[delegator{bridge (dual-stack), ptp, macvlan} merged, verifier]`.
+struct Attached {
+    h: Harness,
+    ctr: Netns,
+    rt: RuntimeConf,
+    list: Value,
+    result: cni_types::Result,
+}
+
+fn attach(tag: &str, version: &str) -> Attached {
+    let h = Harness::new(tag);
+    let ctr = h.container(tag);
+    let master = unique("m");
+    h.host.ip(&["link", "add", &master, "type", "veth", "peer", "name", &format!("{master}p")]);
+    h.host.ip(&["link", "set", &master, "up"]);
+    let list = json!({
+        "cniVersion": version,
+        "name": unique("ver"),
+        "plugins": [
+            {"type": "delegator", "stateDir": h.dir.path().join("state"), "result": "merged", "timeout": 10, "delegates": [
+                {"cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": unique("br"), "ipam": dual_stack_ipam(&h, 70)},
+                {"cniVersion": "0.4.0", "name": "side", "type": "ptp", "ipam": h.host_local(71)},
+                {"cniVersion": "0.4.0", "name": "mac", "type": "macvlan", "master": master, "mode": "bridge", "ipam": h.host_local(72)}
+            ]},
+            {"type": "verifier"}
+        ]
+    });
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let result = h.add(&list, &rt).unwrap_or_else(|e| panic!("ADD ({tag}, {version}): {e}")).to_latest();
+    Attached { h, ctr, rt, list, result }
+}
+
+impl Attached {
+    /// The address (`a/len`) of the result on interface `name`, of the given family.
+    fn addr(&self, name: &str, v4: bool) -> String {
+        let r = &self.result;
+        r.ips
+            .iter()
+            .find(|ip| r.interfaces[ip.interface.unwrap() as usize].name == name && ip.address.is_ipv4() == v4)
+            .map(|ip| ip.address.to_string())
+            .unwrap_or_else(|| panic!("no address on {name}"))
+    }
+
+    fn result_json(&self) -> String {
+        cni_types::AnyResult::V1(self.result.clone()).to_json()
+    }
+
+    /// Operators' mode in the host namespace: (status, stdout, stderr).
+    fn operators(&self) -> (i32, String, String) {
+        self.h.run_tool("verifier", &["--netns", &self.rt.netns, "--ifname", "eth0"], self.result_json().as_bytes())
+    }
+
+    /// The verifier's CHECK with the chain's final result as prevResult, as the runtime calls it
+    /// (upstream CHECKs earlier in the chain may stop a chain CHECK before it gets there).
+    fn verifier_check(&self) -> Result<Vec<u8>, cni_skel::invoke::InvokeError> {
+        let conf = json!({"cniVersion": "1.1.0", "name": "n", "type": "verifier", "settleMs": 200, "prevResult": cni_types::AnyResult::V1(self.result.clone()).to_value()});
+        self.h.exec_plugin("verifier", Command::Check, &self.rt, &serde_json::to_vec(&conf).unwrap())
+    }
+
+    /// The chain's CHECK fails; the verifier's names `expect`; operators' mode agrees; DEL cleans up.
+    fn assert_detected(self, what: &str, expect: &str) {
+        assert!(self.h.check(&self.list, &self.rt).is_err(), "{what}: the chain's CHECK passed");
+        let cause = match self.verifier_check() {
+            Err(cni_skel::invoke::InvokeError::Plugin(e)) => e,
+            other => panic!("{what}: expected the verifier to fail, got {other:?}"),
+        };
+        assert_eq!(cause.code, 120, "{what}: {cause:?}");
+        assert!(
+            cause.msg.ends_with(&format!("between result and namespace {}", self.rt.netns)),
+            "{what}: {}",
+            cause.msg
+        );
+        assert!(cause.details.contains(expect), "{what}: expected {expect:?} in {:?}", cause.details);
+        let (code, out, _) = self.operators();
+        assert_eq!(code, 1, "{what}: operators' mode\n{out}");
+        assert!(out.lines().any(|l| l.starts_with("MISMATCH") && l.contains(expect)), "{what}:\n{out}");
+        self.h.del(&self.list, &self.rt).unwrap_or_else(|e| panic!("{what}: DEL after tampering: {e}"));
+    }
+}
+
+#[test]
+fn real_adds_pass_in_chain_and_in_operators_mode() {
+    if !require_root("real_adds_pass_in_chain_and_in_operators_mode") {
+        return;
+    }
+    for version in ["1.1.0", "1.0.0", "0.4.0"] {
+        let a = attach("vok", version);
+        // Dual-stack eth0, plus net1 (ptp) and net2 (macvlan): every IP checked on its own link.
+        assert_eq!(a.result.ips.len(), 4, "{version}");
+        a.h.check(&a.list, &a.rt).unwrap_or_else(|e| panic!("CHECK {version}: {e}"));
+        a.verifier_check().unwrap_or_else(|e| panic!("verifier CHECK {version}: {e}"));
+        let (code, out, err) = a.operators();
+        assert_eq!(code, 0, "{version}:\n{out}{err}");
+        assert!(!out.contains("MISMATCH"), "{out}");
+        for claim in [
+            format!("eth0: address {}", a.addr("eth0", true)),
+            format!("eth0: address {}", a.addr("eth0", false)),
+            format!("net1: address {}", a.addr("net1", true)),
+            format!("net2: address {}", a.addr("net2", true)),
+            "route 198.19.70.0/24 via 198.18.70.1".to_string(),
+            "route 2001:db8:ff70::/64 via 2001:db8:70::1".to_string(),
+        ] {
+            assert!(
+                out.lines().any(|l| l.starts_with("ok") && l.ends_with(&claim)),
+                "{version}: {claim} not ok in\n{out}"
+            );
+        }
+        // Host side (the bridge and the host veths) is checked in the plugins' namespace.
+        assert!(out.lines().any(|l| l.starts_with("ok") && l.contains("(host): link present")), "{out}");
+        a.h.del(&a.list, &a.rt).unwrap_or_else(|e| panic!("DEL {version}: {e}"));
+    }
+}
+
+#[test]
+fn an_address_deleted_is_detected() {
+    if !require_root("an_address_deleted_is_detected") {
+        return;
+    }
+    let a = attach("vaddr", "1.0.0");
+    let addr = a.addr("net1", true);
+    a.ctr.ip(&["addr", "del", &addr, "dev", "net1"]);
+    a.assert_detected("address deleted", &format!("net1: address {addr} missing"));
+}
+
+#[test]
+fn a_mac_changed_is_detected() {
+    if !require_root("a_mac_changed_is_detected") {
+        return;
+    }
+    let a = attach("vmac", "1.1.0");
+    a.ctr.ip(&["link", "set", "net2", "address", "02:00:00:00:0a:99"]);
+    a.assert_detected("MAC changed", "net2: mac");
+}
+
+#[test]
+fn a_route_deleted_or_moved_to_another_table_is_detected() {
+    if !require_root("a_route_deleted_or_moved_to_another_table_is_detected") {
+        return;
+    }
+    let a = attach("vrdel", "1.0.0");
+    a.ctr.ip(&["route", "del", "198.19.70.0/24"]);
+    a.assert_detected(
+        "route deleted",
+        "route 198.19.70.0/24 via 198.18.70.1 missing from table main (has: no route to this destination)",
+    );
+
+    let a = attach("vrtab", "1.0.0");
+    a.ctr.ip(&["route", "del", "198.19.70.0/24"]);
+    a.ctr.ip(&["route", "add", "198.19.70.0/24", "via", "198.18.70.1", "dev", "eth0", "table", "100"]);
+    a.assert_detected(
+        "route moved",
+        "missing from table main (has: 198.19.70.0/24 via 198.18.70.1 dev eth0 table 100)",
+    );
+}
+
+#[test]
+fn a_link_renamed_is_detected() {
+    if !require_root("a_link_renamed_is_detected") {
+        return;
+    }
+    let a = attach("vren", "1.0.0");
+    a.ctr.ip(&["link", "set", "net1", "down"]);
+    a.ctr.ip(&["link", "set", "net1", "name", "net9"]);
+    a.assert_detected("link renamed", "net1: link missing in");
+}
+
+#[test]
+fn an_ip_moved_to_another_interface_is_detected() {
+    if !require_root("an_ip_moved_to_another_interface_is_detected") {
+        return;
+    }
+    let a = attach("vmove", "1.0.0");
+    let addr = a.addr("eth0", true);
+    a.ctr.ip(&["addr", "del", &addr, "dev", "eth0"]);
+    a.ctr.ip(&["addr", "add", &addr, "dev", "net2"]);
+    a.assert_detected("IP moved", &format!("eth0: address {addr} missing (has: none); found {addr} on net2"));
+}
+
+/// The merger's chain with the verifier last. Upstream main plugins validate every IP of the
+/// final result against CNI_IFNAME on CHECK, so a merged chain CHECKs cleanly when the cluster
+/// plugin sits behind the delegator (which CHECKs it with its own recorded result).
+#[test]
+fn merger_chains_are_verified() {
+    if !require_root("merger_chains_are_verified") {
+        return;
+    }
+    let h = Harness::new("vmrg");
+    let ctr = h.container("vmrg");
+    let master = unique("m");
+    h.host.ip(&["link", "add", &master, "type", "veth", "peer", "name", &format!("{master}p")]);
+    h.host.ip(&["link", "set", &master, "up"]);
+    let name = unique("mrg");
+    let list = json!({
+        "cniVersion": "1.0.0",
+        "name": name,
+        "plugins": [
+            {"type": "delegator", "stateDir": h.dir.path().join("dstate"), "delegates": [
+                {"type": "bridge", "bridge": unique("br"), "isDefaultGateway": true, "ipam": h.host_local(80)}
+            ]},
+            {"type": "merger", "stateDir": h.dir.path().join("mstate"), "delegates": [
+                {"cniVersion": "0.4.0", "name": "mac", "type": "macvlan", "master": master, "mode": "bridge", "ipam": h.host_local(81)},
+                {"cniVersion": "0.2.0", "name": "legacy", "type": "ptp", "ipam": h.host_local(82)}
+            ]},
+            {"type": "tuning", "mtu": 1400},
+            {"type": "verifier"}
+        ]
+    });
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let r = h.add(&list, &rt).unwrap_or_else(|e| panic!("ADD: {e}")).to_latest();
+    assert_eq!(r.ips.len(), 3);
+    h.check(&list, &rt).unwrap_or_else(|e| panic!("CHECK of the whole chain: {e}"));
+    // Operators' mode reads libcni's cache file as it is (its ifName is the default).
+    let cache = h.cache_dir().join("results").join(format!("{name}-{}-eth0", rt.container_id));
+    let (code, out, err) = h.run_tool("verifier", &["--netns", &rt.netns], &std::fs::read(&cache).unwrap());
+    assert_eq!(code, 0, "{out}{err}");
+    // A default route's gateway changed behind the chain's back: upstream CHECKs compare only
+    // the destination of default routes (spec-notes P8.3), so the verifier, last, reports it.
+    ctr.ip(&["route", "replace", "default", "via", "198.18.80.254", "dev", "eth0"]);
+    let e = h.check(&list, &rt).unwrap_err();
+    let cause = e.cause.unwrap();
+    assert_eq!(cause.code, 120, "the verifier, last in the chain, reports it: {}", e.msg);
+    let details = cause.details;
+    assert!(
+        details.contains("route 0.0.0.0/0 via 198.18.80.1 missing from table main (has: 0.0.0.0/0 via 198.18.80.254 dev eth0 table main)"),
+        "{details}"
+    );
+    h.del(&list, &rt).unwrap();
+    assert!(ctr.link("eth0").is_none() && ctr.link("net1").is_none() && ctr.link("net2").is_none());
+
+    // The plain layout: ADD is verified (enforce) over the merged result.
+    let plain = json!({"cniVersion": "1.0.0", "name": unique("mrg"), "plugins": [
+        {"type": "bridge", "bridge": unique("br"), "ipam": h.host_local(83)},
+        {"type": "merger", "stateDir": h.dir.path().join("mstate"), "delegates": [{"type": "ptp", "ipam": h.host_local(84)}]},
+        {"type": "verifier"}
+    ]});
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    h.add(&plain, &rt).unwrap_or_else(|e| panic!("ADD of [bridge, merger, verifier]: {e}"));
+    h.del(&plain, &rt).unwrap();
+}
+
+/// A namespace set up by hand, and a 1.1 result that claims what is there: interface MTU,
+/// routes in a table above 255 with priority and MTU, a link-scoped route.
+#[test]
+fn one_one_fields_are_compared() {
+    if !require_root("one_one_fields_are_compared") {
+        return;
+    }
+    let h = Harness::new("v11");
+    let ctr = h.container("v11");
+    ctr.ip(&["link", "add", "eth0", "mtu", "1450", "type", "veth", "peer", "name", "peer0"]);
+    for l in ["eth0", "peer0"] {
+        ctr.ip(&["link", "set", l, "up"]);
+    }
+    ctr.ip(&["addr", "add", "198.18.90.2/24", "dev", "eth0"]);
+    ctr.ip(&["route", "add", "198.19.90.0/24", "via", "198.18.90.1", "table", "1000", "metric", "50", "mtu", "1400"]);
+    ctr.ip(&["route", "add", "198.19.91.0/24", "dev", "eth0", "scope", "link"]);
+    let mac = ctr.link("eth0").unwrap()["address"].as_str().unwrap().to_uppercase();
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let prev = json!({
+        "cniVersion": "1.1.0",
+        "interfaces": [{"name": "eth0", "sandbox": rt.netns, "mac": mac, "mtu": 1450}],
+        "ips": [{"address": "198.18.90.2/24", "interface": 0}],
+        "routes": [
+            {"dst": "198.19.90.0/24", "gw": "198.18.90.1", "table": 1000, "priority": 50, "mtu": 1400},
+            {"dst": "198.19.91.0/24", "scope": 253}
+        ]
+    });
+    let conf = |prev: &Value, extra: Value| {
+        let mut c = json!({"cniVersion": "1.1.0", "name": "n", "type": "verifier", "settleMs": 0, "prevResult": prev});
+        c.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        serde_json::to_vec(&c).unwrap()
+    };
+    let out = h.exec_plugin("verifier", Command::Add, &rt, &conf(&prev, json!({}))).unwrap();
+    let printed: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(printed["routes"], prev["routes"], "ADD prints prevResult unchanged");
+    assert_eq!(printed["interfaces"][0]["mtu"], 1450);
+    h.exec_plugin("verifier", Command::Check, &rt, &conf(&prev, json!({}))).unwrap();
+
+    // Each 1.1 claim that the kernel contradicts is named.
+    let mut lie = prev.clone();
+    lie["interfaces"][0]["mtu"] = json!(1500);
+    lie["routes"][0]["priority"] = json!(60);
+    lie["routes"][1]["scope"] = json!(0);
+    let e = match h.exec_plugin("verifier", Command::Check, &rt, &conf(&lie, json!({}))) {
+        Err(cni_skel::invoke::InvokeError::Plugin(e)) => e,
+        other => panic!("expected a plugin error, got {other:?}"),
+    };
+    assert_eq!(e.code, 120);
+    assert_eq!(e.msg, format!("3 mismatches between result and namespace {}", rt.netns));
+    for want in [
+        "eth0: mtu 1500 expected, has 1450",
+        "route 198.19.90.0/24 via 198.18.90.1 table 1000 differs: priority 60 expected, has 50",
+        "route 198.19.91.0/24 differs: scope 0 expected, has 253",
+    ] {
+        assert!(e.details.contains(want), "{want:?} not in {:?}", e.details);
+    }
+    // Upstream-compatible route checks ignore what upstream ignores (but not the MTU of a link).
+    let e = match h.exec_plugin("verifier", Command::Check, &rt, &conf(&lie, json!({"routeChecks": "upstream"}))) {
+        Err(cni_skel::invoke::InvokeError::Plugin(e)) => e,
+        other => panic!("expected a plugin error, got {other:?}"),
+    };
+    assert!(e.details.contains("route 198.19.90.0/24 via 198.18.90.1 missing from table main"), "{}", e.details);
+    assert!(!e.details.contains("scope"), "{}", e.details);
+
+    // warn: ADD logs and passes prevResult on; enforce (default) fails it.
+    let out = h.exec_plugin("verifier", Command::Add, &rt, &conf(&lie, json!({"addMode": "warn"}))).unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&out).unwrap()["routes"], lie["routes"]);
+    assert!(h.exec_plugin("verifier", Command::Add, &rt, &conf(&lie, json!({}))).is_err());
+}
+
+#[test]
+fn refusals_and_missing_namespaces() {
+    if !require_root("refusals_and_missing_namespaces") {
+        return;
+    }
+    let h = Harness::new("vref");
+    let ctr = h.container("vref");
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let plugin_err = |cmd, rt: &RuntimeConf, conf: &Value| match h.exec_plugin(
+        "verifier",
+        cmd,
+        rt,
+        &serde_json::to_vec(conf).unwrap(),
+    ) {
+        Err(cni_skel::invoke::InvokeError::Plugin(e)) => e,
+        other => panic!("expected a plugin error, got {other:?}"),
+    };
+    // Not chained.
+    let bare = json!({"cniVersion": "1.0.0", "name": "n", "type": "verifier"});
+    let e = plugin_err(Command::Add, &rt, &bare);
+    assert_eq!(e.code, 7);
+    assert!(e.msg.contains("must be called as a chained plugin"), "{}", e.msg);
+    assert_eq!(plugin_err(Command::Check, &rt, &bare).code, 7);
+    // A key of the wrong kind is named.
+    let e = plugin_err(
+        Command::Add,
+        &rt,
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "verifier", "settleMs": "soon"}),
+    );
+    assert_eq!(e.code, 7);
+    assert!(e.msg.starts_with("settleMs"), "{}", e.msg);
+    // A namespace that is gone: CHECK says so clearly; DEL succeeds.
+    let gone = RuntimeConf { netns: "/run/netns/braid-gone-for-good".into(), ..rt.clone() };
+    let prev = json!({"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": gone.netns}], "ips": [{"address": "198.18.95.2/24", "interface": 0}]});
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "verifier", "prevResult": prev});
+    let e = plugin_err(Command::Check, &gone, &conf);
+    assert_eq!(e.code, 121);
+    assert_eq!(
+        e.msg,
+        "failed to open netns \"/run/netns/braid-gone-for-good\": No such file or directory (os error 2)"
+    );
+    h.exec_plugin("verifier", Command::Del, &gone, &serde_json::to_vec(&conf).unwrap()).unwrap();
+    h.exec_plugin("verifier", Command::Del, &rt, &serde_json::to_vec(&bare).unwrap()).unwrap();
+    let (code, _, err) = h.run_tool("verifier", &["--netns", &gone.netns], prev.to_string().as_bytes());
+    assert_eq!(code, 2);
+    assert!(err.contains("failed to open netns"), "{err}");
+    // GC and STATUS succeed.
+    let v11 = json!({"cniVersion": "1.1.0", "name": "n", "type": "verifier"});
+    h.exec_plugin("verifier", Command::Gc, &rt, &serde_json::to_vec(&v11).unwrap()).unwrap();
+    h.exec_plugin("verifier", Command::Status, &rt, &serde_json::to_vec(&v11).unwrap()).unwrap();
+    // Operators' mode refuses what it cannot read.
+    let (code, _, err) = h.run_tool("verifier", &["--netns", &rt.netns], b"not json");
+    assert_eq!((code, err.contains("not JSON")), (2, true), "{err}");
+    let (code, out, _) = h.run_tool("verifier", &["--help"], b"");
+    assert_eq!((code, out.starts_with("usage: verifier --netns PATH")), (0, true));
+}
