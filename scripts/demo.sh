@@ -66,12 +66,14 @@ cat > "$work/demo.conflist" <<JSON
         }
       ]
     },
-    {"type": "tuning", "mtu": 1400}
+    {"type": "tuning", "mtu": 1400},
+    {"type": "verifier"}
   ]
 }
 JSON
 echo "conflist: the delegator attaches a bridge network (eth0, cniVersion 1.0.0) and a ptp network"
-echo "(net1, cniVersion 0.4.0) and returns both merged as one result (1.0.0: Debian's tuning, which runs after it, speaks up to 1.0.0):"
+echo "(net1, cniVersion 0.4.0) and returns both merged as one result (1.0.0: Debian's tuning, which runs after it, speaks up to 1.0.0);"
+echo "the verifier, last, proves with netlink that the final result matches the pod's namespace:"
 cat "$work/demo.conflist"
 
 tool() {
@@ -85,8 +87,22 @@ tool add
 step "the container's view (ip addr, ip route)"
 ip -n "$ctr" -br addr
 ip -n "$ctr" route
-step "CHECK"
+step "CHECK (every plugin; the verifier checks every interface, IP and route of the merged result)"
 tool check && echo "CHECK passed"
+
+step "operators' mode: the verifier reads the runtime's cached result and shows each claim"
+ip netns exec "$host" "$bin/verifier" --netns "/run/netns/$ctr" < "$work/cache/results/braid-demo-$id-eth0"
+
+step "tampering: the pod's default route now points at 198.18.20.254 (upstream CHECKs compare only dst of default routes)"
+ip -n "$ctr" route replace default via 198.18.20.254 dev eth0
+if out="$(tool check 2>&1)"; then
+  echo "CHECK passed although the default route was changed: the verifier missed it" >&2
+  exit 1
+fi
+echo "CHECK failed, as it must:"
+echo "$out"
+ip -n "$ctr" route replace default via 198.18.20.1 dev eth0
+tool check && echo "route restored: CHECK passes again"
 step "DEL"
 tool del && echo "DEL passed"
 
