@@ -7,12 +7,11 @@ use cni_types::result::AnyResult;
 use cni_types::version::Command;
 use cni_types::CniError;
 use std::fmt;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A failure to run a plugin, worded as the Go library words it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,16 +179,6 @@ fn status_text(status: std::process::ExitStatus) -> String {
     }
 }
 
-fn reader<R: Read + Send + 'static>(mut r: R) -> mpsc::Receiver<Vec<u8>> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = r.read_to_end(&mut buf);
-        let _ = tx.send(buf);
-    });
-    rx
-}
-
 impl Exec for RawExec {
     fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
         let mut attempt = 0;
@@ -211,36 +200,20 @@ impl Exec for RawExec {
             }
         };
         let pid = child.id();
-        let out_rx = child.stdout.take().map(reader);
-        let err_rx = child.stderr.take().map(reader);
-        if let Some(mut input) = child.stdin.take() {
-            let data = stdin.to_vec();
-            // A child that does not read its stdin must not block us.
-            std::thread::spawn(move || {
-                let _ = input.write_all(&data);
-            });
-        }
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(child.wait());
-        });
-        let waited = match self.timeout {
-            Some(t) => rx.recv_timeout(t).ok(),
-            None => rx.recv().ok(),
-        };
-        let Some(status) = waited else {
+        let deadline = self.timeout.map(|t| Instant::now() + t);
+        let spawn_err = |e: std::io::Error| InvokeError::Spawn { path: plugin.to_path_buf(), reason: e.to_string() };
+        let outcome = crate::child_io::communicate(&mut child, stdin, deadline).map_err(spawn_err)?;
+        let Some(status) = outcome.status else {
             if let Ok(pid) = i32::try_from(pid) {
                 let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
             }
-            let _ = rx.recv_timeout(Duration::from_secs(2));
-            if let Some(err) = err_rx.and_then(|r| r.recv_timeout(Duration::from_millis(200)).ok()) {
-                let _ = std::io::stderr().write_all(&err);
+            let _ = crate::child_io::wait_until(&mut child, Some(Instant::now() + Duration::from_secs(2)));
+            if !outcome.stderr.is_empty() {
+                let _ = std::io::stderr().write_all(&outcome.stderr);
             }
             return Err(InvokeError::TimedOut { path: plugin.to_path_buf(), after: self.timeout.unwrap_or_default() });
         };
-        let status = status.map_err(|e| InvokeError::Spawn { path: plugin.to_path_buf(), reason: e.to_string() })?;
-        let stdout = out_rx.and_then(|r| r.recv().ok()).unwrap_or_default();
-        let stderr = err_rx.and_then(|r| r.recv().ok()).unwrap_or_default();
+        let (stdout, stderr) = (outcome.stdout, outcome.stderr);
         // Always forward the child's stderr (Go drops it when stdout holds an error object).
         if !stderr.is_empty() {
             let _ = std::io::stderr().write_all(&stderr);

@@ -3,6 +3,7 @@
 //!
 //! * [`attach`]: the crash-safe multi-delegate engine below the delegator and the merger.
 //! * [`chain`]: running conflists with libcni semantics and its result cache.
+//! * [`child_io`]: a child's three pipes and its exit, on the calling thread, with a deadline.
 //! * [`delegates`]: reading a meta-plugin's `delegates` key and validating the plan.
 //! * [`dispatch`]: the Go-exact dispatcher ([`Plugin`], [`run`], [`main`]).
 //! * [`env`](mod@env): the injected environment (real and test).
@@ -13,6 +14,7 @@
 
 pub mod attach;
 pub mod chain;
+pub mod child_io;
 pub mod delegates;
 pub mod dispatch;
 pub mod env;

@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs, clippy::print_stderr)]
 
 use cni_skel::netns;
-use cni_skel::state::{Key, StateStore};
+use cni_skel::state::{Durability, Key, StateStore};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -108,8 +108,8 @@ fn state_files_are_private_atomic_and_removable() {
     assert_eq!(mode, 0o700);
     let key = Key::new("ctr-1", "eth0").unwrap();
     assert_eq!(store.read(&key).unwrap(), None);
-    store.write(&key, b"one").unwrap();
-    store.write(&key, b"two").unwrap();
+    store.write(&key, b"one", Durability::Durable).unwrap();
+    store.write(&key, b"two", Durability::Atomic).unwrap();
     assert_eq!(store.read(&key).unwrap().as_deref(), Some(&b"two"[..]));
     let file = store.dir().join("ctr-1@eth0");
     assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);

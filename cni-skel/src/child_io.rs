@@ -1,0 +1,224 @@
+//! Feeding a child its stdin and collecting its stdout and stderr on the calling thread, with a
+//! deadline — one `poll(2)` loop instead of a thread per pipe. Plugins are exec'd on the path of
+//! every pod start, several per ADD, so the threads' cost showed up in the benchmarks.
+
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsFd;
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, ExitStatus};
+use std::time::{Duration, Instant};
+
+/// How long to keep reading after the child exited while something it spawned still holds
+/// its pipes open (a daemon that inherited them): then what was read is what it printed.
+const LINGER: Duration = Duration::from_millis(200);
+
+/// The longest single wait, so an exited child is noticed while a grandchild holds the pipes.
+const SLICE: Duration = Duration::from_millis(50);
+
+/// What the child did.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Its exit status; `None` when the deadline passed first (it is still running).
+    pub status: Option<ExitStatus>,
+    /// Everything it printed on stdout.
+    pub stdout: Vec<u8>,
+    /// Everything it printed on stderr.
+    pub stderr: Vec<u8>,
+}
+
+fn nonblocking(fd: impl AsFd) -> std::io::Result<()> {
+    let flags = OFlag::from_bits_truncate(fcntl(fd.as_fd(), FcntlArg::F_GETFL)?);
+    fcntl(fd.as_fd(), FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+    Ok(())
+}
+
+/// Reads what is there; returns false at end of file (or on an error: the pipe is done).
+fn drain(r: &mut impl Read, into: &mut Vec<u8>) -> bool {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => return false,
+            Ok(n) => into.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Writes what fits; returns false when done (all written, or the child closed its stdin).
+fn feed(w: &mut ChildStdin, input: &[u8], written: &mut usize) -> bool {
+    while *written < input.len() {
+        match w.write(&input[*written..]) {
+            Ok(0) => return false,
+            Ok(n) => *written += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            // EPIPE: a child that does not read its stdin must not fail us.
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// Waits for the child's exit until `deadline`, polling with short, growing naps (an exiting
+/// child becomes reapable microseconds after it closed its pipes).
+pub fn wait_until(child: &mut Child, deadline: Option<Instant>) -> std::io::Result<Option<ExitStatus>> {
+    let mut nap = Duration::from_micros(20);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            return Ok(None);
+        }
+        let left = deadline.map_or(nap, |d| d - now);
+        std::thread::sleep(nap.min(left));
+        nap = (nap * 2).min(Duration::from_millis(5));
+    }
+}
+
+/// Feeds `input` to the child's stdin and collects its output until it exits or `deadline`.
+/// The child must have been spawned with all three pipes.
+pub fn communicate(child: &mut Child, input: &[u8], deadline: Option<Instant>) -> std::io::Result<Outcome> {
+    let mut stdin: Option<ChildStdin> = child.stdin.take();
+    let mut stdout: Option<ChildStdout> = child.stdout.take();
+    let mut stderr: Option<ChildStderr> = child.stderr.take();
+    for fd in [stdin.as_ref().map(AsFd::as_fd), stdout.as_ref().map(AsFd::as_fd), stderr.as_ref().map(AsFd::as_fd)]
+        .into_iter()
+        .flatten()
+    {
+        nonblocking(fd)?;
+    }
+    let (mut out, mut err, mut written) = (Vec::new(), Vec::new(), 0);
+    if let Some(w) = stdin.as_mut() {
+        if !feed(w, input, &mut written) {
+            stdin = None;
+        }
+    }
+    let mut exited: Option<(ExitStatus, Instant)> = None;
+    while stdout.is_some() || stderr.is_some() {
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            return Ok(Outcome { status: None, stdout: out, stderr: err });
+        }
+        if exited.is_some_and(|(_, at)| now.duration_since(at) >= LINGER) {
+            break;
+        }
+        let slice = deadline.map_or(SLICE, |d| (d - now).min(SLICE));
+        let (ready_in, ready_out, ready_err) = {
+            let mut fds = Vec::with_capacity(3);
+            let mut slots = [None; 3];
+            if let Some(w) = stdin.as_ref() {
+                slots[0] = Some(fds.len());
+                fds.push(PollFd::new(w.as_fd(), PollFlags::POLLOUT));
+            }
+            if let Some(r) = stdout.as_ref() {
+                slots[1] = Some(fds.len());
+                fds.push(PollFd::new(r.as_fd(), PollFlags::POLLIN));
+            }
+            if let Some(r) = stderr.as_ref() {
+                slots[2] = Some(fds.len());
+                fds.push(PollFd::new(r.as_fd(), PollFlags::POLLIN));
+            }
+            let timeout = PollTimeout::try_from(slice.max(Duration::from_millis(1))).unwrap_or(PollTimeout::NONE);
+            match poll(&mut fds, timeout) {
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            let ready = |slot: Option<usize>| slot.and_then(|i| fds[i].revents()).is_some_and(|r| !r.is_empty());
+            (ready(slots[0]), ready(slots[1]), ready(slots[2]))
+        };
+        if !(ready_in || ready_out || ready_err) && exited.is_none() {
+            if let Some(status) = child.try_wait()? {
+                exited = Some((status, Instant::now()));
+            }
+            continue;
+        }
+        if ready_in {
+            if let Some(w) = stdin.as_mut() {
+                if !feed(w, input, &mut written) {
+                    stdin = None;
+                }
+            }
+        }
+        if ready_out {
+            if let Some(r) = stdout.as_mut() {
+                if !drain(r, &mut out) {
+                    stdout = None;
+                }
+            }
+        }
+        if ready_err {
+            if let Some(r) = stderr.as_mut() {
+                if !drain(r, &mut err) {
+                    stderr = None;
+                }
+            }
+        }
+    }
+    drop(stdin);
+    let status = match exited {
+        Some((s, _)) => Some(s),
+        None => wait_until(child, deadline)?,
+    };
+    Ok(Outcome { status, stdout: out, stderr: err })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+
+    fn sh(script: &str) -> Child {
+        Command::new("/bin/sh")
+            .args(["-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_megabyte_round_trips_through_both_pipes() {
+        let input: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+        let mut c = sh("cat; cat /dev/null >&2; printf oops >&2");
+        let o = communicate(&mut c, &input, Some(Instant::now() + Duration::from_secs(20))).unwrap();
+        assert!(o.status.unwrap().success());
+        assert_eq!(o.stdout, input);
+        assert_eq!(o.stderr, b"oops");
+    }
+
+    #[test]
+    fn a_child_that_ignores_a_large_stdin_does_not_block_us() {
+        let input = vec![b'x'; 4 * 1024 * 1024];
+        let mut c = sh("echo done");
+        let o = communicate(&mut c, &input, Some(Instant::now() + Duration::from_secs(20))).unwrap();
+        assert!(o.status.unwrap().success());
+        assert_eq!(o.stdout, b"done\n");
+    }
+
+    #[test]
+    fn a_grandchild_holding_the_pipes_does_not_hold_us() {
+        let t = Instant::now();
+        let mut c = sh("sleep 5 & echo hi");
+        let o = communicate(&mut c, b"", Some(Instant::now() + Duration::from_secs(20))).unwrap();
+        assert!(o.status.unwrap().success());
+        assert_eq!(o.stdout, b"hi\n");
+        assert!(t.elapsed() < Duration::from_secs(3), "waited {:?} for the grandchild", t.elapsed());
+    }
+
+    #[test]
+    fn the_deadline_leaves_the_child_running() {
+        let mut c = sh("echo partial; sleep 5");
+        let o = communicate(&mut c, b"", Some(Instant::now() + Duration::from_millis(300))).unwrap();
+        assert!(o.status.is_none());
+        assert_eq!(o.stdout, b"partial\n");
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
