@@ -18,8 +18,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 step "building release binaries"
-cargo build --release --locked -q --workspace --bins
-bin="$PWD/target/release"
+bin="$(bash scripts/build-release.sh | tail -n1)"
 
 id="demo$$"
 host="braid-demo-host-$$"

@@ -1,6 +1,7 @@
 //! What every braid plugin needs, so that a correct CNI plugin is a trait implementation and a
 //! one-line `main`.
 //!
+//! * [`alloc`]: the small-object allocator plugin binaries install (fast under musl).
 //! * [`attach`]: the crash-safe multi-delegate engine below the delegator and the merger.
 //! * [`chain`]: running conflists with libcni semantics and its result cache.
 //! * [`child_io`]: a child's three pipes and its exit, on the calling thread, with a deadline.
@@ -12,6 +13,7 @@
 //! * [`state`]: crash-safe, locked per-attachment state files.
 //! * [`log`](mod@log): logging that never touches stdout.
 
+pub mod alloc;
 pub mod attach;
 pub mod chain;
 pub mod child_io;

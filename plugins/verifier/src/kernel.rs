@@ -11,7 +11,7 @@ use cni_types::ip::IpNet;
 use futures::StreamExt;
 use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST};
 use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
-use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
+use rtnetlink::packet_route::link::{LinkAttribute, LinkExtentMask, LinkMessage};
 use rtnetlink::packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric, RouteType,
 };
@@ -135,34 +135,46 @@ pub fn snapshot() -> Result<Snapshot, KernelError> {
 
 async fn read_all(mut handle: rtnetlink::Handle) -> Result<Snapshot, KernelError> {
     let mut snap = Snapshot::default();
-    for m in dump(&mut handle, "links", RouteNetlinkMessage::GetLink(LinkMessage::default())).await? {
+    // The verifier needs names, MACs and MTUs: skip the per-link statistics (a third of each
+    // message, and the most attributes to parse).
+    let mut req = LinkMessage::default();
+    req.attributes.push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
+    snap.links = dump(&mut handle, "links", RouteNetlinkMessage::GetLink(req), |m, out| {
         if let RouteNetlinkMessage::NewLink(l) = m {
-            snap.links.push(link(&l));
+            out.push(link(&l));
         }
-    }
-    for m in dump(&mut handle, "addresses", RouteNetlinkMessage::GetAddress(AddressMessage::default())).await? {
-        if let RouteNetlinkMessage::NewAddress(a) = m {
-            snap.addrs.extend(addr(&a));
-        }
-    }
+    })
+    .await?;
+    snap.addrs =
+        dump(&mut handle, "addresses", RouteNetlinkMessage::GetAddress(AddressMessage::default()), |m, out| {
+            if let RouteNetlinkMessage::NewAddress(a) = m {
+                out.extend(addr(&a));
+            }
+        })
+        .await?;
     for family in [AddressFamily::Inet, AddressFamily::Inet6] {
         let mut req = RouteMessage::default();
         req.header.address_family = family;
-        for m in dump(&mut handle, "routes", RouteNetlinkMessage::GetRoute(req)).await? {
+        let routes = dump(&mut handle, "routes", RouteNetlinkMessage::GetRoute(req), |m, out| {
             if let RouteNetlinkMessage::NewRoute(r) = m {
-                snap.routes.extend(routes(&r));
+                out.extend(routes(&r));
             }
-        }
+        })
+        .await?;
+        snap.routes.extend(routes);
     }
     Ok(snap)
 }
 
-/// One dump, redone while the kernel flags it interrupted.
-async fn dump(
+/// One dump, each message turned into our own small records as it arrives (the parsed
+/// messages are large; keeping them all would cost page faults); redone while the kernel flags
+/// it interrupted.
+async fn dump<T>(
     handle: &mut rtnetlink::Handle,
     what: &'static str,
     request: RouteNetlinkMessage,
-) -> Result<Vec<RouteNetlinkMessage>, KernelError> {
+    mut keep: impl FnMut(RouteNetlinkMessage, &mut Vec<T>),
+) -> Result<Vec<T>, KernelError> {
     for _ in 0..DUMP_TRIES {
         let mut req = NetlinkMessage::from(request.clone());
         req.header.flags = NLM_F_REQUEST | NLM_F_DUMP;
@@ -171,7 +183,7 @@ async fn dump(
         while let Some(msg) = stream.next().await {
             interrupted |= msg.header.flags & NLM_F_DUMP_INTR != 0;
             match msg.payload {
-                NetlinkPayload::InnerMessage(m) => out.push(m),
+                NetlinkPayload::InnerMessage(m) => keep(m, &mut out),
                 NetlinkPayload::Error(e) if e.code.is_some() => return Err(KernelError::Dump(what, e.to_io())),
                 _ => {}
             }

@@ -9,6 +9,10 @@ mod kernel;
 mod plugin;
 mod verify;
 
+/// Plugins live for milliseconds: keep small blocks instead of handing them back to the kernel.
+#[global_allocator]
+static ALLOC: cni_skel::alloc::PluginAlloc = cni_skel::alloc::PluginAlloc::new();
+
 fn main() {
     // Runtimes exec plugins without arguments; any argument selects the operators' mode.
     let argv: Vec<String> = std::env::args().skip(1).collect();

@@ -1,0 +1,519 @@
+//! The benchmarks. Each measures braid beside its reference in one run, interleaved, so the
+//! machine's drift hits both sides alike, and returns its samples and budget verdicts.
+
+use crate::run::{name, Call};
+use crate::stats::Sample;
+use crate::Verdict;
+use braid_integration::{Netns, TempDir};
+use cni_skel::chain::{Chain, RuntimeConf};
+use cni_skel::invoke::RawExec;
+use cni_types::merge::{merge, Attachment};
+use cni_types::{AnyResult, NetConfList};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Where everything the benchmarks need lives.
+pub struct World {
+    /// braid's release binaries.
+    pub bins: PathBuf,
+    /// Debian's reference plugins.
+    pub reference: PathBuf,
+    /// The node's namespace (plugins run here; the machine's own is never touched).
+    pub host: Netns,
+    /// The pod's namespace.
+    pub ctr: Netns,
+    /// IPAM data, state, caches.
+    pub dir: TempDir,
+    /// Repetitions (scaled by `--quick`).
+    pub scale: f64,
+}
+
+impl World {
+    fn bin(&self, n: &str) -> PathBuf {
+        self.bins.join(n)
+    }
+
+    fn reference(&self, n: &str) -> PathBuf {
+        self.reference.join(n)
+    }
+
+    fn path_env(&self) -> String {
+        format!("{}:{}", self.bins.display(), self.reference.display())
+    }
+
+    fn reps(&self, n: usize) -> usize {
+        ((n as f64 * self.scale).round() as usize).max(5)
+    }
+
+    /// A call of `plugin` against the pod namespace.
+    fn call(&self, plugin: PathBuf, command: &'static str, id: &str, ifname: &str, stdin: &Value) -> Call {
+        Call {
+            plugin,
+            command,
+            container_id: id.to_string(),
+            netns: self.ctr.path().display().to_string(),
+            ifname: ifname.to_string(),
+            path: self.path_env(),
+            stdin: serde_json::to_vec(stdin).unwrap_or_default(),
+        }
+    }
+
+    /// Runs `work` on a thread inside the node's namespace (children inherit it).
+    fn in_host<T: Send>(&self, work: impl FnOnce() -> T + Send) -> Result<T, String> {
+        cni_skel::netns::run_in(&self.host.path(), work).map_err(|e| e.to_string())
+    }
+
+    fn ipam(&self, subnet: u8) -> Value {
+        json!({"type": "host-local", "dataDir": self.dir.path().join("ipam"),
+               "ranges": [[{"subnet": format!("198.18.{subnet}.0/24"), "gateway": format!("198.18.{subnet}.1")}]]})
+    }
+}
+
+fn ms(v: f64) -> String {
+    if v < 1.0 {
+        format!("{:.0} µs", v * 1000.0)
+    } else {
+        format!("{v:.2} ms")
+    }
+}
+
+/// VERSION exec latency of braid's plugins beside Debian's bridge.
+pub fn version(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
+    let plugins = [w.bin("delegator"), w.bin("merger"), w.bin("verifier"), w.reference("bridge")];
+    let mut samples: Vec<Sample> = plugins.iter().map(|p| Sample::new("VERSION exec", name(p), "ms")).collect();
+    let stdin = json!({"cniVersion": "1.0.0"});
+    let calls: Vec<Call> = plugins
+        .iter()
+        .map(|p| Call {
+            netns: "dummy".into(),
+            ifname: "dummy".into(),
+            ..w.call(p.clone(), "VERSION", "", "dummy", &stdin)
+        })
+        .collect();
+    for c in &calls {
+        c.run()?; // warm the page cache
+    }
+    for i in 0..w.reps(300) {
+        for k in 0..calls.len() {
+            let j = (i + k) % calls.len();
+            samples[j].push(calls[j].run()?.0);
+        }
+    }
+    let bridge = samples[3].median();
+    let verdicts = samples[..3]
+        .iter()
+        .map(|s| Verdict {
+            what: format!("VERSION exec, {}", s.name),
+            measured: format!("{} (bridge {}, ratio {:.2})", ms(s.median()), ms(bridge), s.median() / bridge),
+            budget: "≤ 1 ms and ≤ 0.5× bridge".into(),
+            holds: s.median() <= 1.0 && s.median() <= 0.5 * bridge,
+        })
+        .collect();
+    Ok((samples, verdicts))
+}
+
+/// ADD+DEL of [bridge, ptp] through the delegator beside the same two delegates called directly.
+pub fn delegator_overhead(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
+    let bridge =
+        json!({"cniVersion": "1.0.0", "name": "bench", "type": "bridge", "bridge": "benchbr0", "ipam": w.ipam(100)});
+    let ptp = json!({"cniVersion": "1.0.0", "name": "side", "type": "ptp", "ipam": w.ipam(101)});
+    let delegator = json!({"cniVersion": "1.0.0", "name": "bench", "type": "delegator",
+        "stateDir": w.dir.path().join("dstate"), "delegates": [bridge, ptp]});
+    let mut direct = Sample::new("ADD+DEL [bridge, ptp]", "called directly", "ms");
+    let mut via = Sample::new("ADD+DEL [bridge, ptp]", "through the delegator", "ms");
+    let direct_cycle = |id: &str| -> Result<Duration, String> {
+        let steps = [
+            w.call(w.reference("bridge"), "ADD", id, "eth0", &bridge),
+            w.call(w.reference("ptp"), "ADD", id, "net1", &ptp),
+            w.call(w.reference("ptp"), "DEL", id, "net1", &ptp),
+            w.call(w.reference("bridge"), "DEL", id, "eth0", &bridge),
+        ];
+        let start = Instant::now();
+        for s in &steps {
+            s.run()?;
+        }
+        Ok(start.elapsed())
+    };
+    let via_cycle = |id: &str| -> Result<Duration, String> {
+        let add = w.call(w.bin("delegator"), "ADD", id, "eth0", &delegator);
+        let del = w.call(w.bin("delegator"), "DEL", id, "eth0", &delegator);
+        let start = Instant::now();
+        add.run()?;
+        del.run()?;
+        Ok(start.elapsed())
+    };
+    w.in_host(|| -> Result<(), String> {
+        direct_cycle("warm-d")?;
+        via_cycle("warm-v")?;
+        for i in 0..w.reps(100) {
+            let (d, v) = (format!("d{i}"), format!("v{i}"));
+            if i % 2 == 0 {
+                direct.push(direct_cycle(&d)?);
+                via.push(via_cycle(&v)?);
+            } else {
+                via.push(via_cycle(&v)?);
+                direct.push(direct_cycle(&d)?);
+            }
+        }
+        Ok(())
+    })??;
+    // Pairs measured back to back see the same machine; the median of their ratios is robust
+    // against the drift that moves both (the ratio of medians is shown beside it).
+    let mut paired = Sample::new("ADD+DEL [bridge, ptp]", "paired ratio", "×");
+    paired.values = via.values.iter().zip(&direct.values).map(|(v, d)| v / d).collect();
+    let ratio = paired.median();
+    let verdict = Verdict {
+        what: "ADD+DEL [bridge, ptp]: delegator ÷ direct (median of paired ratios)".into(),
+        measured: format!(
+            "{ratio:.3} (medians {} vs {}: {:.3})",
+            ms(via.median()),
+            ms(direct.median()),
+            via.median() / direct.median()
+        ),
+        budget: "≤ 1.02".into(),
+        holds: ratio <= 1.02,
+    };
+    Ok((vec![direct, via], vec![verdict]))
+}
+
+/// A conflist with the merger (no delegates: its own cost) beside the same chain without it,
+/// run the way libcni runs chains.
+pub fn merger_added(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
+    let bridge = json!({"type": "bridge", "bridge": "benchbr1", "ipam": w.ipam(102)});
+    let tuning = json!({"type": "tuning", "mtu": 1400});
+    let merger = json!({"type": "merger", "stateDir": w.dir.path().join("mstate")});
+    let list = |plugins: Vec<Value>| -> Result<NetConfList, String> {
+        let v = json!({"cniVersion": "1.0.0", "name": "benchm", "plugins": plugins});
+        NetConfList::parse(&serde_json::to_vec(&v).unwrap_or_default()).map_err(|e| e.to_string())
+    };
+    let without = list(vec![bridge.clone(), tuning.clone()])?;
+    let with = list(vec![bridge, merger, tuning])?;
+    let g = "conflist ± merger";
+    let mut s = [
+        Sample::new(g, "ADD [bridge, tuning]", "ms"),
+        Sample::new(g, "ADD [bridge, merger, tuning]", "ms"),
+        Sample::new(g, "DEL [bridge, tuning]", "ms"),
+        Sample::new(g, "DEL [bridge, merger, tuning]", "ms"),
+    ];
+    let ctr = w.ctr.path().display().to_string();
+    let paths = vec![w.bins.clone(), w.reference.clone()];
+    let cache = w.dir.path().join("cache");
+    w.in_host(|| -> Result<(), String> {
+        let exec = RawExec { timeout: Some(Duration::from_secs(30)) };
+        let chain = Chain { exec: &exec, paths, cache_dir: cache };
+        let rt = |id: String| RuntimeConf {
+            container_id: id,
+            netns: ctr.clone(),
+            ifname: "eth0".into(),
+            args: Vec::new(),
+            capability_args: Default::default(),
+        };
+        // One ADD+DEL: the two durations.
+        let cycle = |l: &NetConfList, id: String| -> Result<(Duration, Duration), String> {
+            let r = rt(id);
+            let t = Instant::now();
+            chain.add(l, &r).map_err(|e| e.msg)?;
+            let add = t.elapsed();
+            let t = Instant::now();
+            chain.del(l, &r).map_err(|e| e.msg)?;
+            Ok((add, t.elapsed()))
+        };
+        cycle(&without, "warm-a".into())?;
+        cycle(&with, "warm-b".into())?;
+        for i in 0..w.reps(200) {
+            let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+            for k in order {
+                let (add, del) = cycle(if k == 0 { &without } else { &with }, format!("{k}-{i}"))?;
+                s[k].push(add);
+                s[k + 2].push(del);
+            }
+        }
+        Ok(())
+    })??;
+    let verdicts = [("ADD", 0), ("DEL", 2)]
+        .iter()
+        .map(|(cmd, i)| {
+            // Median of the paired differences (each pair measured back to back).
+            let mut d = Sample::new(g, "", "ms");
+            d.values = s[i + 1].values.iter().zip(&s[*i].values).map(|(w, wo)| w - wo).collect();
+            let added = d.median();
+            Verdict {
+                what: format!("{cmd} of a conflist: added by the merger (median of paired differences)"),
+                measured: format!(
+                    "{} (medians {} vs {})",
+                    if added < 0.0 { format!("−{}", ms(-added)) } else { ms(added) },
+                    ms(s[i + 1].median()),
+                    ms(s[*i].median())
+                ),
+                budget: "≤ 1 ms".into(),
+                holds: added <= 1.0,
+            }
+        })
+        .collect();
+    Ok((s.to_vec(), verdicts))
+}
+
+/// A pod namespace with `n` veth pairs `c<i>`/`p<i>`, each `c<i>` with an address and a routed
+/// destination, and the 1.1 result that claims exactly that.
+fn interfaces_ns(n: usize) -> Result<(Netns, Value), String> {
+    let ns = Netns::new("bv");
+    let mut batch = String::new();
+    let mut interfaces = Vec::new();
+    let (mut ips, mut routes) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        let mac = format!("02:00:00:00:{:02x}:01", i);
+        batch.push_str(&format!("link add c{i} address {mac} type veth peer name p{i}\n"));
+        batch.push_str(&format!("link set c{i} up\nlink set p{i} up\n"));
+        batch.push_str(&format!("addr add 198.18.{i}.2/24 dev c{i}\n"));
+        batch.push_str(&format!("route add 198.19.{i}.0/24 via 198.18.{i}.1 dev c{i}\n"));
+        interfaces.push(json!({"name": format!("c{i}"), "mac": mac, "sandbox": ns.path(), "mtu": 1500}));
+        ips.push(json!({"address": format!("198.18.{i}.2/24"), "gateway": format!("198.18.{i}.1"), "interface": i}));
+        routes.push(json!({"dst": format!("198.19.{i}.0/24"), "gw": format!("198.18.{i}.1")}));
+    }
+    let path = std::env::temp_dir().join(format!("braid-bench-{}-{n}.batch", std::process::id()));
+    std::fs::write(&path, batch).map_err(|e| e.to_string())?;
+    let out = std::process::Command::new("ip")
+        .args(["-n", ns.name(), "-batch"])
+        .arg(&path)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(&path);
+    if !out.status.success() {
+        return Err(format!("setting up {n} interfaces: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let result = json!({"cniVersion": "1.1.0", "interfaces": interfaces, "ips": ips, "routes": routes});
+    Ok((ns, result))
+}
+
+/// The verifier's CHECK (exec included) for 1, 8 and 64 pod interfaces.
+pub fn verifier_scaling(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
+    let sizes = [1usize, 8, 64];
+    let mut calls = Vec::new();
+    let mut keep = Vec::new();
+    for n in sizes {
+        let (ns, result) = interfaces_ns(n)?;
+        let conf = json!({"cniVersion": "1.1.0", "name": "bench", "type": "verifier", "prevResult": result});
+        calls.push(Call {
+            netns: ns.path().display().to_string(),
+            ..w.call(w.bin("verifier"), "CHECK", "bench", "c0", &conf)
+        });
+        keep.push(ns);
+    }
+    let mut samples: Vec<Sample> =
+        sizes.iter().map(|n| Sample::new("verifier CHECK", format!("{n} interfaces"), "ms")).collect();
+    w.in_host(|| -> Result<(), String> {
+        for c in &calls {
+            c.run()?;
+        }
+        for i in 0..w.reps(200) {
+            for k in 0..calls.len() {
+                let j = (i + k) % calls.len();
+                samples[j].push(calls[j].run()?.0);
+            }
+        }
+        Ok(())
+    })??;
+    let (t1, t8, t64) = (samples[0].median(), samples[1].median(), samples[2].median());
+    let near = (t8 - t1) / 7.0;
+    let far = (t64 - t8) / 56.0;
+    let verdicts = vec![
+        Verdict {
+            what: "verifier CHECK, 8 interfaces (exec included)".into(),
+            measured: ms(t8),
+            budget: "≤ 3 ms".into(),
+            holds: t8 <= 3.0,
+        },
+        Verdict {
+            what: "verifier CHECK growth, per interface: 8→64 vs 1→8".into(),
+            measured: format!("{} vs {}", ms(far.max(0.0)), ms(near.max(0.0))),
+            budget: "linear: 8→64 ≤ 2× 1→8 (+10 µs for noise)".into(),
+            holds: far <= 2.0 * near.max(0.0) + 0.010,
+        },
+    ];
+    drop(keep);
+    Ok((samples, verdicts))
+}
+
+/// The merge of 1,000 attachments, in process.
+pub fn merge_1000(w: &World) -> (Vec<Sample>, Vec<Verdict>) {
+    let one = AnyResult::from_bytes(
+        br#"{"cniVersion":"1.0.0","interfaces":[{"name":"x","sandbox":"/run/netns/p"}],
+             "ips":[{"address":"198.18.0.2/24","interface":0}],"routes":[{"dst":"0.0.0.0/0","gw":"198.18.0.1"}],
+             "dns":{"nameservers":["198.18.0.53"]}}"#,
+    );
+    let mut s = Sample::new("merge, in process", "1,000 attachments", "ms");
+    let Ok(one) = one else {
+        return (vec![s], Vec::new());
+    };
+    let names: Vec<String> = (0..1000).map(|i| format!("net{i}")).collect();
+    let atts: Vec<Attachment> =
+        names.iter().map(|n| Attachment { result: &one, ifname: n, sandbox: "/run/netns/p" }).collect();
+    for _ in 0..10 {
+        std::hint::black_box(merge(std::hint::black_box(&atts)));
+    }
+    for _ in 0..w.reps(300) {
+        let t = Instant::now();
+        std::hint::black_box(merge(std::hint::black_box(&atts)));
+        s.push(t.elapsed());
+    }
+    let v = Verdict {
+        what: "merge of 1,000 attachments".into(),
+        measured: ms(s.median()),
+        budget: "≤ 1 ms".into(),
+        holds: s.median() <= 1.0,
+    };
+    (vec![s], vec![v])
+}
+
+/// Stripped release binary sizes.
+pub fn sizes(w: &World) -> (Vec<Sample>, Vec<Verdict>) {
+    let mut samples = Vec::new();
+    let mut verdicts = Vec::new();
+    for (bin, limit) in [("delegator", 1.0), ("merger", 1.0), ("verifier", 2.0)] {
+        let bytes = std::fs::metadata(w.bin(bin)).map(|m| m.len()).unwrap_or(0);
+        let mb = bytes as f64 / 1_000_000.0;
+        let mut s = Sample::new("binary size", bin, "MB");
+        s.values.push(mb);
+        samples.push(s);
+        verdicts.push(Verdict {
+            what: format!("stripped binary size, {bin}"),
+            measured: format!("{mb:.3} MB ({bytes} bytes)"),
+            budget: format!("≤ {limit} MB"),
+            holds: bytes > 0 && mb <= limit,
+        });
+    }
+    let bytes = std::fs::metadata(w.reference("bridge")).map(|m| m.len()).unwrap_or(0);
+    let mut s = Sample::new("binary size", "bridge (reference)", "MB");
+    s.values.push(bytes as f64 / 1_000_000.0);
+    samples.push(s);
+    (samples, verdicts)
+}
+
+/// Peak RSS during ADD, measured by a child of this program that runs one ADD and reports the
+/// largest `ru_maxrss` of what it waited for. A meta-plugin's figure includes its delegates, so
+/// braid's plugins are measured with `braid-fault` delegates (canned results: braid code only).
+pub fn peak_rss(w: &World, me: &Path) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
+    let canned = json!({"cniVersion": "1.0.0",
+        "interfaces": [{"name": "eth0", "sandbox": w.ctr.path()}],
+        "ips": [{"address": "198.18.110.2/24", "interface": 0}],
+        "routes": [{"dst": "0.0.0.0/0", "gw": "198.18.110.1"}]});
+    let fault =
+        |n: usize| json!({"cniVersion": "1.0.0", "name": format!("f{n}"), "type": "braid-fault", "result": canned});
+    let (ns8, result8) = interfaces_ns(8)?;
+    let cases: Vec<(&str, Call, Option<Call>)> = vec![
+        {
+            let conf = json!({"cniVersion": "1.0.0", "name": "r", "type": "delegator", "result": "merged",
+                "stateDir": w.dir.path().join("rstate"), "delegates": [fault(1), fault(2)]});
+            (
+                "delegator (2 braid-fault delegates)",
+                w.call(w.bin("delegator"), "ADD", "rss-d", "eth0", &conf),
+                Some(w.call(w.bin("delegator"), "DEL", "rss-d", "eth0", &conf)),
+            )
+        },
+        {
+            let conf = json!({"cniVersion": "1.0.0", "name": "r", "type": "merger", "prevResult": canned,
+                "stateDir": w.dir.path().join("rstate"), "delegates": [fault(1)]});
+            (
+                "merger (1 braid-fault delegate)",
+                w.call(w.bin("merger"), "ADD", "rss-m", "eth0", &conf),
+                Some(w.call(w.bin("merger"), "DEL", "rss-m", "eth0", &conf)),
+            )
+        },
+        {
+            let conf = json!({"cniVersion": "1.1.0", "name": "r", "type": "verifier", "prevResult": result8});
+            (
+                "verifier (8 interfaces)",
+                Call {
+                    netns: ns8.path().display().to_string(),
+                    ..w.call(w.bin("verifier"), "ADD", "rss-v", "c0", &conf)
+                },
+                None,
+            )
+        },
+        {
+            let conf = json!({"cniVersion": "1.0.0", "name": "r", "type": "bridge", "bridge": "benchbr2", "ipam": w.ipam(111)});
+            (
+                "bridge + host-local (reference)",
+                w.call(w.reference("bridge"), "ADD", "rss-b", "eth0", &conf),
+                Some(w.call(w.reference("bridge"), "DEL", "rss-b", "eth0", &conf)),
+            )
+        },
+    ];
+    let mut samples = Vec::new();
+    let mut verdicts = Vec::new();
+    for (label, add, del) in &cases {
+        let mut s = Sample::new("peak RSS during ADD", *label, "MB");
+        for _ in 0..5 {
+            let kb = w.in_host(|| rss_of(me, add))??;
+            s.values.push(kb as f64 / 1000.0);
+            if let Some(d) = del {
+                w.in_host(|| d.run())??;
+            }
+        }
+        if !label.contains("reference") {
+            let peak = s.quantile(1.0);
+            verdicts.push(Verdict {
+                what: format!("peak RSS during ADD, {label}"),
+                measured: format!("{peak:.1} MB"),
+                budget: "≤ 8 MB".into(),
+                holds: peak <= 8.0,
+            });
+        }
+        samples.push(s);
+    }
+    drop(ns8);
+    Ok((samples, verdicts))
+}
+
+/// Runs `me rss` with the call as JSON on stdin; returns the KB it printed.
+fn rss_of(me: &Path, call: &Call) -> Result<u64, String> {
+    let spec = json!({"plugin": call.plugin, "command": call.command, "containerId": call.container_id,
+        "netns": call.netns, "ifname": call.ifname, "path": call.path,
+        "stdin": String::from_utf8_lossy(&call.stdin)});
+    let mut cmd = std::process::Command::new(me);
+    cmd.arg("rss");
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    if let Some(mut i) = child.stdin.take() {
+        use std::io::Write;
+        let _ = i.write_all(&serde_json::to_vec(&spec).unwrap_or_default());
+    }
+    let o = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !o.status.success() {
+        return Err(format!("rss child: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)));
+    }
+    String::from_utf8_lossy(&o.stdout).trim().parse().map_err(|e| format!("rss child printed garbage: {e}"))
+}
+
+/// The `rss` child: runs the call given on stdin, prints the peak RSS (KB) of its children.
+pub fn rss_child() -> Result<u64, String> {
+    use std::io::Read;
+    let mut input = Vec::new();
+    std::io::stdin().read_to_end(&mut input).map_err(|e| e.to_string())?;
+    let v: Value = serde_json::from_slice(&input).map_err(|e| e.to_string())?;
+    let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    let command: &'static str = match s("command").as_str() {
+        "ADD" => "ADD",
+        "DEL" => "DEL",
+        "CHECK" => "CHECK",
+        other => return Err(format!("unexpected command {other}")),
+    };
+    let call = Call {
+        plugin: PathBuf::from(s("plugin")),
+        command,
+        container_id: s("containerId"),
+        netns: s("netns"),
+        ifname: s("ifname"),
+        path: s("path"),
+        stdin: s("stdin").into_bytes(),
+    };
+    call.run()?;
+    let usage =
+        nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).map_err(|e| e.to_string())?;
+    Ok(u64::try_from(usage.max_rss()).unwrap_or(0))
+}

@@ -1,0 +1,115 @@
+//! `braid-bench`: braid's benchmark suite, run by `scripts/bench.sh` as root. Every comparison
+//! is measured side by side and interleaved in one run; results go to a directory as Markdown,
+//! CSV and SVG, with a verdict for each budget.
+//!
+//! Usage: `braid-bench [--out DIR] [--quick]` (quick: a tenth of the repetitions, for a smoke
+//! run). The hidden `braid-bench rss` is the helper child that measures peak RSS.
+
+mod cases;
+mod report;
+mod run;
+mod stats;
+
+use braid_integration::{Netns, TempDir};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// One budget and whether it holds.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    /// What is budgeted.
+    pub what: String,
+    /// What was measured, in words.
+    pub measured: String,
+    /// The limit, in words.
+    pub budget: String,
+    /// Whether the measurement is within the limit.
+    pub holds: bool,
+}
+
+fn say(msg: &str) {
+    let _ = writeln!(std::io::stderr(), "== {msg}");
+}
+
+fn bench(out: PathBuf, scale: f64) -> Result<bool, String> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let bins = me.parent().map(PathBuf::from).ok_or("cannot tell where braid's binaries are")?;
+    for b in ["delegator", "merger", "verifier", "braid-fault"] {
+        if !bins.join(b).exists() {
+            return Err(format!("{} is missing: build the release binaries first", bins.join(b).display()));
+        }
+    }
+    let w = cases::World {
+        bins,
+        reference: PathBuf::from(braid_integration::REFERENCE_PLUGINS),
+        host: Netns::new("bh"),
+        ctr: Netns::new("bc"),
+        dir: TempDir::new("bench"),
+        scale,
+    };
+    let mut samples = Vec::new();
+    let mut verdicts = Vec::new();
+    let mut take = |(s, v): (Vec<stats::Sample>, Vec<Verdict>)| {
+        samples.extend(s);
+        verdicts.extend(v);
+    };
+    say("VERSION exec latency");
+    take(cases::version(&w)?);
+    say("ADD+DEL of [bridge, ptp]: delegator vs direct");
+    take(cases::delegator_overhead(&w)?);
+    say("conflist with and without the merger");
+    take(cases::merger_added(&w)?);
+    say("verifier CHECK for 1, 8, 64 interfaces");
+    take(cases::verifier_scaling(&w)?);
+    say("merge of 1,000 attachments");
+    take(cases::merge_1000(&w));
+    say("binary sizes");
+    take(cases::sizes(&w));
+    say("peak RSS during ADD");
+    take(cases::peak_rss(&w, &me)?);
+    let machine = report::Machine::read(&w.bins);
+    report::write_all(&out, &machine, &samples, &verdicts).map_err(|e| format!("{}: {e}", out.display()))?;
+    let _ = std::io::stdout().write_all(report::markdown(&machine, &samples, &verdicts).as_bytes());
+    say(&format!("written: {0}/results.md, results.csv, budgets.csv, results.svg", out.display()));
+    Ok(verdicts.iter().all(|v| v.holds))
+}
+
+/// The plugins' allocator, so in-process figures (the merge) are what a plugin sees.
+#[global_allocator]
+static ALLOC: cni_skel::alloc::PluginAlloc = cni_skel::alloc::PluginAlloc::new();
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("rss") {
+        match cases::rss_child() {
+            Ok(kb) => {
+                let _ = writeln!(std::io::stdout(), "{kb}");
+                std::process::exit(0)
+            }
+            Err(e) => {
+                let _ = writeln!(std::io::stderr(), "{e}");
+                std::process::exit(1)
+            }
+        }
+    }
+    let mut out = PathBuf::from("bench-results");
+    let mut scale = 1.0;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--out" => out = it.next().map(PathBuf::from).unwrap_or(out),
+            "--quick" => scale = 0.1,
+            other => {
+                let _ = writeln!(std::io::stderr(), "usage: braid-bench [--out DIR] [--quick] (unknown {other:?})");
+                std::process::exit(2)
+            }
+        }
+    }
+    match bench(out, scale) {
+        Ok(all) => std::process::exit(if all { 0 } else { 3 }),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "braid-bench: {e}");
+            std::process::exit(1)
+        }
+    }
+}

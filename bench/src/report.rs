@@ -1,0 +1,241 @@
+//! The results: a Markdown table, CSVs and an SVG plot, written to one directory.
+
+use crate::stats::Sample;
+use crate::Verdict;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Where and on what the run happened.
+pub struct Machine {
+    /// One line per fact.
+    pub lines: Vec<String>,
+}
+
+impl Machine {
+    /// Reads the facts: CPU, cores, memory, kernel, the reference plugins' version, the date,
+    /// and how the measured braid binaries are linked (`bins`).
+    pub fn read(bins: &Path) -> Machine {
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|c| {
+                c.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+            })
+            .unwrap_or_else(|| "unknown CPU".into());
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+        let mem = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| m.lines().next().map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_string()))
+            .and_then(|kb| kb.parse::<u64>().ok())
+            .map_or_else(|| "unknown".into(), |kb| format!("{:.0} GiB", kb as f64 / 1024.0 / 1024.0));
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
+        let out = |cmd: &str, args: &[&str]| {
+            std::process::Command::new(cmd)
+                .args(args)
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                .unwrap_or_default()
+        };
+        let plugins = out("dpkg-query", &["-W", "-f", "${Version}", "containernetworking-plugins"]);
+        let date = out("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
+        Machine {
+            lines: vec![
+                format!("date: {date}"),
+                format!("machine: {cpu}, {cores} cores, {mem} memory, Linux {kernel}"),
+                format!("reference plugins: Debian containernetworking-plugins {plugins}"),
+                format!("braid binaries: {} ({})", linkage(&bins.join("delegator")), bins.display()),
+            ],
+        }
+    }
+}
+
+/// "static" or "dynamically linked (glibc)": a dynamic executable names its loader in PT_INTERP,
+/// which sits in the first page.
+fn linkage(bin: &Path) -> &'static str {
+    use std::io::Read;
+    let mut head = vec![0u8; 4096];
+    let n = std::fs::File::open(bin).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
+    if head[..n].windows(8).any(|w| w == b"ld-linux") {
+        "dynamically linked (glibc)"
+    } else {
+        "statically linked"
+    }
+}
+
+fn num(v: f64, unit: &str) -> String {
+    match unit {
+        "ms" if v < 1.0 => format!("{:.0} µs", v * 1000.0),
+        "ms" => format!("{v:.2} ms"),
+        _ => format!("{v:.2} {unit}"),
+    }
+}
+
+/// The Markdown report: machine, budgets, then every measurement.
+pub fn markdown(machine: &Machine, samples: &[Sample], verdicts: &[Verdict]) -> String {
+    let mut s = String::new();
+    let held = verdicts.iter().filter(|v| v.holds).count();
+    let _ = writeln!(s, "## Benchmarks\n");
+    for l in &machine.lines {
+        let _ = writeln!(s, "- {l}");
+    }
+    let _ = writeln!(s, "\n{held} of {} budgets hold.\n", verdicts.len());
+    let _ = writeln!(s, "| budget | measured (median) | limit | holds |\n| --- | --- | --- | --- |");
+    for v in verdicts {
+        let _ =
+            writeln!(s, "| {} | {} | {} | {} |", v.what, v.measured, v.budget, if v.holds { "yes" } else { "**NO**" });
+    }
+    let _ = writeln!(s, "\n| benchmark | measured | n | median | p10 – p90 |\n| --- | --- | --- | --- | --- |");
+    for x in samples {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} – {} |",
+            x.group,
+            x.name,
+            x.values.len(),
+            num(x.median(), x.unit),
+            num(x.p10(), x.unit),
+            num(x.p90(), x.unit)
+        );
+    }
+    s
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// One line per measurement.
+pub fn samples_csv(samples: &[Sample]) -> String {
+    let mut s = String::from("group,name,unit,n,median,p10,p90\n");
+    for x in samples {
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{:.4},{:.4},{:.4}",
+            csv_field(x.group),
+            csv_field(&x.name),
+            x.unit,
+            x.values.len(),
+            x.median(),
+            x.p10(),
+            x.p90()
+        );
+    }
+    s
+}
+
+/// One line per budget.
+pub fn budgets_csv(verdicts: &[Verdict]) -> String {
+    let mut s = String::from("budget,measured,limit,holds\n");
+    for v in verdicts {
+        let _ = writeln!(s, "{},{},{},{}", csv_field(&v.what), csv_field(&v.measured), csv_field(&v.budget), v.holds);
+    }
+    s
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// Horizontal bars (median) with whiskers (p10 – p90), one panel per benchmark, each panel on
+/// its own scale (VERSION and ADD+DEL differ by two orders of magnitude).
+pub fn svg(samples: &[Sample]) -> String {
+    let (w, label_w, row_h, head_h) = (920.0, 300.0, 24.0, 30.0);
+    let bar_w = w - label_w - 130.0;
+    let mut groups: Vec<&str> = Vec::new();
+    for x in samples {
+        if !groups.contains(&x.group) {
+            groups.push(x.group);
+        }
+    }
+    let height = groups.len() as f64 * head_h + samples.len() as f64 * row_h + 20.0;
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    );
+    let mut y = 10.0;
+    for g in groups {
+        let rows: Vec<&Sample> = samples.iter().filter(|x| x.group == g).collect();
+        let max = rows.iter().map(|x| x.p90().max(x.median())).fold(0.0f64, f64::max).max(1e-9);
+        let unit = rows.first().map_or("", |x| x.unit);
+        let _ = writeln!(
+            s,
+            "<text x=\"4\" y=\"{:.1}\" font-weight=\"bold\">{} ({unit}, median and p10–p90)</text>",
+            y + 18.0,
+            esc(g)
+        );
+        y += head_h;
+        for x in rows {
+            let scale = |v: f64| label_w + bar_w * (v / max);
+            let braid =
+                !x.name.contains("bridge") && !x.name.contains("direct") && !x.name.contains("[bridge, tuning]");
+            let fill = if braid { "#3b7dd8" } else { "#9a9a9a" };
+            let _ = writeln!(
+                s,
+                "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+                label_w - 8.0,
+                y + 15.0,
+                esc(&x.name)
+            );
+            let _ = writeln!(
+                s,
+                "<rect x=\"{label_w}\" y=\"{:.1}\" width=\"{:.1}\" height=\"14\" fill=\"{fill}\"/>",
+                y + 4.0,
+                (scale(x.median()) - label_w).max(1.0)
+            );
+            if x.values.len() > 1 {
+                let (a, b, m) = (scale(x.p10()), scale(x.p90()), y + 11.0);
+                let _ = writeln!(
+                    s,
+                    "<path d=\"M{a:.1} {m:.1}H{b:.1}M{a:.1} {:.1}V{:.1}M{b:.1} {:.1}V{:.1}\" stroke=\"black\" fill=\"none\"/>",
+                    m - 4.0,
+                    m + 4.0,
+                    m - 4.0,
+                    m + 4.0
+                );
+            }
+            let _ = writeln!(
+                s,
+                "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+                scale(x.p90().max(x.median())) + 6.0,
+                y + 15.0,
+                esc(&num(x.median(), x.unit))
+            );
+            y += row_h;
+        }
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// Writes `results.md`, `results.csv`, `budgets.csv` and `results.svg` into `dir`.
+pub fn write_all(dir: &Path, machine: &Machine, samples: &[Sample], verdicts: &[Verdict]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("results.md"), markdown(machine, samples, verdicts))?;
+    std::fs::write(dir.join("results.csv"), samples_csv(samples))?;
+    std::fs::write(dir.join("budgets.csv"), budgets_csv(verdicts))?;
+    std::fs::write(dir.join("results.svg"), svg(samples))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_quotes_and_svg_is_closed() {
+        assert_eq!(csv_field("a, b"), "\"a, b\"");
+        assert_eq!(csv_field("say \"x\""), "\"say \"\"x\"\"\"");
+        let mut s = Sample::new("g", "n<1>", "ms");
+        s.values = vec![0.5, 0.7, 0.9];
+        let svg = svg(&[s.clone()]);
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+        assert!(svg.contains("n&lt;1&gt;"));
+        let v = Verdict { what: "w".into(), measured: "m".into(), budget: "b".into(), holds: false };
+        let md = markdown(&Machine { lines: vec!["x".into()] }, &[s], &[v]);
+        assert!(md.contains("0 of 1 budgets hold") && md.contains("**NO**"));
+    }
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# braid's benchmarks beside the reference plugins, with a verdict for each budget.
+# Usage: sudo scripts/bench.sh [OUTDIR]   (default docs/bench; --quick as a second argument for a
+# smoke run with a tenth of the repetitions). Writes results.md, results.csv, budgets.csv and
+# results.svg; exits 0 when every budget holds, 3 when one does not, 1 when the run failed.
+# Runs everything in namespaces it creates; the machine's own network namespace is never touched.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+[ "$(id -u)" -eq 0 ] || { echo "run as root: sudo scripts/bench.sh" >&2; exit 1; }
+out="${1:-docs/bench}"
+quick="${2:-}"
+
+need=()
+command -v ip >/dev/null || need+=(iproute2)
+[ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "== installing ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+echo "== building release binaries" >&2
+bin="$(bash scripts/build-release.sh | tail -n1)"
+echo "== measuring the binaries in $bin" >&2
+status=0
+"$bin/braid-bench" --out "$out" $quick || status=$?
+case "$status" in
+  0) echo "== every budget holds" >&2 ;;
+  3) echo "== some budgets do NOT hold (see $out/results.md)" >&2 ;;
+  *) echo "== the benchmark run failed" >&2 ;;
+esac
+exit "$status"

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds braid's deployable binaries and prints the directory holding them (last line of stdout).
+#
+# Static musl binaries when the Rust musl target can be had: a plugin is exec'd several times per
+# pod start (and podman sends VERSION to every plugin before almost every command), and a static
+# binary starts in about half the time of a glibc-linked one (no dynamic loader, no glibc start-up).
+# Falls back to glibc-linked binaries, saying so, when the target cannot be installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+target="$(uname -m)-unknown-linux-musl"
+if rustup target list --installed 2>/dev/null | grep -qx "$target" \
+   || rustup target add "$target" >/dev/null 2>&1; then
+  if cargo build --release --locked -q --workspace --bins --target "$target" >&2; then
+    echo "$PWD/target/$target/release"
+    exit 0
+  fi
+  echo "WARNING: the static ($target) build failed; building glibc-linked binaries instead" >&2
+else
+  echo "WARNING: Rust target $target unavailable; building glibc-linked binaries (slower to start)" >&2
+fi
+cargo build --release --locked -q --workspace --bins >&2
+echo "$PWD/target/release"
