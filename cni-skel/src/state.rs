@@ -201,6 +201,42 @@ impl StateStore {
         result
     }
 
+    /// Creates a state file that must not exist yet, durably (file and directory fsynced) but
+    /// without the temporary file and rename of [`StateStore::write`]: a crash mid-write leaves
+    /// a torn file, which readers treat as corrupt. Falls back to `write` when it exists.
+    pub fn create(&self, key: &Key, bytes: &[u8]) -> Result<(), StateError> {
+        let path = self.path(key);
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+            .open(&path);
+        let mut f = match file {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return self.write(key, bytes, Durability::Durable);
+            }
+            Err(e) => return Err(err("create", &path, e)),
+        };
+        f.write_all(bytes).map_err(|e| err("write", &path, e))?;
+        f.sync_all().map_err(|e| err("fsync", &path, e))?;
+        self.sync_dir()
+    }
+
+    /// Appends one record (a single `write(2)` with `O_APPEND`) to an existing state file.
+    /// Not fsynced: a record lost to a power failure leaves the durable part intact, and a torn
+    /// last record is recognisable (it does not end in a newline).
+    pub fn append(&self, key: &Key, record: &[u8]) -> Result<(), StateError> {
+        let path = self.path(key);
+        let mut f = OpenOptions::new()
+            .append(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|e| err("open", &path, e))?;
+        f.write_all(record).map_err(|e| err("append to", &path, e))
+    }
+
     /// Removes a state file; a missing one is fine. Not fsynced: a removal lost to a power
     /// failure brings back a state whose DEL is replayed harmlessly (DEL is idempotent) or
     /// dropped by GC.

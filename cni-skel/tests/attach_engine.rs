@@ -2,7 +2,7 @@
 //! from configuration, CHECK, GC.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use cni_skel::attach::{Attacher, Call, Delegate, DelegateConfig};
+use cni_skel::attach::{decode_state, Attacher, Call, Delegate, DelegateConfig};
 use cni_skel::invoke::{FakeExec, InvokeError};
 use cni_skel::state::{Durability, Key, StateStore};
 use cni_types::config::GcAttachment;
@@ -84,12 +84,27 @@ fn add_runs_in_order_and_records_state() {
     assert_eq!(order, [("bridge", "ADD", "eth0"), ("ptp", "ADD", "net1"), ("macvlan", "ADD", "net2")]);
     // Unknown keys reach the delegate untouched.
     assert_eq!(seen[0].3["custom"], json!({"k": 1}));
-    let state: Value =
-        serde_json::from_slice(&a.store.read(&Key::new("ctr1", "eth0").unwrap()).unwrap().unwrap()).unwrap();
+    let raw = a.store.read(&Key::new("ctr1", "eth0").unwrap()).unwrap().unwrap();
+    // The durable plan, then one appended record per delegate.
+    let lines: Vec<&[u8]> = raw.split_inclusive(|b| *b == b'\n').collect();
+    assert_eq!(lines.len(), 4);
+    let plan: Value = serde_json::from_slice(lines[0]).unwrap();
+    assert!(plan["attachments"].as_array().unwrap().iter().all(|x| x["phase"] == "planned"));
+    let state = decode_state(&raw).unwrap();
     let atts = state["attachments"].as_array().unwrap();
     assert_eq!(atts.len(), 3);
     assert!(atts.iter().all(|x| x["phase"] == "added"));
     assert_eq!(atts[1]["result"]["ips"][0]["address"], "198.18.1.2/24");
+    // A record torn by a crash (no newline) is ignored; the plan still names every delegate.
+    let torn = &raw[..raw.len() - 5];
+    let state = decode_state(torn).unwrap();
+    assert_eq!(state["attachments"][2]["phase"], "planned");
+    assert_eq!(state["attachments"][1]["phase"], "added");
+    // A state written as one document (before records were appended) still reads.
+    let whole = serde_json::to_vec(&decode_state(&raw).unwrap()).unwrap();
+    assert_eq!(decode_state(&whole).unwrap(), decode_state(&raw).unwrap());
+    // A torn plan is no state at all.
+    assert!(decode_state(&raw[..20]).is_none());
 }
 
 #[test]
