@@ -120,47 +120,57 @@ pub fn delegator_overhead(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), Stri
     let ptp = json!({"cniVersion": "1.0.0", "name": "side", "type": "ptp", "ipam": w.ipam(101)});
     let delegator = json!({"cniVersion": "1.0.0", "name": "bench", "type": "delegator",
         "stateDir": w.dir.path().join("dstate"), "delegates": [bridge, ptp]});
-    let mut direct = Sample::new("ADD+DEL [bridge, ptp]", "called directly", "ms");
-    let mut via = Sample::new("ADD+DEL [bridge, ptp]", "through the delegator", "ms");
-    let direct_cycle = |id: &str| -> Result<Duration, String> {
-        let steps = [
-            w.call(w.reference("bridge"), "ADD", id, "eth0", &bridge),
-            w.call(w.reference("ptp"), "ADD", id, "net1", &ptp),
-            w.call(w.reference("ptp"), "DEL", id, "net1", &ptp),
-            w.call(w.reference("bridge"), "DEL", id, "eth0", &bridge),
-        ];
+    let g = "ADD+DEL [bridge, ptp]";
+    let mut direct = Sample::new(g, "called directly", "ms");
+    let mut via = Sample::new(g, "through the delegator", "ms");
+    // The two halves too, to see where a difference comes from.
+    let mut halves = [
+        Sample::new(g, "ADD half, directly", "ms"),
+        Sample::new(g, "ADD half, delegator", "ms"),
+        Sample::new(g, "DEL half, directly", "ms"),
+        Sample::new(g, "DEL half, delegator", "ms"),
+    ];
+    // As a runtime calls them: DEL carries the plugin's ADD result as prevResult (libcni's cache).
+    let direct_cycle = |id: &str| -> Result<(Duration, Duration), String> {
         let start = Instant::now();
-        for s in &steps {
-            s.run()?;
-        }
-        Ok(start.elapsed())
+        let (_, bridge_out) = w.call(w.reference("bridge"), "ADD", id, "eth0", &bridge).run()?;
+        let (_, ptp_out) = w.call(w.reference("ptp"), "ADD", id, "net1", &ptp).run()?;
+        let mid = Instant::now();
+        let with_prev = |conf: &Value, out: &[u8]| {
+            let mut c = conf.clone();
+            c["prevResult"] = serde_json::from_slice(out).unwrap_or(Value::Null);
+            c
+        };
+        w.call(w.reference("ptp"), "DEL", id, "net1", &with_prev(&ptp, &ptp_out)).run()?;
+        w.call(w.reference("bridge"), "DEL", id, "eth0", &with_prev(&bridge, &bridge_out)).run()?;
+        Ok((mid - start, mid.elapsed()))
     };
-    let via_cycle = |id: &str| -> Result<Duration, String> {
+    let via_cycle = |id: &str| -> Result<(Duration, Duration), String> {
         let add = w.call(w.bin("delegator"), "ADD", id, "eth0", &delegator);
         let del = w.call(w.bin("delegator"), "DEL", id, "eth0", &delegator);
         let start = Instant::now();
         add.run()?;
+        let mid = Instant::now();
         del.run()?;
-        Ok(start.elapsed())
+        Ok((mid - start, mid.elapsed()))
     };
     w.in_host(|| -> Result<(), String> {
         direct_cycle("warm-d")?;
         via_cycle("warm-v")?;
         for i in 0..w.reps(100) {
-            let (d, v) = (format!("d{i}"), format!("v{i}"));
-            if i % 2 == 0 {
-                direct.push(direct_cycle(&d)?);
-                via.push(via_cycle(&v)?);
-            } else {
-                via.push(via_cycle(&v)?);
-                direct.push(direct_cycle(&d)?);
+            let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+            for k in order {
+                let (add, del) = if k == 0 { direct_cycle(&format!("d{i}"))? } else { via_cycle(&format!("v{i}"))? };
+                if k == 0 { &mut direct } else { &mut via }.push(add + del);
+                halves[k].push(add);
+                halves[k + 2].push(del);
             }
         }
         Ok(())
     })??;
     // Pairs measured back to back see the same machine; the median of their ratios is robust
     // against the drift that moves both (the ratio of medians is shown beside it).
-    let mut paired = Sample::new("ADD+DEL [bridge, ptp]", "paired ratio", "×");
+    let mut paired = Sample::new(g, "paired ratio", "×");
     paired.values = via.values.iter().zip(&direct.values).map(|(v, d)| v / d).collect();
     let ratio = paired.median();
     let verdict = Verdict {
@@ -174,7 +184,9 @@ pub fn delegator_overhead(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), Stri
         budget: "≤ 1.02".into(),
         holds: ratio <= 1.02,
     };
-    Ok((vec![direct, via], vec![verdict]))
+    let mut samples = vec![direct, via];
+    samples.extend(halves);
+    Ok((samples, vec![verdict]))
 }
 
 /// A conflist with the merger (no delegates: its own cost) beside the same chain without it,

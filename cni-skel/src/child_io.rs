@@ -5,7 +5,7 @@
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::io::{ErrorKind, Read, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, ExitStatus};
 use std::time::{Duration, Instant};
 
@@ -62,8 +62,49 @@ fn feed(w: &mut ChildStdin, input: &[u8], written: &mut usize) -> bool {
     false
 }
 
-/// Waits for the child's exit until `deadline`, polling with short, growing naps (an exiting
-/// child becomes reapable microseconds after it closed its pipes).
+/// A pidfd for the child (Linux 5.3+): readable once it has exited, so its exit can be waited
+/// for in `poll` with a deadline instead of by napping. `None` on older kernels.
+fn pidfd(child: &Child) -> Option<OwnedFd> {
+    let pid = i32::try_from(child.id()).ok()?;
+    // SAFETY: pidfd_open takes a pid and flags and passes no memory; the child is not reaped
+    // before we wait for it, so its pid cannot be reused meanwhile.
+    let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid, 0) };
+    let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+    // SAFETY: the syscall returned a new descriptor that nothing else owns.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn poll_timeout(d: Duration) -> PollTimeout {
+    PollTimeout::try_from(d.max(Duration::from_millis(1))).unwrap_or(PollTimeout::NONE)
+}
+
+/// Waits for the child's exit until `deadline`: on its pidfd when there is one, else with
+/// short, growing naps (an exiting child is reapable microseconds after it closed its pipes).
+fn wait_exit(
+    child: &mut Child,
+    pidfd: Option<&OwnedFd>,
+    deadline: Option<Instant>,
+) -> std::io::Result<Option<ExitStatus>> {
+    let Some(fd) = pidfd else {
+        return wait_until(child, deadline);
+    };
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            return Ok(None);
+        }
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, deadline.map_or(PollTimeout::NONE, |d| poll_timeout(d - now))) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Waits for the child's exit until `deadline`, polling with short, growing naps.
 pub fn wait_until(child: &mut Child, deadline: Option<Instant>) -> std::io::Result<Option<ExitStatus>> {
     let mut nap = Duration::from_micros(20);
     loop {
@@ -98,6 +139,7 @@ pub fn communicate(child: &mut Child, input: &[u8], deadline: Option<Instant>) -
             stdin = None;
         }
     }
+    let pidfd = pidfd(child);
     let mut exited: Option<(ExitStatus, Instant)> = None;
     while stdout.is_some() || stderr.is_some() {
         let now = Instant::now();
@@ -108,9 +150,9 @@ pub fn communicate(child: &mut Child, input: &[u8], deadline: Option<Instant>) -
             break;
         }
         let slice = deadline.map_or(SLICE, |d| (d - now).min(SLICE));
-        let (ready_in, ready_out, ready_err) = {
-            let mut fds = Vec::with_capacity(3);
-            let mut slots = [None; 3];
+        let (ready_in, ready_out, ready_err, ready_exit) = {
+            let mut fds = Vec::with_capacity(4);
+            let mut slots = [None; 4];
             if let Some(w) = stdin.as_ref() {
                 slots[0] = Some(fds.len());
                 fds.push(PollFd::new(w.as_fd(), PollFlags::POLLOUT));
@@ -123,16 +165,19 @@ pub fn communicate(child: &mut Child, input: &[u8], deadline: Option<Instant>) -
                 slots[2] = Some(fds.len());
                 fds.push(PollFd::new(r.as_fd(), PollFlags::POLLIN));
             }
-            let timeout = PollTimeout::try_from(slice.max(Duration::from_millis(1))).unwrap_or(PollTimeout::NONE);
-            match poll(&mut fds, timeout) {
+            if let (Some(p), None) = (pidfd.as_ref(), exited) {
+                slots[3] = Some(fds.len());
+                fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
+            }
+            match poll(&mut fds, poll_timeout(slice)) {
                 Ok(_) => {}
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(e) => return Err(e.into()),
             }
             let ready = |slot: Option<usize>| slot.and_then(|i| fds[i].revents()).is_some_and(|r| !r.is_empty());
-            (ready(slots[0]), ready(slots[1]), ready(slots[2]))
+            (ready(slots[0]), ready(slots[1]), ready(slots[2]), ready(slots[3]))
         };
-        if !(ready_in || ready_out || ready_err) && exited.is_none() {
+        if (ready_exit || !(ready_in || ready_out || ready_err)) && exited.is_none() {
             if let Some(status) = child.try_wait()? {
                 exited = Some((status, Instant::now()));
             }
@@ -163,7 +208,7 @@ pub fn communicate(child: &mut Child, input: &[u8], deadline: Option<Instant>) -
     drop(stdin);
     let status = match exited {
         Some((s, _)) => Some(s),
-        None => wait_until(child, deadline)?,
+        None => wait_exit(child, pidfd.as_ref(), deadline)?,
     };
     Ok(Outcome { status, stdout: out, stderr: err })
 }
