@@ -157,7 +157,7 @@ pub fn delegator_overhead(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), Stri
     w.in_host(|| -> Result<(), String> {
         direct_cycle("warm-d")?;
         via_cycle("warm-v")?;
-        for i in 0..w.reps(100) {
+        for i in 0..w.reps(300) {
             let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
             for k in order {
                 let (add, del) = if k == 0 { direct_cycle(&format!("d{i}"))? } else { via_cycle(&format!("v{i}"))? };
@@ -233,7 +233,7 @@ pub fn merger_added(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
         };
         cycle(&without, "warm-a".into())?;
         cycle(&with, "warm-b".into())?;
-        for i in 0..w.reps(200) {
+        for i in 0..w.reps(300) {
             let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
             for k in order {
                 let (add, del) = cycle(if k == 0 { &without } else { &with }, format!("{k}-{i}"))?;

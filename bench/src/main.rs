@@ -2,8 +2,9 @@
 //! is measured side by side and interleaved in one run; results go to a directory as Markdown,
 //! CSV and SVG, with a verdict for each budget.
 //!
-//! Usage: `braid-bench [--out DIR] [--quick]` (quick: a tenth of the repetitions, for a smoke
-//! run). The hidden `braid-bench rss` is the helper child that measures peak RSS.
+//! Usage: `braid-bench [--out DIR] [--quick] [--readme README.md]` (quick: a tenth of the
+//! repetitions, for a smoke run; readme: refresh the README's results section). The hidden
+//! `braid-bench rss` is the helper child that measures peak RSS.
 
 mod cases;
 mod report;
@@ -31,7 +32,7 @@ fn say(msg: &str) {
     let _ = writeln!(std::io::stderr(), "== {msg}");
 }
 
-fn bench(out: PathBuf, scale: f64) -> Result<bool, String> {
+fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>) -> Result<bool, String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let bins = me.parent().map(PathBuf::from).ok_or("cannot tell where braid's binaries are")?;
     for b in ["delegator", "merger", "verifier", "braid-fault"] {
@@ -70,6 +71,14 @@ fn bench(out: PathBuf, scale: f64) -> Result<bool, String> {
     let machine = report::Machine::read(&w.bins);
     report::write_all(&out, &machine, &samples, &verdicts).map_err(|e| format!("{}: {e}", out.display()))?;
     let _ = std::io::stdout().write_all(report::markdown(&machine, &samples, &verdicts).as_bytes());
+    if let Some(readme) = readme {
+        let plot = out.join("results.svg").display().to_string();
+        match report::refresh_readme(&readme, &plot, &machine, &verdicts) {
+            Ok(true) => say(&format!("{} now shows these results", readme.display())),
+            Ok(false) => say(&format!("{} has no bench markers; not updated", readme.display())),
+            Err(e) => return Err(format!("{}: {e}", readme.display())),
+        }
+    }
     say(&format!("written: {0}/results.md, results.csv, budgets.csv, results.svg", out.display()));
     Ok(verdicts.iter().all(|v| v.holds))
 }
@@ -94,18 +103,23 @@ fn main() {
     }
     let mut out = PathBuf::from("bench-results");
     let mut scale = 1.0;
+    let mut readme = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--out" => out = it.next().map(PathBuf::from).unwrap_or(out),
             "--quick" => scale = 0.1,
+            "--readme" => readme = it.next().map(PathBuf::from),
             other => {
-                let _ = writeln!(std::io::stderr(), "usage: braid-bench [--out DIR] [--quick] (unknown {other:?})");
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "usage: braid-bench [--out DIR] [--quick] [--readme FILE] (unknown {other:?})"
+                );
                 std::process::exit(2)
             }
         }
     }
-    match bench(out, scale) {
+    match bench(out, scale, readme) {
         Ok(all) => std::process::exit(if all { 0 } else { 3 }),
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "braid-bench: {e}");

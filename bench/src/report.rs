@@ -212,6 +212,44 @@ pub fn svg(samples: &[Sample]) -> String {
     s
 }
 
+/// Where the README's copy of the results sits.
+const README_START: &str = "<!-- bench:start -->";
+const README_END: &str = "<!-- bench:end -->";
+
+/// Replaces the README's results section (between its markers) with the machine and budgets
+/// of this run and a link to the plot; `false` when the README has no markers.
+pub fn refresh_readme(readme: &Path, plot: &str, machine: &Machine, verdicts: &[Verdict]) -> std::io::Result<bool> {
+    let text = std::fs::read_to_string(readme)?;
+    let (Some(a), Some(b)) = (text.find(README_START), text.find(README_END)) else {
+        return Ok(false);
+    };
+    if b < a {
+        return Ok(false);
+    }
+    let mut section = String::from(README_START);
+    section.push_str("\n\n");
+    for l in &machine.lines {
+        let _ = writeln!(section, "- {l}");
+    }
+    let held = verdicts.iter().filter(|v| v.holds).count();
+    let _ = writeln!(section, "\n{held} of {} budgets hold.\n", verdicts.len());
+    let _ = writeln!(section, "| budget | measured (median) | limit | holds |\n| --- | --- | --- | --- |");
+    for v in verdicts {
+        let _ = writeln!(
+            section,
+            "| {} | {} | {} | {} |",
+            v.what,
+            v.measured,
+            v.budget,
+            if v.holds { "yes" } else { "**NO**" }
+        );
+    }
+    let _ = writeln!(section, "\n![benchmarks: median and p10–p90 of each measurement]({plot})\n");
+    let new = format!("{}{}{}", &text[..a], section, &text[b..]);
+    std::fs::write(readme, new)?;
+    Ok(true)
+}
+
 /// Writes `results.md`, `results.csv`, `budgets.csv` and `results.svg` into `dir`.
 pub fn write_all(dir: &Path, machine: &Machine, samples: &[Sample], verdicts: &[Verdict]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
@@ -237,5 +275,21 @@ mod tests {
         let v = Verdict { what: "w".into(), measured: "m".into(), budget: "b".into(), holds: false };
         let md = markdown(&Machine { lines: vec!["x".into()] }, &[s], &[v]);
         assert!(md.contains("0 of 1 budgets hold") && md.contains("**NO**"));
+    }
+
+    #[test]
+    fn readme_section_is_replaced_between_its_markers_only() {
+        let path = std::env::temp_dir().join(format!("braid-readme-{}.md", std::process::id()));
+        std::fs::write(&path, "# x\n<!-- bench:start -->\nold\n<!-- bench:end -->\ntail\n").unwrap();
+        let v = Verdict { what: "w".into(), measured: "m".into(), budget: "b".into(), holds: true };
+        let m = Machine { lines: vec!["machine: test".into()] };
+        assert!(refresh_readme(&path, "docs/bench/results.svg", &m, &[v]).unwrap());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("# x\n<!-- bench:start -->\n\n- machine: test"));
+        assert!(text.contains("1 of 1 budgets hold") && !text.contains("\nold\n"));
+        assert!(text.ends_with("<!-- bench:end -->\ntail\n"));
+        std::fs::write(&path, "no markers").unwrap();
+        assert!(!refresh_readme(&path, "p", &m, &[]).unwrap());
+        let _ = std::fs::remove_file(&path);
     }
 }
