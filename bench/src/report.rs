@@ -44,7 +44,14 @@ impl Machine {
                 format!("date: {date}"),
                 format!("machine: {cpu}, {cores} cores, {mem} memory, Linux {kernel}"),
                 format!("reference plugins: Debian containernetworking-plugins {plugins}"),
-                format!("braid binaries: {} ({})", linkage(&bins.join("delegator")), bins.display()),
+                format!(
+                    "braid binaries: {}, release profile, target {}",
+                    linkage(&bins.join("delegator")),
+                    bins.parent().and_then(|p| p.file_name()).map_or_else(
+                        || "host".to_string(),
+                        |n| if n == "target" { "host (glibc)".to_string() } else { n.to_string_lossy().into_owned() }
+                    )
+                ),
             ],
         }
     }
