@@ -85,27 +85,6 @@ fn wait_exit(
     pidfd: Option<&OwnedFd>,
     deadline: Option<Instant>,
 ) -> std::io::Result<Option<ExitStatus>> {
-    let Some(fd) = pidfd else {
-        return wait_until(child, deadline);
-    };
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(Some(status));
-        }
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
-            return Ok(None);
-        }
-        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, deadline.map_or(PollTimeout::NONE, |d| poll_timeout(d - now))) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
-/// Waits for the child's exit until `deadline`, polling with short, growing naps.
-pub fn wait_until(child: &mut Child, deadline: Option<Instant>) -> std::io::Result<Option<ExitStatus>> {
     let mut nap = Duration::from_micros(20);
     loop {
         if let Some(status) = child.try_wait()? {
@@ -115,10 +94,25 @@ pub fn wait_until(child: &mut Child, deadline: Option<Instant>) -> std::io::Resu
         if deadline.is_some_and(|d| now >= d) {
             return Ok(None);
         }
-        let left = deadline.map_or(nap, |d| d - now);
-        std::thread::sleep(nap.min(left));
-        nap = (nap * 2).min(Duration::from_millis(5));
+        match pidfd {
+            Some(fd) => {
+                let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+                match poll(&mut fds, deadline.map_or(PollTimeout::NONE, |d| poll_timeout(d - now))) {
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            None => {
+                std::thread::sleep(deadline.map_or(nap, |d| nap.min(d - now)));
+                nap = (nap * 2).min(Duration::from_millis(5));
+            }
+        }
     }
+}
+
+/// Waits for the child's exit until `deadline` (`None`: as long as it takes).
+pub fn wait_until(child: &mut Child, deadline: Option<Instant>) -> std::io::Result<Option<ExitStatus>> {
+    wait_exit(child, pidfd(child).as_ref(), deadline)
 }
 
 /// Feeds `input` to the child's stdin and collects its output until it exits or `deadline`.
