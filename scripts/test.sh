@@ -39,4 +39,14 @@ log "cargo build (plugin binaries the namespace tests run)"
 cargo build --workspace --bins --locked -q
 
 log "cargo test"
-cargo test --workspace --locked
+out="$(mktemp)"
+trap 'rm -f "$out"' EXIT
+set +e
+cargo test --workspace --locked 2>&1 | tee "$out"
+status=${PIPESTATUS[0]}
+set -e
+# One closing line over every test binary (cargo prints one per binary, the last often a crate's
+# empty doc-tests).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;/) p += $i; if ($(i+1) ~ /^failed;/) f += $i; if ($(i+1) ~ /^ignored;/) g += $i } }
+     END { printf "%d passed, %d failed, %d skipped\n", p, f, g }' "$out"
+exit "$status"

@@ -12,9 +12,14 @@
 //!
 //! Install it in a plugin's `main.rs`:
 //!
-//! ```ignore
+//! ```
 //! #[global_allocator]
 //! static ALLOC: cni_skel::alloc::PluginAlloc = cni_skel::alloc::PluginAlloc::new();
+//!
+//! fn main() {
+//!     let v: Vec<String> = (0..100).map(|i| i.to_string()).collect();
+//!     assert_eq!(v[99], "99");
+//! }
 //! ```
 
 use std::alloc::{GlobalAlloc, Layout, System};

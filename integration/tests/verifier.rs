@@ -387,3 +387,44 @@ fn refusals_and_missing_namespaces() {
     let (code, out, _) = h.run_tool("verifier", &["--help"], b"");
     assert_eq!((code, out.starts_with("usage: verifier --netns PATH")), (0, true));
 }
+
+/// CHECK right after ADD may see a namespace still settling: an address that appears within
+/// `settleMs` is found; one that never appears fails once the settle time is up.
+#[test]
+fn check_waits_for_a_settling_namespace() {
+    if !require_root("check_waits_for_a_settling_namespace") {
+        return;
+    }
+    let h = Harness::new("vset");
+    let ctr = h.container("vset");
+    ctr.ip(&["link", "add", "eth0", "type", "veth", "peer", "name", "peer0"]);
+    ctr.ip(&["link", "set", "eth0", "up"]);
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let prev = json!({"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": rt.netns}],
+        "ips": [{"address": "198.18.97.2/24", "interface": 0}]});
+    let conf = serde_json::to_vec(
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "verifier", "settleMs": 5000, "prevResult": prev}),
+    )
+    .unwrap();
+    let start = std::time::Instant::now();
+    let late = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(400));
+            ctr.ip(&["addr", "add", "198.18.97.2/24", "dev", "eth0"]);
+        });
+        h.exec_plugin("verifier", Command::Check, &rt, &conf)
+    });
+    late.unwrap_or_else(|e| panic!("the address came within the settle time: {e}"));
+    let took = start.elapsed();
+    assert!(took >= std::time::Duration::from_millis(400) && took < std::time::Duration::from_secs(4), "{took:?}");
+    // Never there: fails after the settle time, not before.
+    let absent = json!({"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": rt.netns}],
+        "ips": [{"address": "198.18.98.2/24", "interface": 0}]});
+    let conf = serde_json::to_vec(
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "verifier", "settleMs": 600, "prevResult": absent}),
+    )
+    .unwrap();
+    let start = std::time::Instant::now();
+    assert!(h.exec_plugin("verifier", Command::Check, &rt, &conf).is_err());
+    assert!(start.elapsed() >= std::time::Duration::from_millis(600), "{:?}", start.elapsed());
+}
