@@ -428,3 +428,31 @@ fn check_waits_for_a_settling_namespace() {
     assert!(h.exec_plugin("verifier", Command::Check, &rt, &conf).is_err());
     assert!(start.elapsed() >= std::time::Duration::from_millis(600), "{:?}", start.elapsed());
 }
+
+/// An IPv6 address in duplicate address detection: ADD passes at once (it is configured, and
+/// waiting for DAD would delay the pod); CHECK waits until DAD has finished, then passes.
+#[test]
+fn add_does_not_wait_for_dad_but_check_does() {
+    if !require_root("add_does_not_wait_for_dad_but_check_does") {
+        return;
+    }
+    let h = Harness::new("vdad");
+    let ctr = h.container("vdad");
+    ctr.ip(&["link", "add", "eth0", "type", "veth", "peer", "name", "peer0"]);
+    ctr.ip(&["link", "set", "eth0", "up"]);
+    ctr.ip(&["link", "set", "peer0", "up"]);
+    ctr.ip(&["addr", "add", "2001:db8:99::2/64", "dev", "eth0"]);
+    let tentative = || ctr.ip(&["-6", "addr", "show", "dev", "eth0", "tentative"]).contains("2001:db8:99::2");
+    assert!(tentative(), "the address should start in DAD");
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let prev = json!({"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": rt.netns}],
+        "ips": [{"address": "2001:db8:99::2/64", "interface": 0}]});
+    let conf = serde_json::to_vec(
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "verifier", "settleMs": 10000, "prevResult": prev}),
+    )
+    .unwrap();
+    h.exec_plugin("verifier", Command::Add, &rt, &conf).unwrap();
+    assert!(tentative(), "ADD waited for DAD");
+    h.exec_plugin("verifier", Command::Check, &rt, &conf).unwrap();
+    assert!(!tentative(), "CHECK returned while the address was still in DAD");
+}

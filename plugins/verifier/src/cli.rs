@@ -5,7 +5,7 @@
 //! stdin may be a result of any cniVersion, a configuration carrying `prevResult`, or a libcni
 //! cache file (`/var/lib/cni/results/…`, whose `ifName` then becomes the default ifname).
 
-use crate::inspect::{inspect, Report};
+use crate::inspect::{inspect, Report, Settle};
 use crate::verify::{Options, Outcome, RouteChecks};
 use cni_types::AnyResult;
 use serde_json::Value;
@@ -120,7 +120,7 @@ pub fn run(argv: &[String]) -> i32 {
         }
     };
     let ifname = args.ifname.or(cached_ifname).unwrap_or_else(|| default_ifname(&result, &args.netns));
-    match inspect(&result, &args.netns, &ifname, args.options, args.settle) {
+    match inspect(&result, &args.netns, &ifname, args.options, Settle { limit: args.settle, wait_for_pending: true }) {
         Err(e) => {
             let _ = writeln!(err, "verifier: {e}");
             2

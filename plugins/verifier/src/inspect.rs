@@ -49,22 +49,33 @@ impl Report {
         verify::mismatches(&self.items)
     }
 
-    /// Items still settling when the settle time ran out (counted as passed).
+    /// Items still settling when reading stopped (counted as passed).
     pub fn still_pending(&self) -> Vec<String> {
         self.items.iter().filter(|i| i.is_pending()).map(ToString::to_string).collect()
     }
 }
 
+/// How long to keep reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settle {
+    /// Up to how long to retry.
+    pub limit: Duration,
+    /// Retry for pending items too (IPv6 addresses in DAD), to see DAD succeed or fail. ADD does
+    /// not: a tentative address is configured, and waiting for DAD would delay the pod start.
+    pub wait_for_pending: bool,
+}
+
 /// Verifies `result` against namespace `netns_path` (and the plugin's own namespace for
-/// host-side interfaces), retrying while anything mismatches or is pending, until `settle`.
+/// host-side interfaces), retrying while anything mismatches (or is pending, if asked), until
+/// the settle limit.
 pub fn inspect(
     result: &cni_types::Result,
     netns_path: &str,
     ifname: &str,
     options: Options,
-    settle: Duration,
+    settle: Settle,
 ) -> Result<Report, InspectError> {
-    let deadline = Instant::now() + settle;
+    let deadline = Instant::now() + settle.limit;
     let target = netns::identity(Path::new(netns_path)).ok();
     let is_container = |sandbox: &str| {
         sandbox == netns_path || (target.is_some() && netns::identity(Path::new(sandbox)).ok() == target)
@@ -85,7 +96,7 @@ pub fn inspect(
             host: host.as_ref(),
         };
         let items = verify::verify(&subject, options);
-        let unsettled = items.iter().any(|i| i.is_mismatch() || i.is_pending());
+        let unsettled = items.iter().any(|i| i.is_mismatch() || (settle.wait_for_pending && i.is_pending()));
         let now = Instant::now();
         if !unsettled || now >= deadline {
             return Ok(Report { items, readings });
