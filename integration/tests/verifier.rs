@@ -456,3 +456,44 @@ fn add_does_not_wait_for_dad_but_check_does() {
     h.exec_plugin("verifier", Command::Check, &rt, &conf).unwrap();
     assert!(!tentative(), "CHECK returned while the address was still in DAD");
 }
+
+/// Links appearing and disappearing while the verifier reads the namespace (dumps the kernel may
+/// flag as interrupted, which are redone) never make a true result fail.
+#[test]
+fn concurrent_link_churn_does_not_fail_a_true_result() {
+    if !require_root("concurrent_link_churn_does_not_fail_a_true_result") {
+        return;
+    }
+    let h = Harness::new("vchurn");
+    let ctr = h.container("vchurn");
+    ctr.ip(&["link", "add", "eth0", "type", "veth", "peer", "name", "peer0"]);
+    ctr.ip(&["link", "set", "eth0", "up"]);
+    ctr.ip(&["addr", "add", "198.18.96.2/24", "dev", "eth0"]);
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let prev = json!({"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": rt.netns}],
+        "ips": [{"address": "198.18.96.2/24", "interface": 0}]});
+    let conf = serde_json::to_vec(
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "verifier", "settleMs": 0, "prevResult": prev}),
+    )
+    .unwrap();
+    let batch = h.dir.path().join("churn.batch");
+    let lines: String =
+        (0..40).map(|i| format!("link add ch{i} type veth peer name chp{i}\nlink del ch{i}\n")).collect();
+    std::fs::write(&batch, lines).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = std::process::Command::new("ip").args(["-n", ctr.name(), "-batch"]).arg(&batch).status();
+            }
+        });
+        for i in 0..40 {
+            let out = h.exec_plugin("verifier", Command::Check, &rt, &conf);
+            if let Err(e) = out {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                panic!("CHECK {i} under churn: {e}");
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+}
