@@ -388,6 +388,29 @@ fn refusals_and_missing_namespaces() {
     assert_eq!((code, out.starts_with("usage: verifier --netns PATH")), (0, true));
 }
 
+/// A hand-made pod: `eth0`, a veth whose peer stays in the pod, both up, with `addrs`.
+fn hand_made_pod(tag: &str, addrs: &[&str]) -> (Harness, Netns, RuntimeConf) {
+    let h = Harness::new(tag);
+    let ctr = h.container(tag);
+    ctr.ip(&["link", "add", "eth0", "type", "veth", "peer", "name", "peer0"]);
+    ctr.ip(&["link", "set", "eth0", "up"]);
+    ctr.ip(&["link", "set", "peer0", "up"]);
+    for a in addrs {
+        ctr.ip(&["addr", "add", a, "dev", "eth0"]);
+    }
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    (h, ctr, rt)
+}
+
+/// The verifier's configuration (1.0.0) for a result claiming `ip` on the pod's `eth0`.
+fn eth0_claim(rt: &RuntimeConf, ip: &str, settle_ms: u64) -> Vec<u8> {
+    let prev = json!({"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": rt.netns}],
+        "ips": [{"address": ip, "interface": 0}]});
+    let conf =
+        json!({"cniVersion": "1.0.0", "name": "n", "type": "verifier", "settleMs": settle_ms, "prevResult": prev});
+    serde_json::to_vec(&conf).unwrap()
+}
+
 /// CHECK right after ADD may see a namespace still settling: an address that appears within
 /// `settleMs` is found; one that never appears fails once the settle time is up.
 #[test]
@@ -395,17 +418,8 @@ fn check_waits_for_a_settling_namespace() {
     if !require_root("check_waits_for_a_settling_namespace") {
         return;
     }
-    let h = Harness::new("vset");
-    let ctr = h.container("vset");
-    ctr.ip(&["link", "add", "eth0", "type", "veth", "peer", "name", "peer0"]);
-    ctr.ip(&["link", "set", "eth0", "up"]);
-    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
-    let prev = json!({"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": rt.netns}],
-        "ips": [{"address": "198.18.97.2/24", "interface": 0}]});
-    let conf = serde_json::to_vec(
-        &json!({"cniVersion": "1.0.0", "name": "n", "type": "verifier", "settleMs": 5000, "prevResult": prev}),
-    )
-    .unwrap();
+    let (h, ctr, rt) = hand_made_pod("vset", &[]);
+    let conf = eth0_claim(&rt, "198.18.97.2/24", 5000);
     let start = std::time::Instant::now();
     let late = std::thread::scope(|s| {
         s.spawn(|| {
@@ -418,14 +432,8 @@ fn check_waits_for_a_settling_namespace() {
     let took = start.elapsed();
     assert!(took >= std::time::Duration::from_millis(400) && took < std::time::Duration::from_secs(4), "{took:?}");
     // Never there: fails after the settle time, not before.
-    let absent = json!({"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": rt.netns}],
-        "ips": [{"address": "198.18.98.2/24", "interface": 0}]});
-    let conf = serde_json::to_vec(
-        &json!({"cniVersion": "1.0.0", "name": "n", "type": "verifier", "settleMs": 600, "prevResult": absent}),
-    )
-    .unwrap();
     let start = std::time::Instant::now();
-    assert!(h.exec_plugin("verifier", Command::Check, &rt, &conf).is_err());
+    assert!(h.exec_plugin("verifier", Command::Check, &rt, &eth0_claim(&rt, "198.18.98.2/24", 600)).is_err());
     assert!(start.elapsed() >= std::time::Duration::from_millis(600), "{:?}", start.elapsed());
 }
 
@@ -436,21 +444,10 @@ fn add_does_not_wait_for_dad_but_check_does() {
     if !require_root("add_does_not_wait_for_dad_but_check_does") {
         return;
     }
-    let h = Harness::new("vdad");
-    let ctr = h.container("vdad");
-    ctr.ip(&["link", "add", "eth0", "type", "veth", "peer", "name", "peer0"]);
-    ctr.ip(&["link", "set", "eth0", "up"]);
-    ctr.ip(&["link", "set", "peer0", "up"]);
-    ctr.ip(&["addr", "add", "2001:db8:99::2/64", "dev", "eth0"]);
+    let (h, ctr, rt) = hand_made_pod("vdad", &["2001:db8:99::2/64"]);
     let tentative = || ctr.ip(&["-6", "addr", "show", "dev", "eth0", "tentative"]).contains("2001:db8:99::2");
     assert!(tentative(), "the address should start in DAD");
-    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
-    let prev = json!({"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": rt.netns}],
-        "ips": [{"address": "2001:db8:99::2/64", "interface": 0}]});
-    let conf = serde_json::to_vec(
-        &json!({"cniVersion": "1.0.0", "name": "n", "type": "verifier", "settleMs": 10000, "prevResult": prev}),
-    )
-    .unwrap();
+    let conf = eth0_claim(&rt, "2001:db8:99::2/64", 10000);
     h.exec_plugin("verifier", Command::Add, &rt, &conf).unwrap();
     assert!(tentative(), "ADD waited for DAD");
     h.exec_plugin("verifier", Command::Check, &rt, &conf).unwrap();
@@ -464,18 +461,8 @@ fn concurrent_link_churn_does_not_fail_a_true_result() {
     if !require_root("concurrent_link_churn_does_not_fail_a_true_result") {
         return;
     }
-    let h = Harness::new("vchurn");
-    let ctr = h.container("vchurn");
-    ctr.ip(&["link", "add", "eth0", "type", "veth", "peer", "name", "peer0"]);
-    ctr.ip(&["link", "set", "eth0", "up"]);
-    ctr.ip(&["addr", "add", "198.18.96.2/24", "dev", "eth0"]);
-    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
-    let prev = json!({"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": rt.netns}],
-        "ips": [{"address": "198.18.96.2/24", "interface": 0}]});
-    let conf = serde_json::to_vec(
-        &json!({"cniVersion": "1.0.0", "name": "n", "type": "verifier", "settleMs": 0, "prevResult": prev}),
-    )
-    .unwrap();
+    let (h, ctr, rt) = hand_made_pod("vchurn", &["198.18.96.2/24"]);
+    let conf = eth0_claim(&rt, "198.18.96.2/24", 0);
     let batch = h.dir.path().join("churn.batch");
     let lines: String =
         (0..40).map(|i| format!("link add ch{i} type veth peer name chp{i}\nlink del ch{i}\n")).collect();
