@@ -60,10 +60,11 @@ fn verify(args: &CmdArgs, command: &str) -> Result<Verdict, CniError> {
             for p in report.still_pending() {
                 log.info(format_args!("still settling, counted as passed: {p}"));
             }
-            if mismatch_error(&report, &args.netns).is_none() {
+            let failure = mismatch_error(&report, &args.netns);
+            if failure.is_none() {
                 log.debug(format_args!("{} claims verified in {} reading(s)", report.items.len(), report.readings));
             }
-            mismatch_error(&report, &args.netns)
+            failure
         }
     };
     if let Some(e) = &failure {
