@@ -1,14 +1,12 @@
 //! Crash-safe per-attachment state.
 //!
 //! A meta-plugin must remember what it did so that DEL undoes exactly that, even after a crash
-//! or a reboot. Files are replaced atomically (temp file, rename) so a reader sees the old or the
-//! new state, never a torn one; a [`Durability::Durable`] write also fsyncs the file before the
-//! rename and the directory after it, so it survives a power loss. Each fsync costs about half a
-//! millisecond on a node's disk — on the path of every pod start — so callers choose: the
-//! engine makes its *intent* durable (what it is about to do) and records progress atomically
-//! only (a process crash cannot lose it; a power loss falls back to the durable intent). The directory is 0700, files 0600;
-//! symlinks are never followed; file names are built only from validated IDs. A lock per
-//! container serialises ADD/DEL of one container while different containers run in parallel.
+//! or a reboot. A state is created durably (file and directory fsynced) or replaced atomically
+//! and durably (temp file, fsync, rename, fsync the directory); progress is appended without an
+//! fsync — each fsync costs about half a millisecond of every pod start, and a record lost to a
+//! power failure falls back to the durable part. The directory is 0700, files 0600; symlinks
+//! are never followed; file names are built only from validated IDs. A lock per container
+//! serialises ADD/DEL of one container while different containers run in parallel.
 
 use nix::fcntl::{Flock, FlockArg};
 use std::fmt;
@@ -17,13 +15,14 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// How hard a write tries to survive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    /// Atomic and fsynced (file and directory): survives a power loss.
-    Durable,
-    /// Atomic only: survives a crash of the process, not necessarily of the machine.
-    Atomic,
+/// A new 0600 file that must not exist yet, never through a symlink.
+fn create_new(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(path)
 }
 
 /// A state-store failure, naming the file.
@@ -172,28 +171,17 @@ impl StateStore {
         Ok(Some(buf))
     }
 
-    /// Replaces a state file atomically, and durably when asked.
-    pub fn write(&self, key: &Key, bytes: &[u8], durability: Durability) -> Result<(), StateError> {
+    /// Replaces a state file atomically and durably.
+    pub fn write(&self, key: &Key, bytes: &[u8]) -> Result<(), StateError> {
         let path = self.path(key);
         let tmp = self.dir.join(format!(".{}.tmp{}", key.file_name(), std::process::id()));
         let _ = fs::remove_file(&tmp);
         let result = (|| {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-                .open(&tmp)
-                .map_err(|e| err("create", &tmp, e))?;
+            let mut f = create_new(&tmp).map_err(|e| err("create", &tmp, e))?;
             f.write_all(bytes).map_err(|e| err("write", &tmp, e))?;
-            if durability == Durability::Durable {
-                f.sync_all().map_err(|e| err("fsync", &tmp, e))?;
-            }
+            f.sync_all().map_err(|e| err("fsync", &tmp, e))?;
             fs::rename(&tmp, &path).map_err(|e| err("rename into", &path, e))?;
-            match durability {
-                Durability::Durable => self.sync_dir(),
-                Durability::Atomic => Ok(()),
-            }
+            self.sync_dir()
         })();
         if result.is_err() {
             let _ = fs::remove_file(&tmp);
@@ -206,17 +194,9 @@ impl StateStore {
     /// a torn file, which readers treat as corrupt. Falls back to `write` when it exists.
     pub fn create(&self, key: &Key, bytes: &[u8]) -> Result<(), StateError> {
         let path = self.path(key);
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-            .open(&path);
-        let mut f = match file {
+        let mut f = match create_new(&path) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return self.write(key, bytes, Durability::Durable);
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return self.write(key, bytes),
             Err(e) => return Err(err("create", &path, e)),
         };
         f.write_all(bytes).map_err(|e| err("write", &path, e))?;

@@ -4,7 +4,7 @@
 
 use cni_skel::attach::{decode_state, Attacher, Call, Delegate, DelegateConfig};
 use cni_skel::invoke::{FakeExec, InvokeError};
-use cni_skel::state::{Durability, Key, StateStore};
+use cni_skel::state::{Key, StateStore};
 use cni_types::config::GcAttachment;
 use cni_types::{CniError, NetConf};
 use serde_json::{json, Value};
@@ -159,7 +159,7 @@ fn corrupt_state_is_reported_and_configuration_used() {
     let w = World::new("corrupt");
     let exec = FakeExec::default();
     let a = w.attacher(&exec);
-    a.store.write(&Key::new("ctr1", "eth0").unwrap(), b"{\"kind\":\"braidAtt", Durability::Atomic).unwrap();
+    a.store.write(&Key::new("ctr1", "eth0").unwrap(), b"{\"kind\":\"braidAtt").unwrap();
     let mut logs = Vec::new();
     a.del(&call(), &three(), &mut |l| logs.push(l.to_string())).unwrap();
     assert_eq!(logs.len(), 1);

@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs, clippy::print_stderr)]
 
 use cni_skel::netns;
-use cni_skel::state::{Durability, Key, StateStore};
+use cni_skel::state::{Key, StateStore};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -108,8 +108,8 @@ fn state_files_are_private_atomic_and_removable() {
     assert_eq!(mode, 0o700);
     let key = Key::new("ctr-1", "eth0").unwrap();
     assert_eq!(store.read(&key).unwrap(), None);
-    store.write(&key, b"one", Durability::Durable).unwrap();
-    store.write(&key, b"two", Durability::Atomic).unwrap();
+    store.write(&key, b"one").unwrap();
+    store.write(&key, b"two").unwrap();
     assert_eq!(store.read(&key).unwrap().as_deref(), Some(&b"two"[..]));
     let file = store.dir().join("ctr-1@eth0");
     assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
@@ -119,6 +119,29 @@ fn state_files_are_private_atomic_and_removable() {
     store.remove(&key).unwrap();
     store.remove(&key).unwrap();
     assert_eq!(std::fs::read_dir(store.dir()).unwrap().count(), 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn state_is_created_then_appended_to() {
+    let dir = temp_dir("append");
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = StateStore::open(&dir).unwrap();
+    let key = Key::new("ctr-2", "eth0").unwrap();
+    // Appending needs a state to append to: a clear error naming the file, nothing created.
+    let e = store.append(&key, b"late\n").unwrap_err();
+    assert!(e.to_string().contains("ctr-2@eth0"), "{e}");
+    assert_eq!(store.keys().unwrap(), Vec::<Key>::new());
+    store.create(&key, b"plan\n").unwrap();
+    store.append(&key, b"one\n").unwrap();
+    store.append(&key, b"two\n").unwrap();
+    assert_eq!(store.read(&key).unwrap().as_deref(), Some(&b"plan\none\ntwo\n"[..]));
+    let file = store.dir().join("ctr-2@eth0");
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    // A second ADD of the same attachment replaces the state whole (atomically), no temp left.
+    store.create(&key, b"again\n").unwrap();
+    assert_eq!(store.read(&key).unwrap().as_deref(), Some(&b"again\n"[..]));
+    assert_eq!(std::fs::read_dir(store.dir()).unwrap().count(), 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
