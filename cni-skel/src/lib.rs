@@ -8,6 +8,7 @@
 //! * [`delegates`]: reading a meta-plugin's `delegates` key and validating the plan.
 //! * [`dispatch`]: the Go-exact dispatcher ([`Plugin`], [`run`], [`main`]).
 //! * [`env`](mod@env): the injected environment (real and test).
+//! * [`keys`]: a plugin's own configuration keys, with errors that name them.
 //! * [`invoke`]: finding and running other plugins, with timeouts.
 //! * [`netns`]: running work inside a network namespace on a dedicated thread.
 //! * [`state`]: crash-safe, locked per-attachment state files.
@@ -21,6 +22,7 @@ pub mod delegates;
 pub mod dispatch;
 pub mod env;
 pub mod invoke;
+pub mod keys;
 pub mod log;
 pub mod netns;
 pub mod state;

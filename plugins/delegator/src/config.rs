@@ -3,7 +3,6 @@
 use cni_skel::attach::Delegate;
 use cni_types::error::{DECODING_FAILURE, INVALID_NETWORK_CONFIG};
 use cni_types::{CniError, NetConf};
-use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -41,11 +40,12 @@ impl Config {
     pub fn parse(stdin: &[u8], ifname: &str) -> Result<Config, CniError> {
         let conf = NetConf::parse(stdin).map_err(|e| CniError::new(DECODING_FAILURE, e.to_string()))?;
         let state_dir = cni_skel::delegates::state_dir(&conf, "/var/lib/cni/delegator")?;
-        let result = match conf.get("result").and_then(Value::as_str) {
-            None | Some("primary") => ResultMode::Primary,
-            Some("merged") => ResultMode::Merged,
-            Some(other) => return Err(invalid(format!("result must be \"primary\" or \"merged\", not {other:?}"))),
-        };
+        let result = cni_skel::keys::choice(
+            &conf,
+            "result",
+            &[("primary", ResultMode::Primary), ("merged", ResultMode::Merged)],
+            ResultMode::Primary,
+        )?;
         let timeout = cni_skel::delegates::timeout(&conf)?;
         let first = ifname.to_string();
         let delegates = cni_skel::delegates::parse(&conf, &|i| if i == 0 { first.clone() } else { format!("net{i}") })?;
@@ -61,5 +61,26 @@ impl Config {
                 .map_err(|e| invalid(e.to_string()))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_mode_of_the_wrong_kind_is_named_not_defaulted() {
+        let conf = |result: &str| {
+            format!(
+                r#"{{"cniVersion":"1.0.0","name":"n","type":"delegator","result":{result},"delegates":[{{"type":"ptp"}}]}}"#
+            )
+        };
+        assert_eq!(Config::parse(conf("\"merged\"").as_bytes(), "eth0").unwrap().result, ResultMode::Merged);
+        assert_eq!(Config::parse(conf("null").as_bytes(), "eth0").unwrap().result, ResultMode::Primary);
+        for bad in ["5", "\"Merged\"", "true"] {
+            let e = Config::parse(conf(bad).as_bytes(), "eth0").unwrap_err();
+            assert_eq!(e.code, INVALID_NETWORK_CONFIG);
+            assert_eq!(e.msg, format!("result must be \"primary\" or \"merged\", not {bad}"));
+        }
     }
 }

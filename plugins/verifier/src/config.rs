@@ -1,6 +1,7 @@
 //! The verifier's configuration keys (every one optional: the verifier works with none).
 
 use crate::verify::{Options, RouteChecks};
+use cni_skel::keys;
 use cni_types::error::{DECODING_FAILURE, INVALID_NETWORK_CONFIG};
 use cni_types::{CniError, NetConf};
 use serde_json::Value;
@@ -44,23 +45,19 @@ impl Config {
     pub fn parse(stdin: &[u8]) -> Result<Config, CniError> {
         let conf = NetConf::parse(stdin)
             .map_err(|e| CniError::new(DECODING_FAILURE, format!("failed to parse network configuration: {e}")))?;
-        let add_mode = match conf.get("addMode") {
-            None | Some(Value::Null) => AddMode::Enforce,
-            Some(Value::String(s)) if s == "enforce" => AddMode::Enforce,
-            Some(Value::String(s)) if s == "warn" => AddMode::Warn,
-            Some(v) => return Err(invalid(format!("addMode must be \"enforce\" or \"warn\", not {v}"))),
-        };
-        let check_host = match conf.get("checkHost") {
-            None | Some(Value::Null) => true,
-            Some(Value::Bool(b)) => *b,
-            Some(v) => return Err(invalid(format!("checkHost must be true or false, not {v}"))),
-        };
-        let routes = match conf.get("routeChecks") {
-            None | Some(Value::Null) => RouteChecks::Full,
-            Some(Value::String(s)) if s == "full" => RouteChecks::Full,
-            Some(Value::String(s)) if s == "upstream" => RouteChecks::Upstream,
-            Some(v) => return Err(invalid(format!("routeChecks must be \"full\" or \"upstream\", not {v}"))),
-        };
+        let add_mode = keys::choice(
+            &conf,
+            "addMode",
+            &[("enforce", AddMode::Enforce), ("warn", AddMode::Warn)],
+            AddMode::Enforce,
+        )?;
+        let check_host = keys::flag(&conf, "checkHost", true)?;
+        let routes = keys::choice(
+            &conf,
+            "routeChecks",
+            &[("full", RouteChecks::Full), ("upstream", RouteChecks::Upstream)],
+            RouteChecks::Full,
+        )?;
         let settle = match conf.get("settleMs") {
             None | Some(Value::Null) => DEFAULT_SETTLE,
             Some(v) => match v.as_u64().map(Duration::from_millis) {
