@@ -7,7 +7,9 @@ use crate::Verdict;
 use braid_integration::{Netns, TempDir};
 use cni_skel::chain::{Chain, RuntimeConf};
 use cni_skel::invoke::RawExec;
+use cni_skel::invoke::{Exec, Request};
 use cni_types::merge::{merge, Attachment};
+use cni_types::version::Command;
 use cni_types::{AnyResult, NetConfList};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -47,14 +49,17 @@ impl World {
     }
 
     /// A call of `plugin` against the pod namespace.
-    fn call(&self, plugin: PathBuf, command: &'static str, id: &str, ifname: &str, stdin: &Value) -> Call {
+    fn call(&self, plugin: PathBuf, command: Command, id: &str, ifname: &str, stdin: &Value) -> Call {
         Call {
             plugin,
-            command,
-            container_id: id.to_string(),
-            netns: self.ctr.path().display().to_string(),
-            ifname: ifname.to_string(),
-            path: self.path_env(),
+            req: Request {
+                command,
+                container_id: id.to_string(),
+                netns: self.ctr.path().display().to_string(),
+                ifname: ifname.to_string(),
+                args: "IgnoreUnknown=1;K8S_POD_NAME=bench".to_string(),
+                path: self.path_env(),
+            },
             stdin: serde_json::to_vec(stdin).unwrap_or_default(),
         }
     }
@@ -85,11 +90,8 @@ pub fn version(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
     let stdin = json!({"cniVersion": "1.0.0"});
     let calls: Vec<Call> = plugins
         .iter()
-        .map(|p| Call {
-            netns: "dummy".into(),
-            ifname: "dummy".into(),
-            ..w.call(p.clone(), "VERSION", "", "dummy", &stdin)
-        })
+        // As libcni probes: dummy namespace and interface, no container.
+        .map(|p| w.call(p.clone(), Command::Version, "", "dummy", &stdin).in_netns("dummy"))
         .collect();
     for c in &calls {
         c.run()?; // warm the page cache
@@ -133,21 +135,21 @@ pub fn delegator_overhead(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), Stri
     // As a runtime calls them: DEL carries the plugin's ADD result as prevResult (libcni's cache).
     let direct_cycle = |id: &str| -> Result<(Duration, Duration), String> {
         let start = Instant::now();
-        let (_, bridge_out) = w.call(w.reference("bridge"), "ADD", id, "eth0", &bridge).run()?;
-        let (_, ptp_out) = w.call(w.reference("ptp"), "ADD", id, "net1", &ptp).run()?;
+        let (_, bridge_out) = w.call(w.reference("bridge"), Command::Add, id, "eth0", &bridge).run()?;
+        let (_, ptp_out) = w.call(w.reference("ptp"), Command::Add, id, "net1", &ptp).run()?;
         let mid = Instant::now();
         let with_prev = |conf: &Value, out: &[u8]| {
             let mut c = conf.clone();
             c["prevResult"] = serde_json::from_slice(out).unwrap_or(Value::Null);
             c
         };
-        w.call(w.reference("ptp"), "DEL", id, "net1", &with_prev(&ptp, &ptp_out)).run()?;
-        w.call(w.reference("bridge"), "DEL", id, "eth0", &with_prev(&bridge, &bridge_out)).run()?;
+        w.call(w.reference("ptp"), Command::Del, id, "net1", &with_prev(&ptp, &ptp_out)).run()?;
+        w.call(w.reference("bridge"), Command::Del, id, "eth0", &with_prev(&bridge, &bridge_out)).run()?;
         Ok((mid - start, mid.elapsed()))
     };
     let via_cycle = |id: &str| -> Result<(Duration, Duration), String> {
-        let add = w.call(w.bin("delegator"), "ADD", id, "eth0", &delegator);
-        let del = w.call(w.bin("delegator"), "DEL", id, "eth0", &delegator);
+        let add = w.call(w.bin("delegator"), Command::Add, id, "eth0", &delegator);
+        let del = w.call(w.bin("delegator"), Command::Del, id, "eth0", &delegator);
         let start = Instant::now();
         add.run()?;
         let mid = Instant::now();
@@ -306,10 +308,9 @@ pub fn verifier_scaling(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String
     for n in sizes {
         let (ns, result) = interfaces_ns(n)?;
         let conf = json!({"cniVersion": "1.1.0", "name": "bench", "type": "verifier", "prevResult": result});
-        calls.push(Call {
-            netns: ns.path().display().to_string(),
-            ..w.call(w.bin("verifier"), "CHECK", "bench", "c0", &conf)
-        });
+        calls.push(
+            w.call(w.bin("verifier"), Command::Check, "bench", "c0", &conf).in_netns(ns.path().display().to_string()),
+        );
         keep.push(ns);
     }
     let mut samples: Vec<Sample> =
@@ -419,8 +420,8 @@ pub fn peak_rss(w: &World, me: &Path) -> Result<(Vec<Sample>, Vec<Verdict>), Str
                 "stateDir": w.dir.path().join("rstate"), "delegates": [fault(1), fault(2)]});
             (
                 "delegator (2 braid-fault delegates)",
-                w.call(w.bin("delegator"), "ADD", "rss-d", "eth0", &conf),
-                Some(w.call(w.bin("delegator"), "DEL", "rss-d", "eth0", &conf)),
+                w.call(w.bin("delegator"), Command::Add, "rss-d", "eth0", &conf),
+                Some(w.call(w.bin("delegator"), Command::Del, "rss-d", "eth0", &conf)),
             )
         },
         {
@@ -428,18 +429,16 @@ pub fn peak_rss(w: &World, me: &Path) -> Result<(Vec<Sample>, Vec<Verdict>), Str
                 "stateDir": w.dir.path().join("rstate"), "delegates": [fault(1)]});
             (
                 "merger (1 braid-fault delegate)",
-                w.call(w.bin("merger"), "ADD", "rss-m", "eth0", &conf),
-                Some(w.call(w.bin("merger"), "DEL", "rss-m", "eth0", &conf)),
+                w.call(w.bin("merger"), Command::Add, "rss-m", "eth0", &conf),
+                Some(w.call(w.bin("merger"), Command::Del, "rss-m", "eth0", &conf)),
             )
         },
         {
             let conf = json!({"cniVersion": "1.1.0", "name": "r", "type": "verifier", "prevResult": result8});
             (
                 "verifier (8 interfaces)",
-                Call {
-                    netns: ns8.path().display().to_string(),
-                    ..w.call(w.bin("verifier"), "ADD", "rss-v", "c0", &conf)
-                },
+                w.call(w.bin("verifier"), Command::Add, "rss-v", "c0", &conf)
+                    .in_netns(ns8.path().display().to_string()),
                 None,
             )
         },
@@ -447,8 +446,8 @@ pub fn peak_rss(w: &World, me: &Path) -> Result<(Vec<Sample>, Vec<Verdict>), Str
             let conf = json!({"cniVersion": "1.0.0", "name": "r", "type": "bridge", "bridge": "benchbr2", "ipam": w.ipam(111)});
             (
                 "bridge + host-local (reference)",
-                w.call(w.reference("bridge"), "ADD", "rss-b", "eth0", &conf),
-                Some(w.call(w.reference("bridge"), "DEL", "rss-b", "eth0", &conf)),
+                w.call(w.reference("bridge"), Command::Add, "rss-b", "eth0", &conf),
+                Some(w.call(w.reference("bridge"), Command::Del, "rss-b", "eth0", &conf)),
             )
         },
     ];
@@ -478,53 +477,26 @@ pub fn peak_rss(w: &World, me: &Path) -> Result<(Vec<Sample>, Vec<Verdict>), Str
     Ok((samples, verdicts))
 }
 
-/// Runs `me rss` with the call as JSON on stdin; returns the KB it printed.
+/// Set in the environment of the helper child that measures peak RSS.
+pub const RSS_CHILD: &str = "BRAID_BENCH_RSS_CHILD";
+
+/// Runs this program as the `rss` helper with the call on stdin; returns the KB it printed.
 fn rss_of(me: &Path, call: &Call) -> Result<u64, String> {
-    let spec = json!({"plugin": call.plugin, "command": call.command, "containerId": call.container_id,
-        "netns": call.netns, "ifname": call.ifname, "path": call.path,
-        "stdin": String::from_utf8_lossy(&call.stdin)});
-    let mut cmd = std::process::Command::new(me);
-    cmd.arg("rss");
-    let mut child = cmd
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    if let Some(mut i) = child.stdin.take() {
-        use std::io::Write;
-        let _ = i.write_all(&serde_json::to_vec(&spec).unwrap_or_default());
-    }
-    let o = child.wait_with_output().map_err(|e| e.to_string())?;
-    if !o.status.success() {
-        return Err(format!("rss child: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)));
-    }
-    String::from_utf8_lossy(&o.stdout).trim().parse().map_err(|e| format!("rss child printed garbage: {e}"))
+    let spec = serde_json::to_vec(&crate::run::to_spec(call)).unwrap_or_default();
+    let out = RawExec { timeout: Some(Duration::from_secs(60)) }
+        .exec(me, &spec, &[(RSS_CHILD.to_string(), "1".to_string())])
+        .map_err(|e| format!("rss child: {e}"))?;
+    String::from_utf8_lossy(&out).trim().parse().map_err(|e| format!("rss child printed garbage: {e}"))
 }
 
-/// The `rss` child: runs the call given on stdin, prints the peak RSS (KB) of its children.
+/// The `rss` helper child: runs the call given on stdin, prints the peak RSS (KB) of what it
+/// waited for.
 pub fn rss_child() -> Result<u64, String> {
     use std::io::Read;
     let mut input = Vec::new();
     std::io::stdin().read_to_end(&mut input).map_err(|e| e.to_string())?;
     let v: Value = serde_json::from_slice(&input).map_err(|e| e.to_string())?;
-    let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
-    let command: &'static str = match s("command").as_str() {
-        "ADD" => "ADD",
-        "DEL" => "DEL",
-        "CHECK" => "CHECK",
-        other => return Err(format!("unexpected command {other}")),
-    };
-    let call = Call {
-        plugin: PathBuf::from(s("plugin")),
-        command,
-        container_id: s("containerId"),
-        netns: s("netns"),
-        ifname: s("ifname"),
-        path: s("path"),
-        stdin: s("stdin").into_bytes(),
-    };
-    call.run()?;
+    crate::run::from_spec(&v)?.run()?;
     let usage =
         nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).map_err(|e| e.to_string())?;
     Ok(u64::try_from(usage.max_rss()).unwrap_or(0))

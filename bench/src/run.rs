@@ -1,74 +1,93 @@
-//! Running one plugin process and timing it, the way a runtime does: fresh process, CNI
-//! variables, config on stdin, wait for the exit.
+//! Running one plugin process and timing it, the way braid's runtime does: the same
+//! `cni_skel` invoke machinery (every `CNI_*` variable set, config on stdin) for braid's
+//! plugins and the reference plugins alike, timed from spawn to reap.
 
-use std::io::Write;
+use cni_skel::invoke::{Exec, RawExec, Request};
+use cni_types::version::Command;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// No benchmarked call should come near this; a hung plugin fails the run instead of stalling it.
+const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One plugin call.
 #[derive(Debug, Clone)]
 pub struct Call {
     /// The binary.
     pub plugin: PathBuf,
-    /// `CNI_COMMAND`.
-    pub command: &'static str,
-    /// `CNI_CONTAINERID`.
-    pub container_id: String,
-    /// `CNI_NETNS`.
-    pub netns: String,
-    /// `CNI_IFNAME`.
-    pub ifname: String,
-    /// `CNI_PATH`.
-    pub path: String,
+    /// The CNI parameters.
+    pub req: Request,
     /// stdin.
     pub stdin: Vec<u8>,
 }
 
 impl Call {
-    /// The environment a runtime sets (nothing else is inherited but `PATH`).
-    pub fn env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("CNI_COMMAND", self.command.to_string()),
-            ("CNI_CONTAINERID", self.container_id.clone()),
-            ("CNI_NETNS", self.netns.clone()),
-            ("CNI_IFNAME", self.ifname.clone()),
-            ("CNI_ARGS", "IgnoreUnknown=1;K8S_POD_NAME=bench".to_string()),
-            ("CNI_PATH", self.path.clone()),
-            ("PATH", "/usr/sbin:/usr/bin:/sbin:/bin".to_string()),
-        ]
+    /// The same call against another namespace.
+    pub fn in_netns(mut self, netns: impl Into<String>) -> Call {
+        self.req.netns = netns.into();
+        self
     }
 
-    /// Runs the call, timing spawn to exit; fails with the plugin's output when it fails.
+    /// Runs the call, timing spawn to exit; fails with the plugin's error when it fails.
     pub fn run(&self) -> Result<(Duration, Vec<u8>), String> {
         let start = Instant::now();
-        let mut child = Command::new(&self.plugin)
-            .env_clear()
-            .envs(self.env())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("{}: {e}", self.plugin.display()))?;
-        if let Some(mut input) = child.stdin.take() {
-            let _ = input.write_all(&self.stdin);
-        }
-        let out = child.wait_with_output().map_err(|e| format!("{}: {e}", self.plugin.display()))?;
-        let took = start.elapsed();
-        if !out.status.success() {
-            return Err(format!(
-                "{} {} failed: {}{}",
-                name(&self.plugin),
-                self.command,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        Ok((took, out.stdout))
+        let out = RawExec { timeout: Some(TIMEOUT) }
+            .exec(&self.plugin, &self.stdin, &self.req.env())
+            .map_err(|e| format!("{} {} failed: {e}", name(&self.plugin), self.req.command.as_str()))?;
+        Ok((start.elapsed(), out))
     }
+}
+
+/// A call's parameters as the `rss` helper child reads them from its stdin.
+pub fn to_spec(call: &Call) -> serde_json::Value {
+    serde_json::json!({"plugin": call.plugin, "command": call.req.command.as_str(),
+        "containerId": call.req.container_id, "netns": call.req.netns, "ifname": call.req.ifname,
+        "args": call.req.args, "path": call.req.path, "stdin": String::from_utf8_lossy(&call.stdin)})
+}
+
+/// The inverse of [`to_spec`].
+pub fn from_spec(v: &serde_json::Value) -> Result<Call, String> {
+    let s = |k: &str| v.get(k).and_then(serde_json::Value::as_str).unwrap_or_default().to_string();
+    let command = Command::parse(&s("command")).ok_or_else(|| format!("unknown command {:?}", s("command")))?;
+    Ok(Call {
+        plugin: PathBuf::from(s("plugin")),
+        req: Request {
+            command,
+            container_id: s("containerId"),
+            netns: s("netns"),
+            ifname: s("ifname"),
+            args: s("args"),
+            path: s("path"),
+        },
+        stdin: s("stdin").into_bytes(),
+    })
 }
 
 /// A binary's file name.
 pub fn name(p: &Path) -> String {
     p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_round_trip() {
+        let call = Call {
+            plugin: PathBuf::from("/usr/lib/cni/bridge"),
+            req: Request {
+                command: Command::Del,
+                container_id: "c".into(),
+                netns: "/run/netns/x".into(),
+                ifname: "eth0".into(),
+                args: "A=1".into(),
+                path: "/p".into(),
+            },
+            stdin: b"{\"x\":1}".to_vec(),
+        };
+        let back = from_spec(&to_spec(&call)).unwrap();
+        assert_eq!((back.plugin, back.req, back.stdin), (call.plugin, call.req, call.stdin));
+        assert!(from_spec(&serde_json::json!({"command": "FROB"})).is_err());
+    }
 }
