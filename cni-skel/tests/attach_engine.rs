@@ -22,6 +22,17 @@ impl World {
     fn attacher<'a>(&self, exec: &'a FakeExec) -> Attacher<'a> {
         Attacher { exec, paths: vec!["/opt/cni/bin".into()], store: StateStore::open(&self.dir).unwrap() }
     }
+
+    /// An attacher that has ADDed `three()` successfully, with those calls forgotten.
+    fn added_three<'a>(&self, exec: &'a FakeExec) -> Attacher<'a> {
+        for a in ["198.18.0.2/24", "198.18.1.2/24", "198.18.2.2/24"] {
+            exec.reply(ok_result(a));
+        }
+        let a = self.attacher(exec);
+        a.add(&call(), &three()).unwrap();
+        exec.calls.lock().unwrap().clear();
+        a
+    }
 }
 
 impl Drop for World {
@@ -134,12 +145,7 @@ fn failure_rolls_back_in_reverse_including_the_failed_one() {
 fn del_replays_state_then_falls_back_to_configuration() {
     let w = World::new("del");
     let exec = FakeExec::default();
-    for a in ["198.18.0.2/24", "198.18.1.2/24", "198.18.2.2/24"] {
-        exec.reply(ok_result(a));
-    }
-    let a = w.attacher(&exec);
-    a.add(&call(), &three()).unwrap();
-    exec.calls.lock().unwrap().clear();
+    let a = w.added_three(&exec);
     let mut logs = Vec::new();
     // Today's configuration differs: DEL still undoes what ADD did.
     a.del(&call(), &[delegate("other", "1.0.0", "eth0")], &mut |l| logs.push(l.to_string())).unwrap();
@@ -186,12 +192,7 @@ fn del_tries_every_delegate_and_reports_all_failures() {
 fn check_uses_recorded_results_and_skips_old_versions() {
     let w = World::new("check");
     let exec = FakeExec::default();
-    for a in ["198.18.0.2/24", "198.18.1.2/24", "198.18.2.2/24"] {
-        exec.reply(ok_result(a));
-    }
-    let a = w.attacher(&exec);
-    a.add(&call(), &three()).unwrap();
-    exec.calls.lock().unwrap().clear();
+    let a = w.added_three(&exec);
     let mut logs = Vec::new();
     a.check(&call(), &mut |l| logs.push(l.to_string())).unwrap();
     let seen = calls(&exec);

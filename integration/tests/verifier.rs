@@ -372,6 +372,12 @@ fn refusals_and_missing_namespaces() {
         e.msg,
         "failed to open netns \"/run/netns/braid-gone-for-good\": No such file or directory (os error 2)"
     );
+    assert_eq!(plugin_err(Command::Add, &gone, &conf).code, 121, "enforce: ADD fails too");
+    // warn: ADD logs that it could not look and passes prevResult on.
+    let mut warn = conf.clone();
+    warn["addMode"] = json!("warn");
+    let out = h.exec_plugin("verifier", Command::Add, &gone, &serde_json::to_vec(&warn).unwrap()).unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&out).unwrap()["ips"], prev["ips"]);
     h.exec_plugin("verifier", Command::Del, &gone, &serde_json::to_vec(&conf).unwrap()).unwrap();
     h.exec_plugin("verifier", Command::Del, &rt, &serde_json::to_vec(&bare).unwrap()).unwrap();
     let (code, _, err) = h.run_tool("verifier", &["--netns", &gone.netns], prev.to_string().as_bytes());
