@@ -263,13 +263,20 @@ impl Attacher<'_> {
                     self.chain().add(l, &rt).map_err(|e| e.to_cni_error())
                 }
             };
+            // A result that cannot be recorded fails like the delegate itself: DEL could not
+            // replay what it does not know, so this delegate is rolled back with the others.
+            let outcome = outcome.and_then(|result| {
+                let value = result.to_value();
+                let mut record =
+                    serde_json::to_vec(&json!({"index": i, "phase": "added", "result": value})).unwrap_or_default();
+                record.push(b'\n');
+                self.store.append(&key, &record).map_err(|e| {
+                    CniError::new(cni_types::error::IO_FAILURE, format!("its result could not be recorded: {e}"))
+                })?;
+                Ok((result, value))
+            });
             match outcome {
-                Ok(result) => {
-                    let value = result.to_value();
-                    let mut record =
-                        serde_json::to_vec(&json!({"index": i, "phase": "added", "result": value})).unwrap_or_default();
-                    record.push(b'\n');
-                    self.store.append(&key, &record).map_err(Self::state_err)?;
+                Ok((result, value)) => {
                     state["attachments"][i]["result"] = value;
                     state["attachments"][i]["phase"] = "added".into();
                     results.push(result);

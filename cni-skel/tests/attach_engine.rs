@@ -3,11 +3,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use cni_skel::attach::{decode_state, Attacher, Call, Delegate, DelegateConfig};
-use cni_skel::invoke::{FakeExec, InvokeError};
+use cni_skel::invoke::{Exec, FakeExec, InvokeError};
 use cni_skel::state::{Key, StateStore};
 use cni_types::config::GcAttachment;
 use cni_types::{CniError, NetConf};
 use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
 
 struct World {
     dir: std::path::PathBuf,
@@ -282,5 +283,44 @@ fn a_failed_rollback_keeps_the_state_for_a_later_del() {
     a.del(&call(), &[], &mut |_| {}).unwrap();
     let order: Vec<String> = calls(&exec).into_iter().map(|c| format!("{} {}", c.0, c.1)).collect();
     assert_eq!(order, ["macvlan DEL", "ptp DEL", "bridge DEL"]);
+    assert!(a.store.keys().unwrap().is_empty());
+}
+
+/// Removes the state files before passing the call on, so recording a result fails.
+struct LosesState<'a> {
+    inner: &'a FakeExec,
+    dir: PathBuf,
+    on_call: usize,
+    seen: std::sync::atomic::AtomicUsize,
+}
+
+impl Exec for LosesState<'_> {
+    fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
+        if self.seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == self.on_call {
+            let _ = std::fs::remove_file(self.dir.join("ctr1@eth0"));
+        }
+        self.inner.exec(plugin, stdin, env)
+    }
+
+    fn find(&self, name: &str, paths: &[PathBuf]) -> Result<PathBuf, InvokeError> {
+        self.inner.find(name, paths)
+    }
+}
+
+#[test]
+fn a_result_that_cannot_be_recorded_rolls_back_like_a_failure() {
+    let w = World::new("unrecorded");
+    let fake = FakeExec::default();
+    for a in ["198.18.0.2/24", "198.18.1.2/24", "198.18.2.2/24"] {
+        fake.reply(ok_result(a));
+    }
+    let exec = LosesState { inner: &fake, dir: w.dir.clone(), on_call: 2, seen: Default::default() };
+    let a = Attacher { exec: &exec, paths: vec!["/opt/cni/bin".into()], store: StateStore::open(&w.dir).unwrap() };
+    let e = a.add(&call(), &three()).unwrap_err();
+    assert_eq!(e.code, 5, "{e:?}");
+    assert!(e.msg.starts_with("delegate 1 (network \"ptpnet\", type \"ptp\", interface net1) failed"), "{}", e.msg);
+    assert!(e.msg.contains("its result could not be recorded"), "{}", e.msg);
+    let order: Vec<String> = calls(&fake).into_iter().map(|c| format!("{} {} {}", c.0, c.1, c.2)).collect();
+    assert_eq!(order, ["bridge ADD eth0", "ptp ADD net1", "ptp DEL net1", "bridge DEL eth0"]);
     assert!(a.store.keys().unwrap().is_empty());
 }
