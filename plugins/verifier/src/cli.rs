@@ -72,7 +72,8 @@ fn read_input(bytes: &[u8]) -> Result<(cni_types::Result, Option<String>), Strin
 }
 
 fn default_ifname(result: &cni_types::Result, netns: &str) -> String {
-    result.interfaces.iter().find(|i| i.sandbox == netns).map_or_else(|| "eth0".to_string(), |i| i.name.clone())
+    let in_netns = crate::inspect::sandbox_matcher(netns);
+    result.interfaces.iter().find(|i| in_netns(&i.sandbox)).map_or_else(|| "eth0".to_string(), |i| i.name.clone())
 }
 
 fn print(report: &Report, netns: &str, out: &mut dyn Write) -> std::io::Result<()> {

@@ -76,10 +76,7 @@ pub fn inspect(
     settle: Settle,
 ) -> Result<Report, InspectError> {
     let deadline = Instant::now() + settle.limit;
-    let target = netns::identity(Path::new(netns_path)).ok();
-    let is_container = |sandbox: &str| {
-        sandbox == netns_path || (target.is_some() && netns::identity(Path::new(sandbox)).ok() == target)
-    };
+    let is_container = sandbox_matcher(netns_path);
     let wants_host = options.check_host && result.interfaces.iter().any(|i| i.sandbox.is_empty());
     let mut readings = 0;
     loop {
@@ -102,6 +99,15 @@ pub fn inspect(
             return Ok(Report { items, readings });
         }
         std::thread::sleep(RETRY_PAUSE.min(deadline - now));
+    }
+}
+
+/// Whether a result's `sandbox` names the namespace at `netns_path`: the same path, or the same
+/// namespace by device and inode (`/proc/<pid>/ns/net` and `/run/netns/x` may be one).
+pub fn sandbox_matcher(netns_path: &str) -> impl Fn(&str) -> bool + '_ {
+    let target = netns::identity(Path::new(netns_path)).ok();
+    move |sandbox: &str| {
+        sandbox == netns_path || (target.is_some() && netns::identity(Path::new(sandbox)).ok() == target)
     }
 }
 
