@@ -6,14 +6,12 @@ use cni_skel::invoke::FakeExec;
 use cni_types::config::GcAttachment;
 use cni_types::{NetConf, NetConfList};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-fn vec_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/cni-vectors/generated/libcni/flow")
-}
+mod common;
 
 fn load(name: &str) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(vec_dir().join(name)).unwrap()).unwrap()
+    common::vector_json(&format!("generated/libcni/flow/{name}"))
 }
 
 fn unbase64(s: &str) -> Vec<u8> {
@@ -207,8 +205,7 @@ fn cache_config_field_is_the_raw_list() {
 
 #[test]
 fn upstream_libcni_tests() {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/cni-vectors/upstream/libcni-tests.json");
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let v = common::vector_json("upstream/libcni-tests.json");
     for c in v["versionSelection"].as_array().unwrap() {
         let got = NetConfList::parse(&serde_json::to_vec(&c["conf"]).unwrap());
         match c.get("selected") {

@@ -6,11 +6,11 @@ use cni_skel::{run, CmdArgs, Plugin, TestEnv};
 use cni_types::CniError;
 use serde_json::Value;
 use std::cell::RefCell;
-use std::path::Path;
+
+mod common;
 
 fn vector(rel: &str) -> Value {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/cni-vectors").join(rel);
-    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+    common::vector_json(rel)
 }
 
 struct Recorder {
@@ -166,8 +166,7 @@ fn dispatch_cases() {
 
 #[test]
 fn version_output_is_byte_exact() {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/cni-vectors/generated/skel/version-all.stdout");
-    let want = std::fs::read_to_string(p).unwrap();
+    let want = common::vector_text("generated/skel/version-all.stdout");
     let mut env = TestEnv::new([("CNI_COMMAND", "VERSION")], b"");
     assert_eq!(run(&Minimal(cni_types::version::ALL.iter().map(|s| s.to_string()).collect()), &mut env), 0);
     assert_eq!(env.stdout_text(), want);

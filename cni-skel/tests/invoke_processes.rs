@@ -140,9 +140,10 @@ echo "{\"cniVersion\":\"1.0.0\",\"supportedVersions\":[\"0.4.0\",\"1.0.0\"],\"se
     assert_eq!(invoke::version_info(&RawExec::default(), &old).unwrap().supported_versions, vec!["0.1.0"]);
 }
 
+mod common;
+
 fn vector() -> Value {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/cni-vectors/upstream/invoke-tests.json");
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    common::vector_json("upstream/invoke-tests.json")
 }
 
 #[test]

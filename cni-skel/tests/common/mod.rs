@@ -1,0 +1,25 @@
+//! The shared CNI test vectors, read in place from `shared/cni-vectors` beside the checkout.
+
+use std::path::{Path, PathBuf};
+
+/// The path of one vector file.
+pub fn vector_path(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/cni-vectors").join(rel)
+}
+
+/// One vector file's text; a missing file fails with where it was looked for.
+pub fn vector_text(rel: &str) -> String {
+    let p = vector_path(rel);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (the tests read the shared vectors in place: shared/ must sit beside the checkout)",
+            p.display()
+        )
+    })
+}
+
+/// One vector file as JSON.
+#[allow(dead_code)]
+pub fn vector_json(rel: &str) -> serde_json::Value {
+    serde_json::from_str(&vector_text(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
