@@ -1,4 +1,4 @@
-//! The shared CNI test vectors (`../shared/cni-vectors`), read in place.
+//! The CNI test vectors of the Go reference library, kept in the repository at `testdata/cni-vectors`.
 //!
 //! Every file of the vector tree is claimed below, either by a reader in this file or as
 //! belonging to `cni-skel`'s tests; `every_vector_file_is_claimed` fails when a new file appears
@@ -14,7 +14,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/cni-vectors")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/cni-vectors")
 }
 
 fn read(rel: &str) -> String {

@@ -1,10 +1,10 @@
-//! The shared CNI test vectors, read in place from `shared/cni-vectors` beside the checkout.
+//! The CNI test vectors of the Go reference library, kept in the repository at `testdata/cni-vectors`.
 
 use std::path::{Path, PathBuf};
 
 /// The path of one vector file.
 pub fn vector_path(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/cni-vectors").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/cni-vectors").join(rel)
 }
 
 /// One vector file's text; a missing file fails with where it was looked for.
@@ -12,7 +12,7 @@ pub fn vector_text(rel: &str) -> String {
     let p = vector_path(rel);
     std::fs::read_to_string(&p).unwrap_or_else(|e| {
         panic!(
-            "{}: {e} (the tests read the shared vectors in place: shared/ must sit beside the checkout)",
+            "{}: {e} (the vectors live in testdata/cni-vectors of the repository)",
             p.display()
         )
     })
