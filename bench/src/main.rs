@@ -85,7 +85,7 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>) -> Result<bool, Stri
 
 /// The plugins' allocator, so in-process figures (the merge) are what a plugin sees.
 #[global_allocator]
-static ALLOC: cni_skel::alloc::PluginAlloc = cni_skel::alloc::PluginAlloc::new();
+static ALLOC: braid_alloc::PluginAlloc = braid_alloc::PluginAlloc::new();
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -2,7 +2,7 @@
 //! `cni_skel` invoke machinery (every `CNI_*` variable set, config on stdin) for braid's
 //! plugins and the reference plugins alike, timed from spawn to reap.
 
-use cni_skel::invoke::{Exec, RawExec, Request};
+use cni_runtime::invoke::{Exec, RawExec, Request};
 use cni_types::version::Command;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -1,31 +1,28 @@
-//! What every braid plugin needs, so that a correct CNI plugin is a trait implementation and a
-//! one-line `main`.
+//! What a CNI plugin needs, so that a correct plugin is a trait implementation and a one-line
+//! `main` — the Rust counterpart of the Go library's `pkg/skel` (with `pkg/ns`'s namespace
+//! entry).
 //!
-//! * [`alloc`]: the small-object allocator plugin binaries install (fast under musl).
-//! * [`attach`]: the crash-safe multi-delegate engine below the delegator and the merger.
-//! * [`chain`]: running conflists with libcni semantics and its result cache.
-//! * [`child_io`]: a child's three pipes and its exit, on the calling thread, with a deadline.
-//! * [`delegates`]: reading a meta-plugin's `delegates` key and validating the plan.
-//! * [`dispatch`]: the Go-exact dispatcher ([`Plugin`], [`run`], [`main`]).
-//! * [`env`](mod@env): the injected environment (real and test).
-//! * [`keys`]: a plugin's own configuration keys, with errors that name them.
-//! * [`invoke`]: finding and running other plugins, with timeouts.
+//! * [`dispatch`]: the dispatcher that behaves exactly like Go's `skel.PluginMainFuncs`
+//!   ([`Plugin`], [`run`], [`main`], [`CmdArgs`]).
+//! * [`env`](mod@env): the injected environment (the process's, or a test's).
 //! * [`netns`]: running work inside a network namespace on a dedicated thread.
-//! * [`state`]: crash-safe, locked per-attachment state files.
+//! * [`keys`]: reading a plugin's own configuration keys, with errors that name them.
 //! * [`log`](mod@log): logging that never touches stdout.
+//! * [`testing`] (feature `testing`): a CNI environment builder, a temporary named network
+//!   namespace removed on drop, and the root-or-skip rule for namespace tests.
+//!
+//! A plugin that runs other plugins (a meta-plugin, a runtime) also needs `cni-runtime`;
+//! braid's own meta-plugins build on `braid-attach`. `cni_types` and `serde_json` are
+//! re-exported so a plugin's `Cargo.toml` needs only this crate.
+#![forbid(unsafe_code)]
 
-pub mod alloc;
-pub mod attach;
-pub mod chain;
-pub mod child_io;
-pub mod delegates;
 pub mod dispatch;
 pub mod env;
-pub mod invoke;
 pub mod keys;
 pub mod log;
 pub mod netns;
-pub mod state;
 
+pub use cni_types;
 pub use dispatch::{main, run, CmdArgs, Plugin};
 pub use env::{Environment, ProcessEnv, TestEnv};
+pub use serde_json;

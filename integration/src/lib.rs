@@ -1,5 +1,5 @@
 //! The integration harness: throwaway "host" and "container" network namespaces, the test acting
-//! as the runtime (conflists run through `cni_skel::chain` inside the host namespace), and
+//! as the runtime (conflists run through `cni_runtime::chain` inside the host namespace), and
 //! inspection of the kernel's state with iproute2's JSON output.
 //!
 //! Nothing here touches the machine's own network namespace: every plugin runs on a thread that
@@ -8,8 +8,8 @@
 // Test support: failing loudly (panicking) is how it reports a broken environment to a test.
 #![allow(clippy::print_stderr, clippy::panic)]
 
-use cni_skel::chain::{Chain, ChainError, RuntimeConf};
-use cni_skel::invoke::RawExec;
+use cni_runtime::chain::{Chain, ChainError, RuntimeConf};
+use cni_runtime::invoke::RawExec;
 use cni_types::result::AnyResult;
 use cni_types::NetConfList;
 use serde_json::Value;
@@ -280,10 +280,10 @@ impl Harness {
         command: cni_types::version::Command,
         rt: &RuntimeConf,
         stdin: &[u8],
-    ) -> Result<Vec<u8>, cni_skel::invoke::InvokeError> {
-        use cni_skel::invoke::Exec;
+    ) -> Result<Vec<u8>, cni_runtime::invoke::InvokeError> {
+        use cni_runtime::invoke::Exec;
         let (timeout, paths) = (self.timeout, self.paths.clone());
-        let req = cni_skel::invoke::Request {
+        let req = cni_runtime::invoke::Request {
             command,
             container_id: rt.container_id.clone(),
             netns: rt.netns.clone(),

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use braid_integration::{require_root, unique, Harness, Netns};
-use cni_skel::chain::RuntimeConf;
+use cni_runtime::chain::RuntimeConf;
 use cni_types::version::Command;
 use serde_json::{json, Value};
 
@@ -75,7 +75,7 @@ impl Attached {
 
     /// The verifier's CHECK with the chain's final result as prevResult, as the runtime calls it
     /// (upstream CHECKs earlier in the chain may stop a chain CHECK before it gets there).
-    fn verifier_check(&self) -> Result<Vec<u8>, cni_skel::invoke::InvokeError> {
+    fn verifier_check(&self) -> Result<Vec<u8>, cni_runtime::invoke::InvokeError> {
         let conf = json!({"cniVersion": "1.1.0", "name": "n", "type": "verifier", "settleMs": 200, "prevResult": cni_types::AnyResult::V1(self.result.clone()).to_value()});
         self.h.exec_plugin("verifier", Command::Check, &self.rt, &serde_json::to_vec(&conf).unwrap())
     }
@@ -84,7 +84,7 @@ impl Attached {
     fn assert_detected(self, what: &str, expect: &str) {
         assert!(self.h.check(&self.list, &self.rt).is_err(), "{what}: the chain's CHECK passed");
         let cause = match self.verifier_check() {
-            Err(cni_skel::invoke::InvokeError::Plugin(e)) => e,
+            Err(cni_runtime::invoke::InvokeError::Plugin(e)) => e,
             other => panic!("{what}: expected the verifier to fail, got {other:?}"),
         };
         assert_eq!(cause.code, 120, "{what}: {cause:?}");
@@ -305,7 +305,7 @@ fn one_one_fields_are_compared() {
     lie["routes"][0]["priority"] = json!(60);
     lie["routes"][1]["scope"] = json!(0);
     let e = match h.exec_plugin("verifier", Command::Check, &rt, &conf(&lie, json!({}))) {
-        Err(cni_skel::invoke::InvokeError::Plugin(e)) => e,
+        Err(cni_runtime::invoke::InvokeError::Plugin(e)) => e,
         other => panic!("expected a plugin error, got {other:?}"),
     };
     assert_eq!(e.code, 120);
@@ -319,7 +319,7 @@ fn one_one_fields_are_compared() {
     }
     // Upstream-compatible route checks ignore what upstream ignores (but not the MTU of a link).
     let e = match h.exec_plugin("verifier", Command::Check, &rt, &conf(&lie, json!({"routeChecks": "upstream"}))) {
-        Err(cni_skel::invoke::InvokeError::Plugin(e)) => e,
+        Err(cni_runtime::invoke::InvokeError::Plugin(e)) => e,
         other => panic!("expected a plugin error, got {other:?}"),
     };
     assert!(e.details.contains("route 198.19.90.0/24 via 198.18.90.1 missing from table main"), "{}", e.details);
@@ -345,7 +345,7 @@ fn refusals_and_missing_namespaces() {
         rt,
         &serde_json::to_vec(conf).unwrap(),
     ) {
-        Err(cni_skel::invoke::InvokeError::Plugin(e)) => e,
+        Err(cni_runtime::invoke::InvokeError::Plugin(e)) => e,
         other => panic!("expected a plugin error, got {other:?}"),
     };
     // Not chained.

@@ -1,4 +1,4 @@
-//! A minimal CNI runtime (like `cnitool`) on top of `cni_skel::chain`, for the demo and for
+//! A minimal CNI runtime (like `cnitool`) on top of `cni_runtime::chain`, for the demo and for
 //! operators poking at a conflist by hand. It runs plugins in the namespace it is started in.
 //!
 //! ```text
@@ -7,8 +7,8 @@
 //! ```
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use cni_skel::chain::{load_list, Chain, RuntimeConf};
-use cni_skel::invoke::RawExec;
+use cni_runtime::chain::{load_list, Chain, RuntimeConf};
+use cni_runtime::invoke::RawExec;
 use std::path::PathBuf;
 use std::time::Duration;
 

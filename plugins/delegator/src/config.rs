@@ -1,6 +1,6 @@
 //! The delegator's configuration and the attachment plan, validated before anything runs.
 
-use cni_skel::attach::Delegate;
+use braid_attach::attach::Delegate;
 use cni_types::error::{DECODING_FAILURE, INVALID_NETWORK_CONFIG};
 use cni_types::{CniError, NetConf};
 use std::path::PathBuf;
@@ -39,16 +39,16 @@ impl Config {
     /// delegate's interface).
     pub fn parse(stdin: &[u8], ifname: &str) -> Result<Config, CniError> {
         let conf = NetConf::parse(stdin).map_err(|e| CniError::new(DECODING_FAILURE, e.to_string()))?;
-        let state_dir = cni_skel::delegates::state_dir(&conf, "/var/lib/cni/delegator")?;
+        let state_dir = braid_attach::delegates::state_dir(&conf, "/var/lib/cni/delegator")?;
         let result = cni_skel::keys::choice(
             &conf,
             "result",
             &[("primary", ResultMode::Primary), ("merged", ResultMode::Merged)],
             ResultMode::Primary,
         )?;
-        let timeout = cni_skel::delegates::timeout(&conf)?;
+        let timeout = braid_attach::delegates::timeout(&conf)?;
         let first = ifname.to_string();
-        let delegates = cni_skel::delegates::parse(&conf, &|i| if i == 0 { first.clone() } else { format!("net{i}") })?;
+        let delegates = braid_attach::delegates::parse(&conf, &|i| if i == 0 { first.clone() } else { format!("net{i}") })?;
         let cfg = Config { conf, delegates, state_dir, result, timeout };
         cfg.validate()?;
         Ok(cfg)

@@ -6,7 +6,7 @@ mod plugin;
 
 /// Plugins live for milliseconds: keep small blocks instead of handing them back to the kernel.
 #[global_allocator]
-static ALLOC: cni_skel::alloc::PluginAlloc = cni_skel::alloc::PluginAlloc::new();
+static ALLOC: braid_alloc::PluginAlloc = braid_alloc::PluginAlloc::new();
 
 fn main() {
     std::process::exit(cni_skel::main(&plugin::Delegator));

@@ -1,10 +1,10 @@
 //! The CNI commands of the delegator, on top of the shared attach engine.
 
 use crate::config::{Config, ResultMode};
-use cni_skel::attach::{Attacher, Call};
-use cni_skel::invoke::RawExec;
+use braid_attach::attach::{Attacher, Call};
+use cni_runtime::invoke::RawExec;
 use cni_skel::log::Logger;
-use cni_skel::state::StateStore;
+use braid_attach::state::StateStore;
 use cni_skel::{CmdArgs, Plugin};
 use cni_types::merge::{merge, Attachment};
 use cni_types::CniError;

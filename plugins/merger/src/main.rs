@@ -1,10 +1,10 @@
 //! `merger`: a chained plugin that attaches its own delegates (net1, net2, …) and merges their
 //! results with `prevResult` into one result. See README.md for every key and the algorithm.
 
-use cni_skel::attach::{Attacher, Call, Delegate};
-use cni_skel::invoke::RawExec;
+use braid_attach::attach::{Attacher, Call, Delegate};
+use cni_runtime::invoke::RawExec;
 use cni_skel::log::Logger;
-use cni_skel::state::StateStore;
+use braid_attach::state::StateStore;
 use cni_skel::{CmdArgs, Plugin};
 use cni_types::error::{DECODING_FAILURE, INVALID_NETWORK_CONFIG, IO_FAILURE};
 use cni_types::merge::{check_expressible, merge, Attachment};
@@ -32,7 +32,7 @@ impl Config {
         let delegates = match conf.get("delegates") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(a)) if a.is_empty() => Vec::new(),
-            Some(_) => cni_skel::delegates::parse(&conf, &|i| format!("net{}", i + 1))?,
+            Some(_) => braid_attach::delegates::parse(&conf, &|i| format!("net{}", i + 1))?,
         };
         if let Some((i, d)) = delegates.iter().enumerate().find(|(_, d)| d.ifname == args.ifname) {
             return Err(invalid(format!(
@@ -41,8 +41,8 @@ impl Config {
                 d.ifname
             )));
         }
-        let dir = cni_skel::delegates::state_dir(&conf, "/var/lib/cni/merger")?;
-        let timeout = cni_skel::delegates::timeout(&conf)?;
+        let dir = braid_attach::delegates::state_dir(&conf, "/var/lib/cni/merger")?;
+        let timeout = braid_attach::delegates::timeout(&conf)?;
         let store = StateStore::open(dir).map_err(|e| CniError::new(IO_FAILURE, e.to_string()))?;
         Ok(Config { conf, delegates, store, timeout })
     }
@@ -141,7 +141,7 @@ impl Plugin for Merger {
 
 /// Plugins live for milliseconds: keep small blocks instead of handing them back to the kernel.
 #[global_allocator]
-static ALLOC: cni_skel::alloc::PluginAlloc = cni_skel::alloc::PluginAlloc::new();
+static ALLOC: braid_alloc::PluginAlloc = braid_alloc::PluginAlloc::new();
 
 fn main() {
     std::process::exit(cni_skel::main(&Merger));

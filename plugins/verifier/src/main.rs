@@ -11,7 +11,7 @@ mod verify;
 
 /// Plugins live for milliseconds: keep small blocks instead of handing them back to the kernel.
 #[global_allocator]
-static ALLOC: cni_skel::alloc::PluginAlloc = cni_skel::alloc::PluginAlloc::new();
+static ALLOC: braid_alloc::PluginAlloc = braid_alloc::PluginAlloc::new();
 
 fn main() {
     // Runtimes exec plugins without arguments; any argument selects the operators' mode.

@@ -2,9 +2,9 @@
 //! from configuration, CHECK, GC.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use cni_skel::attach::{decode_state, Attacher, Call, Delegate, DelegateConfig};
-use cni_skel::invoke::{Exec, FakeExec, InvokeError};
-use cni_skel::state::{Key, StateStore};
+use braid_attach::attach::{decode_state, Attacher, Call, Delegate, DelegateConfig};
+use cni_runtime::invoke::{Exec, FakeExec, InvokeError};
+use braid_attach::state::{Key, StateStore};
 use cni_types::config::GcAttachment;
 use cni_types::{CniError, NetConf};
 use serde_json::{json, Value};

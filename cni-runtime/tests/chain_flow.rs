@@ -1,13 +1,14 @@
 //! `generated/libcni/flow/*`: a full runtime flow through `chain`, against a recording exec.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use cni_skel::chain::{build_one_config, Chain, RuntimeConf};
-use cni_skel::invoke::FakeExec;
+use cni_runtime::chain::{build_one_config, Chain, RuntimeConf};
+use cni_runtime::invoke::FakeExec;
 use cni_types::config::GcAttachment;
 use cni_types::{NetConf, NetConfList};
 use serde_json::Value;
 use std::path::PathBuf;
 
+#[path = "../../cni-skel/tests/common/mod.rs"]
 mod common;
 
 fn load(name: &str) -> Value {
@@ -156,7 +157,7 @@ fn add_error_is_wrapped_and_keeps_its_code() {
     let calls = f.flow["ADD.calls"].as_array().unwrap();
     exec.reply(Ok(serde_json::to_vec(&calls[1]["stdin"]["prevResult"]).unwrap()));
     let typed = &f.flow["ADD-with-tuning-error.typedError"];
-    exec.reply(Err(cni_skel::invoke::InvokeError::Plugin(serde_json::from_value(typed.clone()).unwrap())));
+    exec.reply(Err(cni_runtime::invoke::InvokeError::Plugin(serde_json::from_value(typed.clone()).unwrap())));
     let e = f.chain(&exec).add(&f.list, &f.rt).unwrap_err();
     assert_eq!(e.msg, f.flow["ADD-with-tuning-error.error"].as_str().unwrap());
     assert_eq!(e.cause.unwrap().code, typed["code"].as_u64().unwrap() as u32);
@@ -220,9 +221,9 @@ fn upstream_libcni_tests() {
             Some(o) => o.as_bytes().to_vec(),
             None => br#"{"name":"x","type":"y"}"#.to_vec(),
         };
-        let mut got = cni_skel::chain::inject_conf(&orig, c["inject"].as_object().unwrap());
+        let mut got = cni_runtime::chain::inject_conf(&orig, c["inject"].as_object().unwrap());
         if let (Ok(bytes), Some(then)) = (&got, c.get("then_inject")) {
-            got = cni_skel::chain::inject_conf(bytes, then.as_object().unwrap());
+            got = cni_runtime::chain::inject_conf(bytes, then.as_object().unwrap());
         }
         match c.get("error") {
             Some(e) => assert_eq!(got.unwrap_err(), e.as_str().unwrap()),

@@ -1,7 +1,7 @@
 //! `invoke` against real child processes (small shell scripts), and `upstream/invoke-tests.json`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use cni_skel::invoke::{self, find_in_path, Exec, InvokeError, RawExec, Request};
+use cni_runtime::invoke::{self, find_in_path, Exec, InvokeError, RawExec, Request};
 use cni_types::version::Command;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
@@ -140,6 +140,7 @@ echo "{\"cniVersion\":\"1.0.0\",\"supportedVersions\":[\"0.4.0\",\"1.0.0\"],\"se
     assert_eq!(invoke::version_info(&RawExec::default(), &old).unwrap().supported_versions, vec!["0.1.0"]);
 }
 
+#[path = "../../cni-skel/tests/common/mod.rs"]
 mod common;
 
 fn vector() -> Value {

@@ -14,7 +14,7 @@
 //!
 //! ```
 //! #[global_allocator]
-//! static ALLOC: cni_skel::alloc::PluginAlloc = cni_skel::alloc::PluginAlloc::new();
+//! static ALLOC: braid_alloc::PluginAlloc = braid_alloc::PluginAlloc::new();
 //!
 //! fn main() {
 //!     let v: Vec<String> = (0..100).map(|i| i.to_string()).collect();

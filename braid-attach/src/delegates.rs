@@ -26,7 +26,7 @@ fn load_by_name(dir: &Path, name: &str) -> Result<NetConfList, CniError> {
     files.sort();
     for ext in [&["conflist"][..], &["conf", "json"][..]] {
         for f in files.iter().filter(|f| f.extension().and_then(|e| e.to_str()).is_some_and(|e| ext.contains(&e))) {
-            if let Ok(list) = crate::chain::load_list(f) {
+            if let Ok(list) = cni_runtime::chain::load_list(f) {
                 if list.name == name {
                     return Ok(list);
                 }

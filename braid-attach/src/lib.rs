@@ -1,0 +1,20 @@
+//! The attach engine below braid's meta-plugins (the delegator and the merger): attach a list
+//! of delegate networks to one container crash-safely, and undo exactly what was done.
+//!
+//! Plugin authors writing an ordinary plugin need none of this; it is for meta-plugins that
+//! run other plugins on a container's behalf and must never leak what those plugins created.
+//!
+//! * [`meta`]: the configuration every meta-plugin shares (`delegates`, `stateDir`,
+//!   `timeout`) and the one setup both plugins run for every command.
+//! * [`delegates`]: reading the `delegates` key and validating the plan before anything runs.
+//! * [`attach`]: the engine — plan made durable first, rollback in reverse, DEL and CHECK from
+//!   the recorded plan.
+//! * [`state`]: the on-disk format of that plan ([`state::Plan`]) and the locked, private,
+//!   crash-safe files that hold it.
+#![forbid(unsafe_code)]
+
+pub mod attach;
+pub mod delegates;
+pub mod state;
+
+pub use attach::{Attacher, Delegate, DelegateConfig};

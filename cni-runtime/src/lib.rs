@@ -1,0 +1,24 @@
+//! Running CNI plugins the way a runtime does — for runtimes, test harnesses and meta-plugins,
+//! not for a plugin that only configures a namespace (that needs [`cni-skel`] alone).
+//!
+//! * [`invoke`]: finding a plugin in `CNI_PATH` and executing it with an explicit CNI
+//!   environment and a timeout — the Go library's `pkg/invoke`.
+//! * [`chain`]: running a conflist with libcni's semantics (`libcni/api.go`: `AddNetworkList`,
+//!   `CheckNetworkList`, `DelNetworkList`, `GCNetworkList`, `GetStatusNetworkList`) and its
+//!   `cniCacheV1` result cache.
+//! * [`child_io`]: a child's three pipes and its exit, served on the calling thread with a
+//!   deadline (no helper threads).
+//!
+//! With the `testing` feature, [`invoke::FakeExec`] records calls and answers from a script.
+//!
+//! [`cni-skel`]: https://docs.rs/cni-skel
+//!
+//! The one `unsafe` block family is in [`child_io`]: `pidfd_open(2)`, which neither std (its
+//! `PidFd` is unstable) nor nix 0.31 wraps; its SAFETY argument is at the call.
+
+pub mod chain;
+pub mod child_io;
+pub mod invoke;
+
+pub use chain::{Chain, ChainError, RuntimeConf};
+pub use invoke::{Exec, InvokeError, RawExec};

@@ -1,0 +1,95 @@
+//! Namespace entry against the real kernel.
+//!
+//! Namespace tests need root. Without it they print a loud SKIPPED line; with
+//! `BRAID_REQUIRE_ROOT_TESTS=1` (set by `.ci/run`) they fail instead. They create namespaces of
+//! their own with unique names and remove them on drop, even when a test panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs, clippy::print_stderr)]
+
+use cni_skel::netns;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// True when the test may go on; false (after a loud line) when it must skip.
+fn need_root(test: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    if std::env::var("BRAID_REQUIRE_ROOT_TESTS").is_ok_and(|v| v == "1") {
+        panic!("{test} needs root and BRAID_REQUIRE_ROOT_TESTS=1 forbids skipping");
+    }
+    eprintln!("\n*** SKIPPED {test}: needs root (network namespaces) ***\n");
+    false
+}
+
+/// A named network namespace, deleted on drop.
+struct TempNetns {
+    name: String,
+}
+
+impl TempNetns {
+    fn new(tag: &str) -> TempNetns {
+        let name =
+            format!("braid-t-{tag}-{}-{}", std::process::id(), std::time::UNIX_EPOCH.elapsed().unwrap().subsec_nanos());
+        let ok = Command::new("ip").args(["netns", "add", &name]).status().unwrap().success();
+        assert!(ok, "ip netns add {name}");
+        TempNetns { name }
+    }
+
+    fn path(&self) -> PathBuf {
+        PathBuf::from(format!("/run/netns/{}", self.name))
+    }
+
+    fn exec(&self, args: &[&str]) -> String {
+        let out = Command::new("ip").args(["netns", "exec", &self.name]).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for TempNetns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "delete", &self.name]).status();
+    }
+}
+
+#[test]
+fn run_in_enters_only_the_worker_thread() {
+    if !need_root("run_in_enters_only_the_worker_thread") {
+        return;
+    }
+    let ns = TempNetns::new("enter");
+    // Something to recognise the namespace by.
+    ns.exec(&["ip", "link", "add", "braidprobe0", "type", "veth", "peer", "name", "braidprobe1"]);
+    let before = netns::current_identity().unwrap();
+    let (inside_id, links) = netns::run_in(&ns.path(), || {
+        let id = netns::current_identity().unwrap();
+        // The thread's own view of its network namespace lists the namespace's links.
+        let links = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap();
+        (id, links)
+    })
+    .unwrap();
+    assert_eq!(inside_id, netns::identity(&ns.path()).unwrap());
+    assert_ne!(inside_id, before);
+    assert!(links.contains("braidprobe0"), "worker thread is not in the namespace: {links}");
+    let here = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap();
+    assert!(!here.contains("braidprobe0"));
+    assert_eq!(netns::current_identity().unwrap(), before, "the calling thread must stay where it was");
+}
+
+#[test]
+fn run_in_reports_missing_and_non_namespace_paths() {
+    let missing = netns::run_in(Path::new("/run/netns/braid-does-not-exist"), || ()).unwrap_err();
+    assert!(missing.is_missing());
+    assert!(missing.to_string().starts_with("failed to open netns \"/run/netns/braid-does-not-exist\""), "{missing}");
+    let tmp = std::env::temp_dir().join(format!("braid-notns-{}", std::process::id()));
+    std::fs::write(&tmp, b"x").unwrap();
+    let not = netns::run_in(&tmp, || ()).unwrap_err();
+    assert!(not.to_string().starts_with("unknown FS magic on"), "{not}");
+    std::fs::remove_file(&tmp).unwrap();
+}
+
