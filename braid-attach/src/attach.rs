@@ -16,9 +16,9 @@
 //!   corrupt one, the configured delegates are deleted best-effort, so IPAM is released.
 //! * One lock per container serialises ADD/DEL of that container.
 
+use crate::state::{Key, StateStore};
 use cni_runtime::chain::{build_one_config, Chain, RuntimeConf};
 use cni_runtime::invoke::{self, Exec, InvokeError, Request};
-use crate::state::{Key, StateStore};
 use cni_types::config::GcAttachment;
 use cni_types::result::AnyResult;
 use cni_types::version::{self, Command};

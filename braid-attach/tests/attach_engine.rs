@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use braid_attach::attach::{decode_state, Attacher, Call, Delegate, DelegateConfig};
-use cni_runtime::invoke::{Exec, FakeExec, InvokeError};
 use braid_attach::state::{Key, StateStore};
+use cni_runtime::invoke::{Exec, FakeExec, InvokeError};
 use cni_types::config::GcAttachment;
 use cni_types::{CniError, NetConf};
 use serde_json::{json, Value};

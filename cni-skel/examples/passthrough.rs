@@ -15,7 +15,7 @@ impl Plugin for Passthrough {
         Some("braid example passthrough plugin".into())
     }
 
-    fn add(&self, args: &CmdArgs) -> Result<cni_types::Result, CniError> {
+    fn add(&self, args: &CmdArgs) -> Result<cni_types::CniResult, CniError> {
         let conf = args.conf()?;
         let prev = conf
             .prev_result()

@@ -67,7 +67,7 @@ pub trait Plugin {
     }
 
     /// ADD: returns the result in the 1.1 model; the skel prints it in the config's version.
-    fn add(&self, args: &CmdArgs) -> Result<cni_types::Result, CniError>;
+    fn add(&self, args: &CmdArgs) -> Result<cni_types::CniResult, CniError>;
 
     /// DEL: must succeed when what it would remove is already gone.
     fn del(&self, args: &CmdArgs) -> Result<(), CniError>;

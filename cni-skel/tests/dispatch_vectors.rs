@@ -44,7 +44,7 @@ impl Plugin for Recorder {
     fn about(&self) -> Option<String> {
         self.about.clone()
     }
-    fn add(&self, args: &CmdArgs) -> Result<cni_types::Result, CniError> {
+    fn add(&self, args: &CmdArgs) -> Result<cni_types::CniResult, CniError> {
         self.act("ADD", args)?;
         Ok(sample_result())
     }
@@ -70,7 +70,7 @@ impl Plugin for Minimal {
     fn supported_versions(&self) -> Vec<String> {
         self.0.clone()
     }
-    fn add(&self, _: &CmdArgs) -> Result<cni_types::Result, CniError> {
+    fn add(&self, _: &CmdArgs) -> Result<cni_types::CniResult, CniError> {
         panic!("ADD must not be called")
     }
     fn del(&self, _: &CmdArgs) -> Result<(), CniError> {
@@ -78,7 +78,7 @@ impl Plugin for Minimal {
     }
 }
 
-fn sample_result() -> cni_types::Result {
+fn sample_result() -> cni_types::CniResult {
     let r = cni_types::AnyResult::create("1.1.0", br#"{"cniVersion":"1.1.0","ips":[{"address":"10.0.0.2/24"}]}"#);
     r.unwrap().to_latest()
 }
@@ -201,7 +201,7 @@ impl Plugin for Returns {
     fn supported_versions(&self) -> Vec<String> {
         self.0.clone()
     }
-    fn add(&self, _: &CmdArgs) -> Result<cni_types::Result, CniError> {
+    fn add(&self, _: &CmdArgs) -> Result<cni_types::CniResult, CniError> {
         Err(self.1.clone())
     }
     fn del(&self, _: &CmdArgs) -> Result<(), CniError> {

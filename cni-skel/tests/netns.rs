@@ -92,4 +92,3 @@ fn run_in_reports_missing_and_non_namespace_paths() {
     assert!(not.to_string().starts_with("unknown FS magic on"), "{not}");
     std::fs::remove_file(&tmp).unwrap();
 }
-

@@ -32,4 +32,4 @@ pub use conflist::NetConfList;
 pub use decode::DecodeError;
 pub use error::CniError;
 pub use ip::{IpNet, Mac};
-pub use result::{AnyResult, Result};
+pub use result::{AnyResult, CniResult};

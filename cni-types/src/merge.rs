@@ -16,7 +16,7 @@
 //!   guessing of gateways across families;
 //! * DNS: ordered unions of nameservers, search and options; `domain` is the first non-empty.
 
-use crate::result::{AnyResult, Dns, Interface, Result};
+use crate::result::{AnyResult, CniResult, Dns, Interface};
 use std::collections::HashSet;
 use std::fmt;
 
@@ -35,14 +35,14 @@ pub struct Attachment<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Merged {
     /// One 1.1.0 result.
-    pub result: Result,
+    pub result: CniResult,
     /// One line per repaired IP index or synthesised interface, naming the attachment.
     pub warnings: Vec<String>,
 }
 
 /// Merges attachments in order (see the module documentation for the rules).
 pub fn merge(attachments: &[Attachment<'_>]) -> Merged {
-    let mut out = Result { cni_version: crate::version::CURRENT.to_string(), ..Result::default() };
+    let mut out = CniResult { cni_version: crate::version::CURRENT.to_string(), ..CniResult::default() };
     let mut warnings = Vec::new();
     let mut seen_routes = HashSet::new();
     for (n, a) in attachments.iter().enumerate() {
@@ -143,7 +143,7 @@ impl std::error::Error for Inexpressible {}
 
 /// Refuses, before anything runs, a merge whose output version cannot carry it: legacy
 /// versions (0.1.0/0.2.0) can hold one attachment only.
-pub fn check_expressible(version: &str, attachments: usize) -> std::result::Result<(), Inexpressible> {
+pub fn check_expressible(version: &str, attachments: usize) -> Result<(), Inexpressible> {
     let legacy = crate::version::Family::of(version) == Some(crate::version::Family::Legacy);
     if legacy && attachments > 1 {
         return Err(Inexpressible { version: version.to_string(), attachments });

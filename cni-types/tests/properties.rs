@@ -4,7 +4,7 @@
 
 use cni_types::args::{load_args, ArgKind, ArgSpec};
 use cni_types::result::{
-    AnyResult, Dns, Interface, InterfaceV04, IpConfig, IpConfigLegacy, IpConfigV04, Result, ResultLegacy, ResultV04,
+    AnyResult, CniResult, Dns, Interface, InterfaceV04, IpConfig, IpConfigLegacy, IpConfigV04, ResultLegacy, ResultV04,
     Route,
 };
 use cni_types::version::{self, Version, VersionInfo};
@@ -68,7 +68,7 @@ fn simple_route() -> impl Strategy<Value = Route> {
     (ipnet(), prop::option::of(ip())).prop_map(|(dst, gw)| Route::new(dst, gw))
 }
 
-fn result_v1() -> impl Strategy<Value = Result> {
+fn result_v1() -> impl Strategy<Value = CniResult> {
     let iface = (text(), text(), any::<i32>(), text(), text(), text()).prop_map(
         |(name, mac, mtu, sandbox, socket_path, pci_id)| Interface {
             name,
@@ -88,7 +88,7 @@ fn result_v1() -> impl Strategy<Value = Result> {
         prop::collection::vec(route(), 0..4),
         dns(),
     )
-        .prop_map(|(v, interfaces, ips, routes, dns)| Result {
+        .prop_map(|(v, interfaces, ips, routes, dns)| CniResult {
             cni_version: v.into(),
             interfaces,
             ips,

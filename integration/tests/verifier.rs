@@ -27,7 +27,7 @@ struct Attached {
     ctr: Netns,
     rt: RuntimeConf,
     list: Value,
-    result: cni_types::Result,
+    result: cni_types::CniResult,
 }
 
 fn attach(tag: &str, version: &str) -> Attached {

@@ -6,7 +6,8 @@
 //! with the routes whose destination matches a kept family.
 
 use super::{
-    AnyResult, Interface, InterfaceV04, IpConfig, IpConfigLegacy, IpConfigV04, Result, ResultLegacy, ResultV04, Route,
+    AnyResult, CniResult, Interface, InterfaceV04, IpConfig, IpConfigLegacy, IpConfigV04, ResultLegacy, ResultV04,
+    Route,
 };
 use crate::version::Family;
 use std::fmt;
@@ -36,7 +37,7 @@ impl fmt::Display for ConvertError {
 
 impl std::error::Error for ConvertError {}
 
-pub(super) fn convert(r: &AnyResult, to: &str) -> std::result::Result<AnyResult, ConvertError> {
+pub(super) fn convert(r: &AnyResult, to: &str) -> Result<AnyResult, ConvertError> {
     let to = if to.is_empty() { crate::version::DEFAULT } else { to };
     // Go labels a struct with an empty version as its family's newest before converting.
     let from = if r.version().is_empty() { r.family().newest() } else { r.version() };
@@ -55,27 +56,27 @@ pub(super) fn convert(r: &AnyResult, to: &str) -> std::result::Result<AnyResult,
         (AnyResult::Legacy(a), Family::Legacy) => AnyResult::Legacy(ResultLegacy { cni_version: label, ..a.clone() }),
         (AnyResult::Legacy(a), Family::V04) => AnyResult::V04(ResultV04 { cni_version: label, ..legacy_to_v04(a) }),
         (AnyResult::Legacy(a), Family::V1) => {
-            AnyResult::V1(Result { cni_version: label, ..v04_to_v1(&legacy_to_v04(a)) })
+            AnyResult::V1(CniResult { cni_version: label, ..v04_to_v1(&legacy_to_v04(a)) })
         }
         (AnyResult::V04(b), Family::Legacy) => {
             AnyResult::Legacy(ResultLegacy { cni_version: label, ..v04_to_legacy(b)? })
         }
         (AnyResult::V04(b), Family::V04) => AnyResult::V04(ResultV04 { cni_version: label, ..b.clone() }),
-        (AnyResult::V04(b), Family::V1) => AnyResult::V1(Result { cni_version: label, ..v04_to_v1(b) }),
+        (AnyResult::V04(b), Family::V1) => AnyResult::V1(CniResult { cni_version: label, ..v04_to_v1(b) }),
         (AnyResult::V1(c), Family::Legacy) => {
             AnyResult::Legacy(ResultLegacy { cni_version: label, ..v04_to_legacy(&v1_to_v04(c))? })
         }
         (AnyResult::V1(c), Family::V04) => AnyResult::V04(ResultV04 { cni_version: label, ..v1_to_v04(c) }),
-        (AnyResult::V1(c), Family::V1) => AnyResult::V1(Result { cni_version: label, ..c.clone() }),
+        (AnyResult::V1(c), Family::V1) => AnyResult::V1(CniResult { cni_version: label, ..c.clone() }),
     })
 }
 
-pub(super) fn to_latest(r: &AnyResult) -> Result {
+pub(super) fn to_latest(r: &AnyResult) -> CniResult {
     let label = crate::version::CURRENT.to_string();
     match r {
-        AnyResult::Legacy(a) => Result { cni_version: label, ..v04_to_v1(&legacy_to_v04(a)) },
-        AnyResult::V04(b) => Result { cni_version: label, ..v04_to_v1(b) },
-        AnyResult::V1(c) => Result { cni_version: label, ..c.clone() },
+        AnyResult::Legacy(a) => CniResult { cni_version: label, ..v04_to_v1(&legacy_to_v04(a)) },
+        AnyResult::V04(b) => CniResult { cni_version: label, ..v04_to_v1(b) },
+        AnyResult::V1(c) => CniResult { cni_version: label, ..c.clone() },
     }
 }
 
@@ -91,7 +92,7 @@ fn legacy_to_v04(a: &ResultLegacy) -> ResultV04 {
     ResultV04 { cni_version: "0.4.0".into(), interfaces: Vec::new(), ips, routes, dns: a.dns.clone() }
 }
 
-fn v04_to_legacy(b: &ResultV04) -> std::result::Result<ResultLegacy, ConvertError> {
+fn v04_to_legacy(b: &ResultV04) -> Result<ResultLegacy, ConvertError> {
     let pick = |v: &str| {
         b.ips.iter().find(|ip| ip.version == v).map(|ip| IpConfigLegacy {
             ip: ip.address,
@@ -113,8 +114,8 @@ fn v04_to_legacy(b: &ResultV04) -> std::result::Result<ResultLegacy, ConvertErro
     Ok(ResultLegacy { cni_version: "0.2.0".into(), ip4, ip6, dns: b.dns.clone() })
 }
 
-fn v04_to_v1(b: &ResultV04) -> Result {
-    Result {
+fn v04_to_v1(b: &ResultV04) -> CniResult {
+    CniResult {
         cni_version: "1.0.0".into(),
         interfaces: b
             .interfaces
@@ -136,7 +137,7 @@ fn v04_to_v1(b: &ResultV04) -> Result {
     }
 }
 
-fn v1_to_v04(c: &Result) -> ResultV04 {
+fn v1_to_v04(c: &CniResult) -> ResultV04 {
     ResultV04 {
         cni_version: "0.4.0".into(),
         interfaces: c

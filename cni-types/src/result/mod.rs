@@ -3,7 +3,7 @@
 //! Three wire families exist (see [`Family`]); each has its own type
 //! here, because Go's conversions between them lose and invent information in specific ways
 //! that a single type would hide: [`ResultLegacy`] (0.1.0/0.2.0), [`ResultV04`]
-//! (0.3.0/0.3.1/0.4.0) and [`Result`] (1.0.0/1.1.0, the internal model every plugin works in).
+//! (0.3.0/0.3.1/0.4.0) and [`CniResult`] (1.0.0/1.1.0, the internal model every plugin works in).
 //! [`AnyResult`] holds one of them with its version label, and [`AnyResult::convert_to`]
 //! follows the Go library's conversion graph edge for edge.
 
@@ -95,7 +95,7 @@ impl Dns {
 
 /// A 1.0.0/1.1.0 result: the model every braid plugin computes in.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Result {
+pub struct CniResult {
     /// `1.0.0` or `1.1.0`.
     pub cni_version: String,
     /// Interfaces, host-side ones included.
@@ -179,7 +179,7 @@ pub enum AnyResult {
     /// 0.3.0 / 0.3.1 / 0.4.0.
     V04(ResultV04),
     /// 1.0.0 / 1.1.0.
-    V1(Result),
+    V1(CniResult),
 }
 
 impl AnyResult {
@@ -202,29 +202,29 @@ impl AnyResult {
     }
 
     /// Parses a result that must belong to `version`'s family (Go's `create.Create`).
-    pub fn create(version: &str, bytes: &[u8]) -> std::result::Result<AnyResult, CreateError> {
+    pub fn create(version: &str, bytes: &[u8]) -> Result<AnyResult, CreateError> {
         parse::create(version, bytes)
     }
 
     /// Like [`create`](Self::create) from an already-parsed JSON value.
-    pub fn create_from_value(version: &str, value: &serde_json::Value) -> std::result::Result<AnyResult, CreateError> {
+    pub fn create_from_value(version: &str, value: &serde_json::Value) -> Result<AnyResult, CreateError> {
         parse::create_from_value(version, value)
     }
 
     /// Parses a result in the version its own `cniVersion` names (missing: 0.1.0).
-    pub fn from_bytes(bytes: &[u8]) -> std::result::Result<AnyResult, CreateError> {
+    pub fn from_bytes(bytes: &[u8]) -> Result<AnyResult, CreateError> {
         let version = crate::config::decode_version(bytes).map_err(|e| CreateError::Decode(e.to_string()))?;
         parse::create(&version, bytes)
     }
 
     /// Converts to `version` with the Go library's edges, losses and errors (Go's
     /// `GetAsVersion`).
-    pub fn convert_to(&self, version: &str) -> std::result::Result<AnyResult, ConvertError> {
+    pub fn convert_to(&self, version: &str) -> Result<AnyResult, ConvertError> {
         convert::convert(self, version)
     }
 
     /// Converts to the 1.1.0 model (never fails: every family converts up losslessly enough).
-    pub fn to_latest(&self) -> Result {
+    pub fn to_latest(&self) -> CniResult {
         convert::to_latest(self)
     }
 
@@ -244,20 +244,20 @@ impl AnyResult {
     }
 }
 
-impl Result {
+impl CniResult {
     /// Converts this result to any version (see [`AnyResult::convert_to`]).
-    pub fn convert_to(&self, version: &str) -> std::result::Result<AnyResult, ConvertError> {
+    pub fn convert_to(&self, version: &str) -> Result<AnyResult, ConvertError> {
         convert::convert(&AnyResult::V1(self.clone()), version)
     }
 
     /// Prints in `version` (Go's `types.PrintResult` after conversion).
-    pub fn to_json_pretty_as(&self, version: &str) -> std::result::Result<String, ConvertError> {
+    pub fn to_json_pretty_as(&self, version: &str) -> Result<String, ConvertError> {
         Ok(self.convert_to(version)?.to_json_pretty())
     }
 }
 
-impl From<Result> for AnyResult {
-    fn from(r: Result) -> Self {
+impl From<CniResult> for AnyResult {
+    fn from(r: CniResult) -> Self {
         AnyResult::V1(r)
     }
 }
@@ -268,7 +268,7 @@ mod tests {
 
     #[test]
     fn a_label_of_another_family_has_no_converter() {
-        let mislabelled = AnyResult::V1(Result { cni_version: "0.4.0".into(), ..Result::default() });
+        let mislabelled = AnyResult::V1(CniResult { cni_version: "0.4.0".into(), ..CniResult::default() });
         assert_eq!(
             mislabelled.convert_to("1.1.0").unwrap_err().to_string(),
             "no converter for CNI result version 0.4.0 to 1.1.0"

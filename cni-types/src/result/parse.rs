@@ -5,7 +5,7 @@
 //! error here. Go accepts both and prints `"<nil>"`, which no consumer can use.
 
 use super::{
-    AnyResult, Dns, Interface, InterfaceV04, IpConfig, IpConfigLegacy, IpConfigV04, Result, ResultLegacy, ResultV04,
+    AnyResult, CniResult, Dns, Interface, InterfaceV04, IpConfig, IpConfigLegacy, IpConfigV04, ResultLegacy, ResultV04,
     Route,
 };
 use crate::decode::{DecodeError, Obj};
@@ -56,7 +56,7 @@ impl From<DecodeError> for CreateError {
     }
 }
 
-pub(super) fn create(version: &str, bytes: &[u8]) -> std::result::Result<AnyResult, CreateError> {
+pub(super) fn create(version: &str, bytes: &[u8]) -> Result<AnyResult, CreateError> {
     if Family::of(version).is_none() {
         return Err(CreateError::UnsupportedVersion(version.to_string()));
     }
@@ -64,7 +64,7 @@ pub(super) fn create(version: &str, bytes: &[u8]) -> std::result::Result<AnyResu
     create_from_value(version, &value)
 }
 
-pub(super) fn create_from_value(version: &str, value: &Value) -> std::result::Result<AnyResult, CreateError> {
+pub(super) fn create_from_value(version: &str, value: &Value) -> Result<AnyResult, CreateError> {
     let family = Family::of(version).ok_or_else(|| CreateError::UnsupportedVersion(version.to_string()))?;
     let obj = Obj::root(value, "Result")?;
     let mut result = match family {
@@ -85,14 +85,14 @@ pub(super) fn create_from_value(version: &str, value: &Value) -> std::result::Re
     Ok(result)
 }
 
-fn required_cidr(obj: &Obj<'_>, key: &str, what: &str) -> std::result::Result<IpNet, DecodeError> {
+fn required_cidr(obj: &Obj<'_>, key: &str, what: &str) -> Result<IpNet, DecodeError> {
     match obj.opt_string(key)? {
         Some(s) => IpNet::parse(&s).map_err(|e| DecodeError(e.to_string())),
         None => Err(DecodeError(format!("{what} has no {key:?}"))),
     }
 }
 
-fn opt_ip(obj: &Obj<'_>, key: &str) -> std::result::Result<Option<IpAddr>, DecodeError> {
+fn opt_ip(obj: &Obj<'_>, key: &str) -> Result<Option<IpAddr>, DecodeError> {
     match obj.opt_string(key)? {
         None => Ok(None),
         Some(s) if s.is_empty() => Ok(None),
@@ -100,7 +100,7 @@ fn opt_ip(obj: &Obj<'_>, key: &str) -> std::result::Result<Option<IpAddr>, Decod
     }
 }
 
-fn dns(obj: &Obj<'_>) -> std::result::Result<Dns, DecodeError> {
+fn dns(obj: &Obj<'_>) -> Result<Dns, DecodeError> {
     let Some(d) = obj.object("dns")? else {
         return Ok(Dns::default());
     };
@@ -113,7 +113,7 @@ fn dns(obj: &Obj<'_>) -> std::result::Result<Dns, DecodeError> {
 }
 
 /// Decodes one route object (shared by all families and by the merge module's callers).
-pub(crate) fn route(r: &Obj<'_>) -> std::result::Result<Route, DecodeError> {
+pub(crate) fn route(r: &Obj<'_>) -> Result<Route, DecodeError> {
     Ok(Route {
         dst: required_cidr(r, "dst", "a route")?,
         gw: opt_ip(r, "gw")?,
@@ -125,11 +125,11 @@ pub(crate) fn route(r: &Obj<'_>) -> std::result::Result<Route, DecodeError> {
     })
 }
 
-fn routes(obj: &Obj<'_>) -> std::result::Result<Vec<Route>, DecodeError> {
+fn routes(obj: &Obj<'_>) -> Result<Vec<Route>, DecodeError> {
     obj.objects("routes")?.iter().map(route).collect()
 }
 
-fn v1(obj: &Obj<'_>) -> std::result::Result<Result, DecodeError> {
+fn v1(obj: &Obj<'_>) -> Result<CniResult, DecodeError> {
     let interfaces = obj
         .objects("interfaces")?
         .iter()
@@ -143,7 +143,7 @@ fn v1(obj: &Obj<'_>) -> std::result::Result<Result, DecodeError> {
                 pci_id: i.string("pciID")?,
             })
         })
-        .collect::<std::result::Result<_, DecodeError>>()?;
+        .collect::<Result<_, DecodeError>>()?;
     let ips = obj
         .objects("ips")?
         .iter()
@@ -154,16 +154,16 @@ fn v1(obj: &Obj<'_>) -> std::result::Result<Result, DecodeError> {
                 interface: ip.int("interface")?,
             })
         })
-        .collect::<std::result::Result<_, DecodeError>>()?;
-    Ok(Result { cni_version: obj.string("cniVersion")?, interfaces, ips, routes: routes(obj)?, dns: dns(obj)? })
+        .collect::<Result<_, DecodeError>>()?;
+    Ok(CniResult { cni_version: obj.string("cniVersion")?, interfaces, ips, routes: routes(obj)?, dns: dns(obj)? })
 }
 
-fn v04(obj: &Obj<'_>) -> std::result::Result<ResultV04, DecodeError> {
+fn v04(obj: &Obj<'_>) -> Result<ResultV04, DecodeError> {
     let interfaces = obj
         .objects("interfaces")?
         .iter()
         .map(|i| Ok(InterfaceV04 { name: i.string("name")?, mac: i.string("mac")?, sandbox: i.string("sandbox")? }))
-        .collect::<std::result::Result<_, DecodeError>>()?;
+        .collect::<Result<_, DecodeError>>()?;
     let ips = obj
         .objects("ips")?
         .iter()
@@ -175,18 +175,18 @@ fn v04(obj: &Obj<'_>) -> std::result::Result<ResultV04, DecodeError> {
                 gateway: opt_ip(ip, "gateway")?,
             })
         })
-        .collect::<std::result::Result<_, DecodeError>>()?;
+        .collect::<Result<_, DecodeError>>()?;
     Ok(ResultV04 { cni_version: obj.string("cniVersion")?, interfaces, ips, routes: routes(obj)?, dns: dns(obj)? })
 }
 
-fn legacy_ip(obj: &Obj<'_>, key: &'static str) -> std::result::Result<Option<IpConfigLegacy>, DecodeError> {
+fn legacy_ip(obj: &Obj<'_>, key: &'static str) -> Result<Option<IpConfigLegacy>, DecodeError> {
     let Some(c) = obj.object(key)? else {
         return Ok(None);
     };
     Ok(Some(IpConfigLegacy { ip: required_cidr(&c, "ip", key)?, gateway: opt_ip(&c, "gateway")?, routes: routes(&c)? }))
 }
 
-fn legacy(obj: &Obj<'_>) -> std::result::Result<ResultLegacy, DecodeError> {
+fn legacy(obj: &Obj<'_>) -> Result<ResultLegacy, DecodeError> {
     Ok(ResultLegacy {
         cni_version: obj.string("cniVersion")?,
         ip4: legacy_ip(obj, "ip4")?,

@@ -4,7 +4,7 @@
 //! 0.x results in struct order. `interface: 0`, `table: 0` and `scope: 0` are printed, `mtu: 0`
 //! is not; `dns` disappears from 1.x output when empty but is always there in 0.x output.
 
-use super::{AnyResult, Dns, IpConfig, IpConfigLegacy, IpConfigV04, Result, ResultLegacy, ResultV04, Route};
+use super::{AnyResult, CniResult, Dns, IpConfig, IpConfigLegacy, IpConfigV04, ResultLegacy, ResultV04, Route};
 use crate::ip::IpNet;
 use serde::Serialize;
 use std::net::IpAddr;
@@ -141,7 +141,7 @@ struct ResultC<'a> {
     routes: Vec<RouteSorted<'a>>,
 }
 
-fn result_c(r: &Result) -> ResultC<'_> {
+fn result_c(r: &CniResult) -> ResultC<'_> {
     ResultC {
         cni_version: &r.cni_version,
         dns: (!r.dns.is_empty()).then(|| dns_sorted(&r.dns)),

@@ -67,7 +67,7 @@ impl Fault {
 }
 
 impl Plugin for Fault {
-    fn add(&self, args: &CmdArgs) -> Result<cni_types::Result, CniError> {
+    fn add(&self, args: &CmdArgs) -> Result<cni_types::CniResult, CniError> {
         self.act("ADD")?;
         self.link(args, true)?;
         let version = args.conf()?.version().to_string();
@@ -75,7 +75,7 @@ impl Plugin for Fault {
             Some(r) => cni_types::AnyResult::from_bytes(&serde_json::to_vec(r).unwrap_or_default())
                 .map_err(|e| CniError::new(6, format!("canned result: {e}")))?
                 .to_latest(),
-            None => cni_types::Result { cni_version: version, ..Default::default() },
+            None => cni_types::CniResult { cni_version: version, ..Default::default() },
         };
         Ok(r)
     }

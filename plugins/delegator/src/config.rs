@@ -48,7 +48,8 @@ impl Config {
         )?;
         let timeout = braid_attach::delegates::timeout(&conf)?;
         let first = ifname.to_string();
-        let delegates = braid_attach::delegates::parse(&conf, &|i| if i == 0 { first.clone() } else { format!("net{i}") })?;
+        let delegates =
+            braid_attach::delegates::parse(&conf, &|i| if i == 0 { first.clone() } else { format!("net{i}") })?;
         let cfg = Config { conf, delegates, state_dir, result, timeout };
         cfg.validate()?;
         Ok(cfg)

@@ -2,9 +2,9 @@
 
 use crate::config::{Config, ResultMode};
 use braid_attach::attach::{Attacher, Call};
+use braid_attach::state::StateStore;
 use cni_runtime::invoke::RawExec;
 use cni_skel::log::Logger;
-use braid_attach::state::StateStore;
 use cni_skel::{CmdArgs, Plugin};
 use cni_types::merge::{merge, Attachment};
 use cni_types::CniError;
@@ -52,7 +52,7 @@ impl Plugin for Delegator {
         Some("braid delegator: attaches many networks in one ADD".into())
     }
 
-    fn add(&self, args: &CmdArgs) -> Result<cni_types::Result, CniError> {
+    fn add(&self, args: &CmdArgs) -> Result<cni_types::CniResult, CniError> {
         let cfg = Config::parse(&args.stdin_data, &args.ifname)?;
         let present = existing_links(&args.netns);
         if let Some((i, d)) = cfg.delegates.iter().enumerate().find(|(_, d)| present.contains(&d.ifname)) {

@@ -2,9 +2,9 @@
 //! results with `prevResult` into one result. See README.md for every key and the algorithm.
 
 use braid_attach::attach::{Attacher, Call, Delegate};
+use braid_attach::state::StateStore;
 use cni_runtime::invoke::RawExec;
 use cni_skel::log::Logger;
-use braid_attach::state::StateStore;
 use cni_skel::{CmdArgs, Plugin};
 use cni_types::error::{DECODING_FAILURE, INVALID_NETWORK_CONFIG, IO_FAILURE};
 use cni_types::merge::{check_expressible, merge, Attachment};
@@ -69,7 +69,7 @@ impl Plugin for Merger {
         Some("braid merger: attaches extra networks and merges every result into prevResult".into())
     }
 
-    fn add(&self, args: &CmdArgs) -> Result<cni_types::Result, CniError> {
+    fn add(&self, args: &CmdArgs) -> Result<cni_types::CniResult, CniError> {
         let cfg = Config::parse(args)?;
         let prev = cfg
             .conf

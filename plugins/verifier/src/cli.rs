@@ -56,7 +56,7 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
 }
 
 /// The result in stdin and the ifname a cache file names.
-fn read_input(bytes: &[u8]) -> Result<(cni_types::Result, Option<String>), String> {
+fn read_input(bytes: &[u8]) -> Result<(cni_types::CniResult, Option<String>), String> {
     let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("stdin is not JSON: {e}"))?;
     let (result, ifname) = if v.get("kind").and_then(Value::as_str) == Some("cniCacheV1") {
         let r = v.get("result").cloned().ok_or("the cache file has no \"result\"")?;
@@ -71,7 +71,7 @@ fn read_input(bytes: &[u8]) -> Result<(cni_types::Result, Option<String>), Strin
     Ok((any.to_latest(), ifname))
 }
 
-fn default_ifname(result: &cni_types::Result, netns: &str) -> String {
+fn default_ifname(result: &cni_types::CniResult, netns: &str) -> String {
     let in_netns = crate::inspect::sandbox_matcher(netns);
     result.interfaces.iter().find(|i| in_netns(&i.sandbox)).map_or_else(|| "eth0".to_string(), |i| i.name.clone())
 }

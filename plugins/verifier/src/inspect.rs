@@ -69,7 +69,7 @@ pub struct Settle {
 /// host-side interfaces), retrying while anything mismatches (or is pending, if asked), until
 /// the settle limit.
 pub fn inspect(
-    result: &cni_types::Result,
+    result: &cni_types::CniResult,
     netns_path: &str,
     ifname: &str,
     options: Options,

@@ -15,7 +15,7 @@ pub const CANNOT_INSPECT: u32 = 121;
 /// The verifier plugin.
 pub struct Verifier;
 
-fn prev_result(cfg: &Config) -> Result<cni_types::Result, CniError> {
+fn prev_result(cfg: &Config) -> Result<cni_types::CniResult, CniError> {
     let prev =
         cfg.conf.prev_result().map_err(|e| CniError::new(DECODING_FAILURE, e.to_string()))?.ok_or_else(|| {
             CniError::new(INVALID_NETWORK_CONFIG, "verifier must be called as a chained plugin: prevResult is missing")
@@ -42,7 +42,7 @@ pub fn mismatch_error(report: &Report, netns: &str) -> Option<CniError> {
 /// What a verification concluded.
 struct Verdict {
     cfg: Config,
-    result: cni_types::Result,
+    result: cni_types::CniResult,
     /// A mismatch or a namespace that could not be read; already logged.
     failure: Option<CniError>,
 }
@@ -84,7 +84,7 @@ impl Plugin for Verifier {
         )
     }
 
-    fn add(&self, args: &CmdArgs) -> Result<cni_types::Result, CniError> {
+    fn add(&self, args: &CmdArgs) -> Result<cni_types::CniResult, CniError> {
         let v = verify(args, "ADD")?;
         match (v.failure, v.cfg.add_mode) {
             (Some(e), AddMode::Enforce) => Err(e),

@@ -99,7 +99,7 @@ enum Place {
 /// What is verified, and the kernel's views of it.
 pub struct Subject<'a> {
     /// The result (1.1 model).
-    pub result: &'a cni_types::Result,
+    pub result: &'a cni_types::CniResult,
     /// `CNI_IFNAME`: the interface IPs without a valid index belong to.
     pub ifname: &'a str,
     /// `CNI_NETNS`, as given (for messages).
@@ -438,7 +438,7 @@ mod tests {
         }
     }
 
-    fn result(v: serde_json::Value) -> cni_types::Result {
+    fn result(v: serde_json::Value) -> cni_types::CniResult {
         AnyResult::from_bytes(&serde_json::to_vec(&v).unwrap()).unwrap().to_latest()
     }
 
@@ -464,7 +464,7 @@ mod tests {
 
     const FULL: Options = Options { check_host: true, routes: RouteChecks::Full };
 
-    fn run(r: &cni_types::Result, snap: &Snapshot, opts: Options) -> Vec<Item> {
+    fn run(r: &cni_types::CniResult, snap: &Snapshot, opts: Options) -> Vec<Item> {
         let is_container = |s: &str| s == NS;
         verify(
             &Subject { result: r, ifname: "eth0", netns: NS, is_container: &is_container, container: snap, host: None },
@@ -472,7 +472,7 @@ mod tests {
         )
     }
 
-    fn bad(r: &cni_types::Result, snap: &Snapshot, opts: Options) -> Vec<String> {
+    fn bad(r: &cni_types::CniResult, snap: &Snapshot, opts: Options) -> Vec<String> {
         mismatches(&run(r, snap, opts))
     }
 
