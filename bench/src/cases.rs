@@ -6,10 +6,11 @@ use crate::stats::Sample;
 use crate::Verdict;
 use braid_integration::{Netns, TempDir};
 use cni_runtime::chain::{Chain, RuntimeConf};
+use cni_runtime::invoke::Exec;
 use cni_runtime::invoke::RawExec;
-use cni_runtime::invoke::{Exec, Request};
 use cni_types::merge::{merge, Attachment};
 use cni_types::version::Command;
+use cni_types::Invocation;
 use cni_types::{AnyResult, NetConfList};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -52,7 +53,7 @@ impl World {
     fn call(&self, plugin: PathBuf, command: Command, id: &str, ifname: &str, stdin: &Value) -> Call {
         Call {
             plugin,
-            req: Request {
+            req: Invocation {
                 command,
                 container_id: id.to_string(),
                 netns: self.ctr.path().display().to_string(),
@@ -220,7 +221,7 @@ pub fn merger_added(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
             container_id: id,
             netns: ctr.clone(),
             ifname: "eth0".into(),
-            args: Vec::new(),
+            args: String::new(),
             capability_args: Default::default(),
         };
         // One ADD+DEL: the two durations.

@@ -2,8 +2,9 @@
 //! `cni_skel` invoke machinery (every `CNI_*` variable set, config on stdin) for braid's
 //! plugins and the reference plugins alike, timed from spawn to reap.
 
-use cni_runtime::invoke::{Exec, RawExec, Request};
+use cni_runtime::invoke::{Exec, RawExec};
 use cni_types::version::Command;
+use cni_types::Invocation;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,7 @@ pub struct Call {
     /// The binary.
     pub plugin: PathBuf,
     /// The CNI parameters.
-    pub req: Request,
+    pub req: Invocation,
     /// stdin.
     pub stdin: Vec<u8>,
 }
@@ -51,7 +52,7 @@ pub fn from_spec(v: &serde_json::Value) -> Result<Call, String> {
     let command = Command::parse(&s("command")).ok_or_else(|| format!("unknown command {:?}", s("command")))?;
     Ok(Call {
         plugin: PathBuf::from(s("plugin")),
-        req: Request {
+        req: Invocation {
             command,
             container_id: s("containerId"),
             netns: s("netns"),
@@ -76,7 +77,7 @@ mod tests {
     fn specs_round_trip() {
         let call = Call {
             plugin: PathBuf::from("/usr/lib/cni/bridge"),
-            req: Request {
+            req: Invocation {
                 command: Command::Del,
                 container_id: "c".into(),
                 netns: "/run/netns/x".into(),

@@ -6,8 +6,8 @@
 //!   delegate a line with its result is appended. A crash at any point leaves a state file that
 //!   names every delegate that may have done something; DEL of a planned delegate that never
 //!   ran is harmless (DEL is idempotent). Appends are neither renamed nor fsynced: a power loss
-//!   falls back to the durable plan, and on a node's disk each rename or fsync added about half
-//!   a millisecond to every pod start (see docs/bench). A torn last line is ignored.
+//!   falls back to the durable plan (the format is [`crate::plan`]; why appends are not synced
+//!   is measured in `docs/bench/NOTES.md`).
 //! * If delegate *i* fails, delegates *i* … 0 get DEL in reverse (the failed one too: it may
 //!   have half-attached), the state is removed once that succeeded, and the error keeps the
 //!   delegate's code and names it (index, network, type, interface).
@@ -16,13 +16,16 @@
 //!   corrupt one, the configured delegates are deleted best-effort, so IPAM is released.
 //! * One lock per container serialises ADD/DEL of that container.
 
+use crate::plan::{Attachment, Kind, Phase, Plan, Progress};
 use crate::state::{Key, StateStore};
 use cni_runtime::chain::{build_one_config, Chain, RuntimeConf};
-use cni_runtime::invoke::{self, Exec, InvokeError, Request};
+use cni_runtime::invoke::{self, Exec};
+use cni_skel::log::Logger;
 use cni_types::config::GcAttachment;
+use cni_types::error::{DECODING_FAILURE, INTERNAL, IO_FAILURE, UNKNOWN_CONTAINER};
 use cni_types::result::AnyResult;
 use cni_types::version::{self, Command};
-use cni_types::{CniError, NetConf, NetConfList};
+use cni_types::{CniError, Context as _, Invocation, NetConf, NetConfList};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 
@@ -33,6 +36,12 @@ pub enum DelegateConfig {
     Plugin(NetConf),
     /// A conflist.
     List(NetConfList),
+}
+
+impl Default for DelegateConfig {
+    fn default() -> Self {
+        DelegateConfig::Plugin(NetConf::default())
+    }
 }
 
 /// One delegate to attach.
@@ -50,15 +59,9 @@ pub struct Delegate {
     pub args: Option<String>,
 }
 
-impl Default for DelegateConfig {
-    fn default() -> Self {
-        DelegateConfig::Plugin(NetConf::default())
-    }
-}
-
 impl Delegate {
     /// The `CNI_ARGS` this delegate is called with.
-    pub fn effective_args(&self, call: &Call) -> String {
+    pub fn effective_args(&self, call: &RuntimeConf) -> String {
         match (&self.args, call.args.is_empty()) {
             (None, _) => call.args.clone(),
             (Some(extra), true) => extra.clone(),
@@ -67,7 +70,7 @@ impl Delegate {
     }
 
     /// The runtime arguments offered to this delegate: the call's, with its own laid over.
-    pub fn effective_capability_args(&self, call: &Call) -> Map<String, Value> {
+    pub fn effective_capability_args(&self, call: &RuntimeConf) -> Map<String, Value> {
         let mut m = call.capability_args.clone();
         m.extend(self.runtime_config.iter().map(|(k, v)| (k.clone(), v.clone())));
         m
@@ -76,7 +79,7 @@ impl Delegate {
     /// The network name, for messages.
     pub fn name(&self) -> &str {
         match &self.config {
-            DelegateConfig::Plugin(c) => &c.name,
+            DelegateConfig::Plugin(c) => c.name(),
             DelegateConfig::List(l) => &l.name,
         }
     }
@@ -84,8 +87,8 @@ impl Delegate {
     /// The plugin type (a list names its first plugin's), for messages.
     pub fn plugin_type(&self) -> &str {
         match &self.config {
-            DelegateConfig::Plugin(c) => &c.plugin_type,
-            DelegateConfig::List(l) => l.plugins.first().map_or("", |p| p.plugin_type.as_str()),
+            DelegateConfig::Plugin(c) => c.plugin_type(),
+            DelegateConfig::List(l) => l.plugins.first().map_or("", |p| p.plugin_type()),
         }
     }
 
@@ -96,21 +99,27 @@ impl Delegate {
             DelegateConfig::List(l) => &l.cni_version,
         }
     }
-}
 
-/// The parameters of the call being served (ours, from the runtime).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Call {
-    /// `CNI_CONTAINERID`.
-    pub container_id: String,
-    /// `CNI_NETNS`.
-    pub netns: String,
-    /// Our `CNI_IFNAME`: the state key.
-    pub ifname: String,
-    /// `CNI_ARGS`, passed to every delegate.
-    pub args: String,
-    /// Our `runtimeConfig`, offered to delegates by their declared capabilities.
-    pub capability_args: Map<String, Value>,
+    /// Its planned record: what it will be sent, with which args and runtime arguments.
+    fn planned(&self, call: &RuntimeConf) -> Attachment {
+        let caps = self.effective_capability_args(call);
+        let config = match &self.config {
+            DelegateConfig::Plugin(c) => serde_json::from_slice(&plugin_stdin(c, &caps, None)).unwrap_or(Value::Null),
+            DelegateConfig::List(l) => serde_json::from_slice(&l.bytes).unwrap_or(Value::Null),
+        };
+        Attachment {
+            name: self.name().to_string(),
+            plugin_type: self.plugin_type().to_string(),
+            ifname: self.ifname.clone(),
+            cni_version: self.version().to_string(),
+            list: matches!(self.config, DelegateConfig::List(_)),
+            config,
+            args: Some(self.effective_args(call)),
+            capability_args: Some(caps),
+            result: None,
+            phase: Phase::Planned,
+        }
+    }
 }
 
 /// Runs delegates and keeps their state.
@@ -123,174 +132,98 @@ pub struct Attacher<'a> {
     pub store: StateStore,
 }
 
-const KIND: &str = "braidAttachV1";
-
-/// A recorded attachment.
-fn record(d: &Delegate, call: &Call, stdin: &Value) -> Value {
-    json!({
-        "args": d.effective_args(call),
-        "capabilityArgs": d.effective_capability_args(call),
-        "name": d.name(),
-        "type": d.plugin_type(),
-        "ifname": d.ifname,
-        "cniVersion": d.version(),
-        "list": matches!(d.config, DelegateConfig::List(_)),
-        "config": stdin,
-        "result": null,
-        "phase": "planned",
-    })
+/// The state of a plan: every delegate with the exact configuration it is (to be) sent.
+fn plan(call: &RuntimeConf, delegates: &[Delegate]) -> Plan {
+    Plan { kind: Kind::V1, netns: call.netns.clone(), attachments: delegates.iter().map(|d| d.planned(call)).collect() }
 }
 
-/// Reads a state file: the plan on the first line, then one record per finished delegate
-/// (`{"index": i, "phase": "added", "result": …}`). A last line without its newline was torn
-/// by a crash and is ignored; a plan that does not parse makes the whole state unusable.
-pub fn decode_state(bytes: &[u8]) -> Option<Value> {
-    let mut lines = bytes.split_inclusive(|b| *b == b'\n');
-    let mut state: Value = serde_json::from_slice(lines.next()?).ok()?;
-    if state["kind"] != KIND || !state["attachments"].is_array() {
-        return None;
-    }
-    for line in lines.filter(|l| l.ends_with(b"\n")) {
-        let Ok(record) = serde_json::from_slice::<Value>(line) else { continue };
-        let Some(i) = record["index"].as_u64().and_then(|i| usize::try_from(i).ok()) else { continue };
-        if let Some(a) = state["attachments"].get_mut(i) {
-            a["result"] = record["result"].clone();
-            a["phase"] = record["phase"].clone();
-        }
-    }
-    Some(state)
+/// `delegate 1 (network "p2p", type "ptp", interface net1)`: how errors and logs name one.
+fn describe(i: usize, a: &Attachment) -> String {
+    format!("delegate {i} (network {:?}, type {:?}, interface {})", a.name, a.plugin_type, a.ifname)
 }
 
-fn describe(i: usize, d: &Value) -> String {
-    let s = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    format!("delegate {i} (network {:?}, type {:?}, interface {})", s("name"), s("type"), s("ifname"))
-}
-
-fn cni(e: InvokeError) -> CniError {
-    e.into_cni_error()
+/// The bytes a single-plugin delegate is sent (libcni's request building).
+fn plugin_stdin(conf: &NetConf, caps: &Map<String, Value>, prev: Option<&AnyResult>) -> Vec<u8> {
+    build_one_config(conf, conf.name(), conf.version(), prev, caps)
 }
 
 impl Attacher<'_> {
-    fn path_env(&self) -> String {
-        self.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":")
-    }
-
     fn chain(&self) -> Chain<'_> {
         Chain { exec: self.exec, paths: self.paths.clone(), cache_dir: self.store.dir().join("cache") }
     }
 
-    fn runtime(&self, call: &Call, ifname: &str, args: &str, caps: Map<String, Value>) -> RuntimeConf {
-        RuntimeConf {
-            container_id: call.container_id.clone(),
-            netns: call.netns.clone(),
-            ifname: ifname.to_string(),
-            args: cni_types::args::split_pairs(args).unwrap_or_default(),
-            capability_args: caps,
-        }
+    fn invocation(&self, command: Command, call: &RuntimeConf, ifname: &str, args: &str) -> Invocation {
+        let rt = RuntimeConf { ifname: ifname.to_string(), args: args.to_string(), ..call.clone() };
+        rt.invocation(command, &cni_types::invocation::join_path(&self.paths))
     }
 
-    fn request(&self, command: Command, call: &Call, ifname: &str, args: &str) -> Request {
-        Request {
-            command,
-            container_id: call.container_id.clone(),
-            netns: call.netns.clone(),
-            ifname: ifname.to_string(),
-            args: args.to_string(),
-            path: self.path_env(),
-        }
-    }
-
-    /// The args and runtime arguments an attachment was recorded with.
-    fn recorded(a: &Value, call: &Call) -> (String, Map<String, Value>) {
-        let args = a.get("args").and_then(Value::as_str).map_or_else(|| call.args.clone(), str::to_string);
-        let caps =
-            a.get("capabilityArgs").and_then(Value::as_object).cloned().unwrap_or_else(|| call.capability_args.clone());
-        (args, caps)
-    }
-
-    fn key(call: &Call) -> Result<Key, CniError> {
+    fn key(call: &RuntimeConf) -> Result<Key, CniError> {
         Key::new(&call.container_id, &call.ifname)
     }
 
-    fn state_err(e: crate::state::StateError) -> CniError {
-        CniError::new(cni_types::error::IO_FAILURE, e.to_string())
-    }
-
-    /// The bytes a single-plugin delegate is sent (libcni's request building).
-    fn plugin_stdin(conf: &NetConf, caps: &Map<String, Value>, prev: Option<&AnyResult>) -> Vec<u8> {
-        build_one_config(conf, &conf.name, conf.version(), prev, caps)
-    }
-
-    /// The state of a plan: every delegate with the exact configuration it is (to be) sent.
-    fn plan(call: &Call, delegates: &[Delegate]) -> Value {
-        let attachments: Vec<Value> = delegates
-            .iter()
-            .map(|d| {
-                let stdin = match &d.config {
-                    DelegateConfig::Plugin(c) => {
-                        serde_json::from_slice(&Self::plugin_stdin(c, &d.effective_capability_args(call), None))
-                            .unwrap_or(Value::Null)
-                    }
-                    DelegateConfig::List(l) => serde_json::from_slice(&l.bytes).unwrap_or(Value::Null),
+    /// Runs one delegate's ADD.
+    fn add_one(&self, call: &RuntimeConf, d: &Delegate) -> Result<AnyResult, CniError> {
+        let args = d.effective_args(call);
+        match &d.config {
+            DelegateConfig::Plugin(c) => {
+                let stdin = plugin_stdin(c, &d.effective_capability_args(call), None);
+                let inv = self.invocation(Command::Add, call, &d.ifname, &args);
+                let path = self.exec.find(c.plugin_type(), &self.paths)?;
+                Ok(invoke::add(self.exec, &path, &stdin, &inv)?)
+            }
+            DelegateConfig::List(l) => {
+                let rt = RuntimeConf {
+                    ifname: d.ifname.clone(),
+                    args,
+                    capability_args: d.effective_capability_args(call),
+                    ..call.clone()
                 };
-                record(d, call, &stdin)
-            })
-            .collect();
-        json!({"kind": KIND, "netns": call.netns, "attachments": attachments})
+                Ok(self.chain().add(l, &rt)?)
+            }
+        }
     }
 
     /// ADD every delegate in order; on failure everything attempted is rolled back.
-    pub fn add(&self, call: &Call, delegates: &[Delegate]) -> Result<Vec<AnyResult>, CniError> {
+    pub fn add(
+        &self,
+        call: &RuntimeConf,
+        delegates: &[Delegate],
+        log: &mut Logger,
+    ) -> Result<Vec<AnyResult>, CniError> {
         let key = Self::key(call)?;
-        let _lock = self.store.lock(&call.container_id).map_err(Self::state_err)?;
-        let mut state = Self::plan(call, delegates);
-        let mut intent = serde_json::to_vec(&state).unwrap_or_default();
-        intent.push(b'\n');
-        self.store.create(&key, &intent).map_err(Self::state_err)?;
+        let _lock = self.store.lock(&call.container_id)?;
+        let mut state = plan(call, delegates);
+        self.store.create(&key, &state.to_line())?;
         let mut results = Vec::new();
         for (i, d) in delegates.iter().enumerate() {
-            let outcome = match &d.config {
-                DelegateConfig::Plugin(c) => {
-                    let stdin = Self::plugin_stdin(c, &d.effective_capability_args(call), None);
-                    let req = self.request(Command::Add, call, &d.ifname, &d.effective_args(call));
-                    self.exec
-                        .find(&c.plugin_type, &self.paths)
-                        .and_then(|p| invoke::add(self.exec, &p, &stdin, &req))
-                        .map_err(cni)
-                }
-                DelegateConfig::List(l) => {
-                    let rt = self.runtime(call, &d.ifname, &d.effective_args(call), d.effective_capability_args(call));
-                    self.chain().add(l, &rt).map_err(|e| e.to_cni_error())
-                }
-            };
             // A result that cannot be recorded fails like the delegate itself: DEL could not
             // replay what it does not know, so this delegate is rolled back with the others.
-            let outcome = outcome.and_then(|result| {
+            let outcome = self.add_one(call, d).and_then(|result| {
                 let value = result.to_value();
-                let mut record =
-                    serde_json::to_vec(&json!({"index": i, "phase": "added", "result": value})).unwrap_or_default();
-                record.push(b'\n');
-                self.store.append(&key, &record).map_err(|e| {
-                    CniError::new(cni_types::error::IO_FAILURE, format!("its result could not be recorded: {e}"))
-                })?;
+                let record = Progress { index: i, phase: Phase::Added, result: value.clone() };
+                self.store
+                    .append(&key, &record.to_line())
+                    .map_err(|e| CniError::new(IO_FAILURE, format!("its result could not be recorded: {e}")))?;
                 Ok((result, value))
             });
             match outcome {
                 Ok((result, value)) => {
-                    state["attachments"][i]["result"] = value;
-                    state["attachments"][i]["phase"] = "added".into();
+                    state.attachments[i].result = Some(value);
+                    state.attachments[i].phase = Phase::Added;
                     results.push(result);
                 }
                 Err(e) => {
-                    let what = describe(i, &state["attachments"][i]);
+                    let what = describe(i, &state.attachments[i]);
                     let rollback = self.del_recorded(call, &state, i + 1);
                     let mut msg = format!("{what} failed: {}", e.msg);
                     if rollback.is_empty() {
-                        self.store.remove(&key).map_err(Self::state_err)?;
+                        self.store.remove(&key)?;
                     } else {
                         msg.push_str(&format!("; rollback incomplete, state kept for DEL: {}", rollback.join("; ")));
                     }
-                    return Err(CniError { code: e.code, msg, details: e.details });
+                    let e = CniError { code: e.code, msg, details: e.details };
+                    log.error(&e);
+                    return Err(e);
                 }
             }
         }
@@ -299,41 +232,32 @@ impl Attacher<'_> {
 
     /// Sends DEL or CHECK to one recorded attachment: what ADD sent, with its recorded result
     /// as `prevResult` where its version has one (0.4.0 and later), with its recorded args.
-    fn replay(&self, command: Command, call: &Call, a: &Value) -> Result<(), CniError> {
-        let ifname = a["ifname"].as_str().unwrap_or_default();
-        let (args, caps) = Self::recorded(a, call);
-        if a["list"] == true {
-            let bytes = serde_json::to_vec(&a["config"]).unwrap_or_default();
-            let list = NetConfList::parse(&bytes)
-                .map_err(|e| CniError::new(cni_types::error::DECODING_FAILURE, e.to_string()))?;
-            let rt = self.runtime(call, ifname, &args, caps);
+    fn replay(&self, command: Command, call: &RuntimeConf, a: &Attachment) -> Result<(), CniError> {
+        let args = a.args.clone().unwrap_or_else(|| call.args.clone());
+        if a.list {
+            let bytes = serde_json::to_vec(&a.config).unwrap_or_default();
+            let list = NetConfList::parse(&bytes).code(DECODING_FAILURE)?;
+            let caps = a.capability_args.clone().unwrap_or_else(|| call.capability_args.clone());
+            let rt = RuntimeConf { ifname: a.ifname.clone(), args, capability_args: caps, ..call.clone() };
             let chain = self.chain();
-            let outcome = if command == Command::Check { chain.check(&list, &rt) } else { chain.del(&list, &rt) };
-            return outcome.map_err(|e| e.to_cni_error());
+            return Ok(if command == Command::Check { chain.check(&list, &rt) } else { chain.del(&list, &rt) }?);
         }
-        let mut conf = a["config"].clone();
-        let has_prev =
-            version::greater_than_or_equal_to(a["cniVersion"].as_str().unwrap_or(""), "0.4.0").unwrap_or(false);
-        if has_prev && !a["result"].is_null() {
-            conf["prevResult"] = a["result"].clone();
+        let mut conf = a.config.clone();
+        let has_prev = version::greater_than_or_equal_to(&a.cni_version, "0.4.0").unwrap_or(false);
+        if let (true, Some(result), Value::Object(map)) = (has_prev, &a.result, &mut conf) {
+            map.insert("prevResult".into(), result.clone());
         }
         let stdin = serde_json::to_vec(&conf).unwrap_or_default();
-        let req = self.request(command, call, ifname, &args);
-        self.exec
-            .find(a["type"].as_str().unwrap_or_default(), &self.paths)
-            .and_then(|p| invoke::run(self.exec, &p, &stdin, &req))
-            .map_err(cni)
+        let inv = self.invocation(command, call, &a.ifname, &args);
+        let path = self.exec.find(&a.plugin_type, &self.paths)?;
+        Ok(invoke::exec_without_result(self.exec, &path, &stdin, &inv)?)
     }
 
     /// DEL the first `count` attachments of a state, last first; returns the failures.
-    fn del_recorded(&self, call: &Call, state: &Value, count: usize) -> Vec<String> {
-        let empty = Vec::new();
-        let atts = state["attachments"].as_array().unwrap_or(&empty);
+    fn del_recorded(&self, call: &RuntimeConf, state: &Plan, count: usize) -> Vec<String> {
         let mut errors = Vec::new();
-        for i in (0..count.min(atts.len())).rev() {
-            let a = &atts[i];
-            let result = self.replay(Command::Del, call, a);
-            if let Err(e) = result {
+        for (i, a) in state.attachments.iter().enumerate().take(count).rev() {
+            if let Err(e) = self.replay(Command::Del, call, a) {
                 errors.push(format!("{}: {}", describe(i, a), e.msg));
             }
         }
@@ -341,15 +265,15 @@ impl Attacher<'_> {
     }
 
     /// DEL from the state (or, without a usable one, from `configured`), every delegate tried.
-    pub fn del(&self, call: &Call, configured: &[Delegate], log: &mut dyn FnMut(&str)) -> Result<(), CniError> {
+    pub fn del(&self, call: &RuntimeConf, configured: &[Delegate], log: &mut Logger) -> Result<(), CniError> {
         let key = Self::key(call)?;
-        let _lock = self.store.lock(&call.container_id).map_err(Self::state_err)?;
-        let state = match self.store.read(&key).map_err(Self::state_err)? {
+        let _lock = self.store.lock(&call.container_id)?;
+        let state = match self.store.read(&key)? {
             None => None,
-            Some(bytes) => match decode_state(&bytes) {
+            Some(bytes) => match Plan::decode(&bytes) {
                 Some(v) => Some(v),
                 None => {
-                    log(&format!(
+                    log.error(format_args!(
                         "state file for {}@{} is corrupt ({} bytes); deleting the configured delegates instead",
                         call.container_id,
                         call.ifname,
@@ -359,51 +283,43 @@ impl Attacher<'_> {
                 }
             },
         };
-        let state = match state {
-            Some(s) => s,
-            None => Self::plan(call, configured),
-        };
-        let n = state["attachments"].as_array().map_or(0, Vec::len);
+        let state = state.unwrap_or_else(|| plan(call, configured));
+        let n = state.attachments.len();
         let errors = self.del_recorded(call, &state, n);
         if errors.is_empty() {
-            self.store.remove(&key).map_err(Self::state_err)?;
+            self.store.remove(&key)?;
             Ok(())
         } else {
-            Err(CniError::new(
-                cni_types::error::INTERNAL,
-                format!("{} of {n} delegates failed DEL: {}", errors.len(), errors.join("; ")),
-            ))
+            let e =
+                CniError::new(INTERNAL, format!("{} of {n} delegates failed DEL: {}", errors.len(), errors.join("; ")));
+            log.error(&e);
+            Err(e)
         }
     }
 
     /// CHECK every recorded delegate with its own result as prevResult; delegates below 0.4.0
-    /// are skipped (reported through `log`). Errors name the delegate.
-    pub fn check(&self, call: &Call, log: &mut dyn FnMut(&str)) -> Result<(), CniError> {
+    /// are skipped (logged at info). Errors name the delegate.
+    pub fn check(&self, call: &RuntimeConf, log: &mut Logger) -> Result<(), CniError> {
         let key = Self::key(call)?;
-        let Some(bytes) = self.store.read(&key).map_err(Self::state_err)? else {
+        let Some(bytes) = self.store.read(&key)? else {
             return Err(CniError::new(
-                cni_types::error::UNKNOWN_CONTAINER,
+                UNKNOWN_CONTAINER,
                 format!("no attachment state for {}@{}: was ADD run?", call.container_id, call.ifname),
             ));
         };
-        let state = decode_state(&bytes).ok_or_else(|| {
+        let state = Plan::decode(&bytes).ok_or_else(|| {
             CniError::new(
-                cni_types::error::DECODING_FAILURE,
+                DECODING_FAILURE,
                 format!("corrupt attachment state for {}@{} ({} bytes)", call.container_id, call.ifname, bytes.len()),
             )
         })?;
-        for (i, a) in state["attachments"].as_array().into_iter().flatten().enumerate() {
-            let v = a["cniVersion"].as_str().unwrap_or_default();
-            if !version::greater_than_or_equal_to(v, "0.4.0").unwrap_or(false) {
-                log(&format!("{} speaks {v}: CHECK skipped", describe(i, a)));
+        for (i, a) in state.attachments.iter().enumerate() {
+            if !version::greater_than_or_equal_to(&a.cni_version, "0.4.0").unwrap_or(false) {
+                log.info(format_args!("{} speaks {}: CHECK skipped", describe(i, a), a.cni_version));
                 continue;
             }
-            let outcome = self.replay(Command::Check, call, a);
-            outcome.map_err(|e| CniError {
-                code: e.code,
-                msg: format!("{} CHECK failed: {}", describe(i, a), e.msg),
-                details: e.details,
-            })?;
+            self.replay(Command::Check, call, a)
+                .map_err(|e| e.context(format_args!("{} CHECK failed", describe(i, a))))?;
         }
         Ok(())
     }
@@ -412,7 +328,7 @@ impl Attacher<'_> {
     /// attachments not in the list. Every delegate is tried; failures are reported together.
     pub fn gc(&self, delegates: &[Delegate], valid: &[GcAttachment]) -> Result<(), CniError> {
         let mut errors = Vec::new();
-        for key in self.store.keys().map_err(Self::state_err)? {
+        for key in self.store.keys()? {
             if !valid.iter().any(|a| a.container_id == key.container_id() && a.ifname == key.ifname()) {
                 if let Err(e) = self.store.remove(&key) {
                     errors.push(e.to_string());
@@ -421,7 +337,7 @@ impl Attacher<'_> {
         }
         let attachments: Value =
             valid.iter().map(|a| json!({"containerID": a.container_id, "ifname": a.ifname})).collect();
-        let call = Call::default();
+        let call = RuntimeConf::default();
         for (i, d) in delegates.iter().enumerate() {
             let result = match &d.config {
                 // As libcni does for lists: GC does not exist below 1.1.0.
@@ -430,10 +346,10 @@ impl Attacher<'_> {
                     let mut conf = c.clone();
                     conf.set(cni_types::config::GC_VALID_ATTACHMENTS, attachments.clone());
                     conf.set(cni_types::config::GC_ATTACHMENTS_LEGACY, attachments.clone());
-                    let req = self.request(Command::Gc, &call, "", "");
+                    let inv = self.invocation(Command::Gc, &call, "", "");
                     self.exec
-                        .find(&c.plugin_type, &self.paths)
-                        .and_then(|p| invoke::run(self.exec, &p, &conf.to_bytes(), &req))
+                        .find(c.plugin_type(), &self.paths)
+                        .and_then(|p| invoke::exec_without_result(self.exec, &p, &conf.to_bytes(), &inv))
                         .map_err(|e| e.to_string())
                 }
                 DelegateConfig::List(l) => self.chain().gc(l, Some(valid)).map_err(|e| e.msg),
@@ -445,31 +361,27 @@ impl Attacher<'_> {
         if errors.is_empty() {
             Ok(())
         } else {
-            Err(CniError::new(cni_types::error::INTERNAL, format!("GC failed: {}", errors.join("; "))))
+            Err(CniError::new(INTERNAL, format!("GC failed: {}", errors.join("; "))))
         }
     }
 
     /// STATUS: every delegate (of 1.1.0 or later) in order; the first failure is returned with its code (50/51).
     pub fn status(&self, delegates: &[Delegate]) -> Result<(), CniError> {
-        let call = Call::default();
+        let call = RuntimeConf::default();
         for (i, d) in delegates.iter().enumerate() {
-            let result = match &d.config {
+            let result: Result<(), CniError> = match &d.config {
                 // As libcni does for lists: STATUS does not exist below 1.1.0.
                 DelegateConfig::Plugin(c) if !Command::Status.allowed_in(c.version()).unwrap_or(false) => Ok(()),
                 DelegateConfig::Plugin(c) => {
-                    let req = self.request(Command::Status, &call, "", "");
+                    let inv = self.invocation(Command::Status, &call, "", "");
                     self.exec
-                        .find(&c.plugin_type, &self.paths)
-                        .and_then(|p| invoke::run(self.exec, &p, &c.to_bytes(), &req))
-                        .map_err(cni)
+                        .find(c.plugin_type(), &self.paths)
+                        .and_then(|p| invoke::exec_without_result(self.exec, &p, &c.to_bytes(), &inv))
+                        .map_err(CniError::from)
                 }
-                DelegateConfig::List(l) => self.chain().status(l).map_err(|e| e.to_cni_error()),
+                DelegateConfig::List(l) => self.chain().status(l).map_err(CniError::from),
             };
-            result.map_err(|e| CniError {
-                code: e.code,
-                msg: format!("delegate {i} (network {:?}) STATUS: {}", d.name(), e.msg),
-                details: e.details,
-            })?;
+            result.map_err(|e| e.context(format_args!("delegate {i} (network {:?}) STATUS", d.name())))?;
         }
         Ok(())
     }

@@ -39,7 +39,7 @@ fn load_by_name(dir: &Path, name: &str) -> Result<NetConfList, CniError> {
 /// Parses `delegates` from a meta-plugin configuration; `ifname_for(i)` names delegate `i`'s
 /// interface unless the entry overrides it.
 pub fn parse(conf: &NetConf, ifname_for: &dyn Fn(usize) -> String) -> Result<Vec<Delegate>, CniError> {
-    let conf_dir = conf.get("confDir").and_then(Value::as_str).unwrap_or("/etc/cni/net.d").to_string();
+    let conf_dir = cni_skel::keys::path(conf, "confDir", "/etc/cni/net.d")?;
     let Some(Value::Array(entries)) = conf.get("delegates") else {
         return Err(invalid("delegates must be a non-empty array of plugin configs, conflists or network names"));
     };
@@ -75,17 +75,17 @@ pub fn parse(conf: &NetConf, ifname_for: &dyn Fn(usize) -> String) -> Result<Vec
             other => (other.clone(), None),
         };
         let config = match &network {
-            Value::String(name) => DelegateConfig::List(load_by_name(Path::new(&conf_dir), name)?),
+            Value::String(name) => DelegateConfig::List(load_by_name(&conf_dir, name)?),
             Value::Object(o) if o.contains_key("plugins") => {
                 let mut o = o.clone();
-                o.entry("name").or_insert_with(|| Value::String(conf.name.clone()));
+                o.entry("name").or_insert_with(|| Value::String(conf.name().to_string()));
                 o.entry("cniVersion").or_insert_with(|| Value::String(conf.version().to_string()));
                 let bytes = serde_json::to_vec(&o).unwrap_or_default();
                 DelegateConfig::List(NetConfList::parse(&bytes).map_err(|e| invalid(format!("delegates[{i}]: {e}")))?)
             }
             Value::Object(o) => {
                 let mut o = o.clone();
-                o.entry("name").or_insert_with(|| Value::String(conf.name.clone()));
+                o.entry("name").or_insert_with(|| Value::String(conf.name().to_string()));
                 o.entry("cniVersion").or_insert_with(|| Value::String(conf.version().to_string()));
                 DelegateConfig::Plugin(
                     cni_types::conflist::parse_plugin(Value::Object(o))
@@ -106,8 +106,8 @@ pub fn validate(delegates: &[Delegate]) -> Result<(), CniError> {
     let mut seen: Vec<&str> = Vec::new();
     for (i, d) in delegates.iter().enumerate() {
         let types: Vec<&str> = match &d.config {
-            DelegateConfig::Plugin(c) => vec![c.plugin_type.as_str()],
-            DelegateConfig::List(l) => l.plugins.iter().map(|p| p.plugin_type.as_str()).collect(),
+            DelegateConfig::Plugin(c) => vec![c.plugin_type()],
+            DelegateConfig::List(l) => l.plugins.iter().map(|p| p.plugin_type()).collect(),
         };
         if let Some(t) = types.iter().find(|t| t.contains('/') || t.is_empty()) {
             return Err(invalid(format!("delegates[{i}]: type {t:?} must be a plugin name, not a path")));
@@ -124,24 +124,4 @@ pub fn validate(delegates: &[Delegate]) -> Result<(), CniError> {
         seen.push(&d.ifname);
     }
     Ok(())
-}
-
-/// `stateDir`: a non-empty path, `default` when absent.
-pub fn state_dir(conf: &NetConf, default: &str) -> Result<PathBuf, CniError> {
-    match conf.get("stateDir") {
-        None | Some(Value::Null) => Ok(PathBuf::from(default)),
-        Some(Value::String(s)) if !s.is_empty() => Ok(PathBuf::from(s)),
-        Some(v) => Err(invalid(format!("stateDir must be a non-empty path, not {v}"))),
-    }
-}
-
-/// `timeout`: seconds per delegate call (default 60).
-pub fn timeout(conf: &NetConf) -> Result<std::time::Duration, CniError> {
-    match conf.get("timeout") {
-        None => Ok(std::time::Duration::from_secs(60)),
-        Some(v) => match v.as_f64() {
-            Some(s) if s > 0.0 && s < 86_400.0 => Ok(std::time::Duration::from_secs_f64(s)),
-            _ => Err(invalid(format!("timeout must be a number of seconds (0 < t < 86400), not {v}"))),
-        },
-    }
 }

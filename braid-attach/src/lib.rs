@@ -9,12 +9,15 @@
 //! * [`delegates`]: reading the `delegates` key and validating the plan before anything runs.
 //! * [`attach`]: the engine — plan made durable first, rollback in reverse, DEL and CHECK from
 //!   the recorded plan.
-//! * [`state`]: the on-disk format of that plan ([`state::Plan`]) and the locked, private,
-//!   crash-safe files that hold it.
+//! * [`plan`]: the on-disk format of that plan, typed and versioned.
+//! * [`state`]: the locked, private, crash-safe files that hold it.
 #![forbid(unsafe_code)]
 
 pub mod attach;
 pub mod delegates;
+pub mod meta;
+pub mod plan;
 pub mod state;
 
 pub use attach::{Attacher, Delegate, DelegateConfig};
+pub use meta::{Meta, MetaConfig, Spec};

@@ -44,6 +44,13 @@ impl fmt::Display for StateError {
 
 impl std::error::Error for StateError {}
 
+impl From<StateError> for cni_types::CniError {
+    /// Code 5, the spec's I/O failure, naming the file.
+    fn from(e: StateError) -> cni_types::CniError {
+        cni_types::CniError::new(cni_types::error::IO_FAILURE, e.to_string())
+    }
+}
+
 fn err(action: &'static str, path: &Path, source: std::io::Error) -> StateError {
     StateError { action, path: path.to_path_buf(), source }
 }

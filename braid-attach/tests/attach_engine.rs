@@ -2,9 +2,13 @@
 //! from configuration, CHECK, GC.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use braid_attach::attach::{decode_state, Attacher, Call, Delegate, DelegateConfig};
+use braid_attach::attach::{Attacher, Delegate, DelegateConfig};
+use braid_attach::plan::{Phase, Plan};
 use braid_attach::state::{Key, StateStore};
-use cni_runtime::invoke::{Exec, FakeExec, InvokeError};
+use cni_runtime::chain::RuntimeConf as Call;
+use cni_runtime::invoke::{Exec, InvokeError};
+use cni_runtime::testing::FakeExec;
+use cni_skel::log::Logger;
 use cni_types::config::GcAttachment;
 use cni_types::{CniError, NetConf};
 use serde_json::{json, Value};
@@ -30,7 +34,7 @@ impl World {
             exec.reply(ok_result(a));
         }
         let a = self.attacher(exec);
-        a.add(&call(), &three()).unwrap();
+        a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
         exec.calls.lock().unwrap().clear();
         a
     }
@@ -89,7 +93,7 @@ fn add_runs_in_order_and_records_state() {
         exec.reply(ok_result(a));
     }
     let a = w.attacher(&exec);
-    let results = a.add(&call(), &three()).unwrap();
+    let results = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
     assert_eq!(results.len(), 3);
     let seen = calls(&exec);
     let order: Vec<(&str, &str, &str)> = seen.iter().map(|c| (c.0.as_str(), c.1.as_str(), c.2.as_str())).collect();
@@ -102,21 +106,21 @@ fn add_runs_in_order_and_records_state() {
     assert_eq!(lines.len(), 4);
     let plan: Value = serde_json::from_slice(lines[0]).unwrap();
     assert!(plan["attachments"].as_array().unwrap().iter().all(|x| x["phase"] == "planned"));
-    let state = decode_state(&raw).unwrap();
-    let atts = state["attachments"].as_array().unwrap();
+    let state = Plan::decode(&raw).unwrap();
+    let atts = &state.attachments;
     assert_eq!(atts.len(), 3);
-    assert!(atts.iter().all(|x| x["phase"] == "added"));
-    assert_eq!(atts[1]["result"]["ips"][0]["address"], "198.18.1.2/24");
+    assert!(atts.iter().all(|x| x.phase == Phase::Added));
+    assert_eq!(atts[1].result.as_ref().unwrap()["ips"][0]["address"], "198.18.1.2/24");
     // A record torn by a crash (no newline) is ignored; the plan still names every delegate.
     let torn = &raw[..raw.len() - 5];
-    let state = decode_state(torn).unwrap();
-    assert_eq!(state["attachments"][2]["phase"], "planned");
-    assert_eq!(state["attachments"][1]["phase"], "added");
+    let state = Plan::decode(torn).unwrap();
+    assert_eq!(state.attachments[2].phase, Phase::Planned);
+    assert_eq!(state.attachments[1].phase, Phase::Added);
     // A state written as one document (before records were appended) still reads.
-    let whole = serde_json::to_vec(&decode_state(&raw).unwrap()).unwrap();
-    assert_eq!(decode_state(&whole).unwrap(), decode_state(&raw).unwrap());
+    let whole = serde_json::to_vec(&Plan::decode(&raw).unwrap()).unwrap();
+    assert_eq!(Plan::decode(&whole).unwrap(), Plan::decode(&raw).unwrap());
     // A torn plan is no state at all.
-    assert!(decode_state(&raw[..20]).is_none());
+    assert!(Plan::decode(&raw[..20]).is_none());
 }
 
 #[test]
@@ -126,7 +130,7 @@ fn failure_rolls_back_in_reverse_including_the_failed_one() {
     exec.reply(ok_result("198.18.0.2/24"));
     exec.reply(Err(InvokeError::Plugin(CniError::with_details(7, "Invalid Configuration", "no master"))));
     let a = w.attacher(&exec);
-    let e = a.add(&call(), &three()).unwrap_err();
+    let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
     assert_eq!(e.code, 7);
     assert_eq!(e.msg, "delegate 1 (network \"ptpnet\", type \"ptp\", interface net1) failed: Invalid Configuration");
     assert_eq!(e.details, "no master");
@@ -147,18 +151,18 @@ fn del_replays_state_then_falls_back_to_configuration() {
     let w = World::new("del");
     let exec = FakeExec::default();
     let a = w.added_three(&exec);
-    let mut logs = Vec::new();
+    let mut log = Logger::recording("test", "DEL");
     // Today's configuration differs: DEL still undoes what ADD did.
-    a.del(&call(), &[delegate("other", "1.0.0", "eth0")], &mut |l| logs.push(l.to_string())).unwrap();
+    a.del(&call(), &[delegate("other", "1.0.0", "eth0")], &mut log).unwrap();
     let order: Vec<String> = calls(&exec).into_iter().map(|c| format!("{} {} {}", c.0, c.1, c.2)).collect();
     assert_eq!(order, ["macvlan DEL net2", "ptp DEL net1", "bridge DEL eth0"]);
     assert!(calls(&exec)[0].3.get("prevResult").is_none(), "0.2.0 delegates get no prevResult");
     assert!(a.store.keys().unwrap().is_empty());
     exec.calls.lock().unwrap().clear();
-    a.del(&call(), &three(), &mut |l| logs.push(l.to_string())).unwrap();
+    a.del(&call(), &three(), &mut log).unwrap();
     let order: Vec<String> = calls(&exec).into_iter().map(|c| format!("{} {}", c.0, c.1)).collect();
     assert_eq!(order, ["macvlan DEL", "ptp DEL", "bridge DEL"], "DEL without state deletes the configured delegates");
-    assert!(logs.is_empty());
+    assert!(log.lines().is_empty());
 }
 
 #[test]
@@ -167,10 +171,10 @@ fn corrupt_state_is_reported_and_configuration_used() {
     let exec = FakeExec::default();
     let a = w.attacher(&exec);
     a.store.write(&Key::new("ctr1", "eth0").unwrap(), b"{\"kind\":\"braidAtt").unwrap();
-    let mut logs = Vec::new();
-    a.del(&call(), &three(), &mut |l| logs.push(l.to_string())).unwrap();
-    assert_eq!(logs.len(), 1);
-    assert!(logs[0].contains("corrupt"), "{}", logs[0]);
+    let mut log = Logger::recording("test", "DEL");
+    a.del(&call(), &three(), &mut log).unwrap();
+    assert_eq!(log.lines().len(), 1);
+    assert!(log.lines()[0].contains("corrupt"), "{:?}", log.lines());
     assert_eq!(calls(&exec).len(), 3);
     assert!(a.store.keys().unwrap().is_empty());
 }
@@ -183,7 +187,7 @@ fn del_tries_every_delegate_and_reports_all_failures() {
     exec.reply(Err(InvokeError::Failed("netplugin failed with no error message: exit status 1".into())));
     exec.reply(Ok(Vec::new()));
     exec.reply(Err(InvokeError::Plugin(CniError::new(11, "busy"))));
-    let e = a.del(&call(), &three(), &mut |_| {}).unwrap_err();
+    let e = a.del(&call(), &three(), &mut Logger::recording("test", "DEL")).unwrap_err();
     assert_eq!(calls(&exec).len(), 3);
     assert!(e.msg.starts_with("2 of 3 delegates failed DEL"), "{}", e.msg);
     assert!(e.msg.contains("delegate 2") && e.msg.contains("delegate 0"), "{}", e.msg);
@@ -194,15 +198,15 @@ fn check_uses_recorded_results_and_skips_old_versions() {
     let w = World::new("check");
     let exec = FakeExec::default();
     let a = w.added_three(&exec);
-    let mut logs = Vec::new();
-    a.check(&call(), &mut |l| logs.push(l.to_string())).unwrap();
+    let mut log = Logger::recording("test", "CHECK");
+    a.check(&call(), &mut log).unwrap();
     let seen = calls(&exec);
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[1].3["prevResult"]["ips"][0]["address"], "198.18.1.2/24");
-    assert_eq!(logs.len(), 1);
-    assert!(logs[0].contains("0.2.0"));
+    assert_eq!(log.lines().len(), 1);
+    assert!(log.lines()[0].contains("0.2.0"), "{:?}", log.lines());
     exec.reply(Err(InvokeError::Plugin(CniError::new(7, "mismatch"))));
-    let e = a.check(&call(), &mut |_| {}).unwrap_err();
+    let e = a.check(&call(), &mut Logger::recording("test", "DEL")).unwrap_err();
     assert_eq!(e.code, 7);
     assert!(e.msg.starts_with("delegate 0 (network \"bridgenet\""), "{}", e.msg);
 }
@@ -215,7 +219,7 @@ fn gc_forwards_and_drops_stale_state() {
     for cid in ["keep", "stale"] {
         let c = Call { container_id: cid.into(), ..call() };
         exec.reply(ok_result("198.18.0.2/24"));
-        a.add(&c, &three()[..1]).unwrap();
+        a.add(&c, &three()[..1], &mut Logger::recording("test", "ADD")).unwrap();
     }
     exec.calls.lock().unwrap().clear();
     let valid = [GcAttachment { container_id: "keep".into(), ifname: "eth0".into() }];
@@ -249,7 +253,7 @@ fn per_attachment_runtime_config_and_args_are_sent_and_replayed() {
     d.args = Some("IP=198.18.5.5".into());
     let c = Call { args: "IgnoreUnknown=1".into(), ..call() };
     exec.reply(ok_result("198.18.5.5/24"));
-    a.add(&c, std::slice::from_ref(&d)).unwrap();
+    a.add(&c, std::slice::from_ref(&d), &mut Logger::recording("test", "ADD")).unwrap();
     let env_args = |i: usize| {
         let calls = exec.calls.lock().unwrap();
         calls[i].env.iter().find(|(k, _)| k == "CNI_ARGS").unwrap().1.clone()
@@ -259,7 +263,7 @@ fn per_attachment_runtime_config_and_args_are_sent_and_replayed() {
     assert_eq!(seen[0].3["runtimeConfig"], json!({"mac": "c2:11:22:33:44:55"}));
     assert_eq!(env_args(0), "IgnoreUnknown=1;IP=198.18.5.5");
     // DEL replays what ADD sent, even if today's configuration no longer has the overrides.
-    a.del(&c, &[], &mut |_| {}).unwrap();
+    a.del(&c, &[], &mut Logger::recording("test", "DEL")).unwrap();
     assert_eq!(env_args(1), "IgnoreUnknown=1;IP=198.18.5.5");
     assert_eq!(calls(&exec)[1].3["runtimeConfig"], json!({"mac": "c2:11:22:33:44:55"}));
 }
@@ -273,14 +277,14 @@ fn a_failed_rollback_keeps_the_state_for_a_later_del() {
     exec.reply(Ok(Vec::new())); // DEL of the failed ptp
     exec.reply(Err(InvokeError::Failed("netplugin failed with no error message: exit status 1".into()))); // DEL bridge
     let a = w.attacher(&exec);
-    let e = a.add(&call(), &three()).unwrap_err();
+    let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
     assert_eq!(e.code, 7);
     assert!(e.msg.contains("rollback incomplete, state kept for DEL"), "{}", e.msg);
     assert!(e.msg.contains("delegate 0"), "{}", e.msg);
     assert_eq!(a.store.keys().unwrap(), vec![Key::new("ctr1", "eth0").unwrap()]);
     // The runtime's DEL retries every recorded delegate and then drops the state.
     exec.calls.lock().unwrap().clear();
-    a.del(&call(), &[], &mut |_| {}).unwrap();
+    a.del(&call(), &[], &mut Logger::recording("test", "DEL")).unwrap();
     let order: Vec<String> = calls(&exec).into_iter().map(|c| format!("{} {}", c.0, c.1)).collect();
     assert_eq!(order, ["macvlan DEL", "ptp DEL", "bridge DEL"]);
     assert!(a.store.keys().unwrap().is_empty());
@@ -316,11 +320,50 @@ fn a_result_that_cannot_be_recorded_rolls_back_like_a_failure() {
     }
     let exec = LosesState { inner: &fake, dir: w.dir.clone(), on_call: 2, seen: Default::default() };
     let a = Attacher { exec: &exec, paths: vec!["/opt/cni/bin".into()], store: StateStore::open(&w.dir).unwrap() };
-    let e = a.add(&call(), &three()).unwrap_err();
+    let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
     assert_eq!(e.code, 5, "{e:?}");
     assert!(e.msg.starts_with("delegate 1 (network \"ptpnet\", type \"ptp\", interface net1) failed"), "{}", e.msg);
     assert!(e.msg.contains("its result could not be recorded"), "{}", e.msg);
     let order: Vec<String> = calls(&fake).into_iter().map(|c| format!("{} {} {}", c.0, c.1, c.2)).collect();
     assert_eq!(order, ["bridge ADD eth0", "ptp ADD net1", "ptp DEL net1", "bridge DEL eth0"]);
     assert!(a.store.keys().unwrap().is_empty());
+}
+
+/// State files written by the engine before the format was typed (kept in `tests/data`, made
+/// with that code) still read, and DEL replays them exactly: every recorded delegate, last
+/// first, with its recorded bytes, args and (from 0.4.0) its recorded result.
+#[test]
+fn state_files_written_by_earlier_releases_still_replay() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let old = std::fs::read(data.join("state-v1-rollback-incomplete.state")).unwrap();
+    let plan = Plan::decode(&old).unwrap();
+    let phases: Vec<Phase> = plan.attachments.iter().map(|a| a.phase).collect();
+    assert_eq!(phases, [Phase::Added, Phase::Added, Phase::Planned]);
+    assert_eq!(plan.attachments[1].args.as_deref(), Some("IgnoreUnknown=1;K8S_POD_NAME=p;MAC=02:00:00:00:00:01"));
+    assert_eq!(plan.attachments[1].capability_args.as_ref().unwrap()["mac"], "02:00:00:00:00:01");
+
+    let w = World::new("compat");
+    let exec = FakeExec::default();
+    let a = w.attacher(&exec);
+    a.store.write(&Key::new("ctr1", "eth0").unwrap(), &old).unwrap();
+    a.del(&call(), &[], &mut Logger::recording("test", "DEL")).unwrap();
+    let seen = calls(&exec);
+    let order: Vec<String> = seen.iter().map(|c| format!("{} {} {}", c.0, c.1, c.2)).collect();
+    assert_eq!(order, ["macvlan DEL net2", "ptp DEL net1", "bridge DEL eth0"]);
+    assert_eq!(seen[1].3["prevResult"]["ips"][0]["address"], "198.18.1.2/24");
+    assert!(seen[0].3.get("prevResult").is_none(), "0.2.0 gets no prevResult");
+    let args: Vec<String> = exec
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|c| c.env.iter().find(|(k, _)| k == "CNI_ARGS").unwrap().1.clone())
+        .collect();
+    assert_eq!(args[1], "IgnoreUnknown=1;K8S_POD_NAME=p;MAC=02:00:00:00:00:01");
+    assert!(a.store.keys().unwrap().is_empty());
+
+    let with_list = std::fs::read(data.join("state-v1-with-list.state")).unwrap();
+    let plan = Plan::decode(&with_list).unwrap();
+    assert!(plan.attachments[1].list);
+    assert_eq!(plan.attachments[1].config["plugins"][1]["type"], "tuning");
 }

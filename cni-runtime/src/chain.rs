@@ -4,17 +4,19 @@
 //! builds them; the `cniCacheV1` result cache. Delegates that are conflists run through this,
 //! and the integration tests use it as their runtime.
 
-use crate::invoke::{self, Exec, InvokeError, Request};
+use crate::invoke::{self, Exec, InvokeError};
 use cni_types::config::{runtime_config_for, GcAttachment, GC_ATTACHMENTS_LEGACY, GC_VALID_ATTACHMENTS};
 use cni_types::result::AnyResult;
 use cni_types::version::{self, Command};
-use cni_types::{CniError, NetConf, NetConfList};
+use cni_types::{CniError, Invocation, NetConf, NetConfList};
 use serde_json::{Map, Value};
 use std::fmt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// What the runtime knows about one attachment (libcni's `RuntimeConf`).
+/// What the runtime knows about one attachment (libcni's `RuntimeConf`): the parameters of
+/// every call made for it, and the capability arguments (`runtimeConfig`) on offer. Each call
+/// is the [`Invocation`] this makes with a command and a `CNI_PATH`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RuntimeConf {
     /// `CNI_CONTAINERID`.
@@ -23,10 +25,35 @@ pub struct RuntimeConf {
     pub netns: String,
     /// `CNI_IFNAME`.
     pub ifname: String,
-    /// `CNI_ARGS` pairs.
-    pub args: Vec<(String, String)>,
+    /// `CNI_ARGS`, as sent (libcni joins its pairs with `;`; the cache records them split).
+    pub args: String,
     /// Capability arguments offered to plugins that declare them.
     pub capability_args: Map<String, Value>,
+}
+
+impl RuntimeConf {
+    /// The call of `command` for this attachment, with plugins found in `path`.
+    pub fn invocation(&self, command: Command, path: &str) -> Invocation {
+        Invocation {
+            command,
+            container_id: self.container_id.clone(),
+            netns: self.netns.clone(),
+            ifname: self.ifname.clone(),
+            args: self.args.clone(),
+            path: path.to_string(),
+        }
+    }
+
+    /// The same attachment seen from a call (what a meta-plugin offers its delegates).
+    pub fn from_invocation(inv: &Invocation, capability_args: Map<String, Value>) -> RuntimeConf {
+        RuntimeConf {
+            container_id: inv.container_id.clone(),
+            netns: inv.netns.clone(),
+            ifname: inv.ifname.clone(),
+            args: inv.args.clone(),
+            capability_args,
+        }
+    }
 }
 
 /// A chain failure: libcni's text, and the plugin's typed error when there was one.
@@ -42,12 +69,15 @@ impl ChainError {
     fn plain(msg: impl Into<String>) -> ChainError {
         ChainError { msg: msg.into(), cause: None }
     }
+}
 
-    /// As a CNI error: the plugin's code with libcni's wrapped message, or 999.
-    pub fn to_cni_error(&self) -> CniError {
-        match &self.cause {
-            Some(c) => CniError { code: c.code, msg: self.msg.clone(), details: String::new() },
-            None => CniError::new(cni_types::error::INTERNAL, self.msg.clone()),
+impl From<ChainError> for CniError {
+    /// The failing plugin's code with libcni's wrapped message (`plugin type="tuning" failed
+    /// (add): …`), or 999 when no plugin said why.
+    fn from(e: ChainError) -> CniError {
+        match e.cause {
+            Some(c) => CniError { code: c.code, msg: e.msg, details: String::new() },
+            None => CniError::new(cni_types::error::INTERNAL, e.msg),
         }
     }
 }
@@ -69,9 +99,9 @@ fn from_invoke(e: InvokeError) -> ChainError {
 }
 
 fn describe(plugin: &NetConf) -> String {
-    let mut s = format!("type={}", cni_types::gojson::quote(&plugin.plugin_type));
-    if !plugin.name.is_empty() {
-        s.push_str(&format!(" name={}", cni_types::gojson::quote(&plugin.name)));
+    let mut s = format!("type={}", cni_types::gojson::quote(plugin.plugin_type()));
+    if !plugin.name().is_empty() {
+        s.push_str(&format!(" name={}", cni_types::gojson::quote(plugin.name())));
     }
     s
 }
@@ -97,7 +127,7 @@ pub fn build_one_config(
     if let Some(prev) = prev {
         conf.set("prevResult", prev.to_value());
     }
-    if let Some(rc) = runtime_config_for(&conf.capabilities, capability_args) {
+    if let Some(rc) = runtime_config_for(conf.capabilities(), capability_args) {
         conf.set("runtimeConfig", Value::Object(rc));
     }
     conf.to_bytes()
@@ -115,23 +145,12 @@ pub struct Chain<'a> {
 }
 
 impl Chain<'_> {
-    fn path_env(&self) -> String {
-        self.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":")
-    }
-
-    fn request(&self, command: Command, rt: &RuntimeConf) -> Request {
-        Request {
-            command,
-            container_id: rt.container_id.clone(),
-            netns: rt.netns.clone(),
-            ifname: rt.ifname.clone(),
-            args: rt.args.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";"),
-            path: self.path_env(),
-        }
+    fn request(&self, command: Command, rt: &RuntimeConf) -> Invocation {
+        rt.invocation(command, &cni_types::invocation::join_path(&self.paths))
     }
 
     fn find(&self, plugin: &NetConf) -> Result<PathBuf, InvokeError> {
-        self.exec.find(&plugin.plugin_type, &self.paths)
+        self.exec.find(plugin.plugin_type(), &self.paths)
     }
 
     /// ADD every plugin in order; on success the final result is cached and returned.
@@ -174,7 +193,7 @@ impl Chain<'_> {
         for plugin in &list.plugins {
             let stdin = build_one_config(plugin, &list.name, &list.cni_version, cached.as_ref(), &rt.capability_args);
             let path = self.find(plugin).map_err(from_invoke)?;
-            invoke::run(self.exec, &path, &stdin, &req).map_err(from_invoke)?;
+            invoke::exec_without_result(self.exec, &path, &stdin, &req).map_err(from_invoke)?;
         }
         Ok(())
     }
@@ -194,7 +213,7 @@ impl Chain<'_> {
         for plugin in list.plugins.iter().rev() {
             let stdin = build_one_config(plugin, &list.name, &list.cni_version, cached.as_ref(), &rt.capability_args);
             let path = self.find(plugin).map_err(|e| wrap(plugin, "delete", e))?;
-            invoke::run(self.exec, &path, &stdin, &req).map_err(|e| wrap(plugin, "delete", e))?;
+            invoke::exec_without_result(self.exec, &path, &stdin, &req).map_err(|e| wrap(plugin, "delete", e))?;
         }
         match std::fs::remove_file(self.cache_path(&list.name, rt)) {
             Ok(()) => Ok(()),
@@ -235,7 +254,9 @@ impl Chain<'_> {
                     conf.set(GC_VALID_ATTACHMENTS, attachments.clone());
                     conf.set(GC_ATTACHMENTS_LEGACY, attachments.clone());
                 }
-                let result = self.find(plugin).and_then(|path| invoke::run(self.exec, &path, &conf.to_bytes(), &req));
+                let result = self
+                    .find(plugin)
+                    .and_then(|path| invoke::exec_without_result(self.exec, &path, &conf.to_bytes(), &req));
                 if let Err(e) = result {
                     errors.push(wrap(plugin, "gc", e).msg);
                 }
@@ -259,7 +280,7 @@ impl Chain<'_> {
             conf.set("name", Value::String(list.name.clone()));
             conf.set("cniVersion", Value::String(list.cni_version.clone()));
             let path = self.find(plugin).map_err(from_invoke)?;
-            invoke::run(self.exec, &path, &conf.to_bytes(), &req).map_err(from_invoke)?;
+            invoke::exec_without_result(self.exec, &path, &conf.to_bytes(), &req).map_err(from_invoke)?;
         }
         Ok(())
     }
@@ -278,12 +299,12 @@ impl Chain<'_> {
                 Ok(true) => {}
                 Ok(false) => errors.push(format!(
                     "plugin {} does not support config version {}",
-                    plugin.plugin_type,
+                    plugin.plugin_type(),
                     cni_types::gojson::quote(&list.cni_version)
                 )),
                 Err(e) => errors.push(e.to_string()),
             }
-            for (cap, on) in &plugin.capabilities {
+            for (cap, on) in plugin.capabilities() {
                 if *on && !caps.contains(cap) {
                     caps.push(cap.clone());
                 }
@@ -345,7 +366,7 @@ impl Chain<'_> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e.to_string()),
         };
-        let value: Value = cni_types::gojson::parse(&bytes).map_err(|e| e.0)?;
+        let value: Value = cni_types::gojson::parse(&bytes).map_err(|e| e.to_string())?;
         let raw = match value.get("kind") {
             Some(Value::String(k)) if k == "cniCacheV1" => value.get("result").cloned().unwrap_or(Value::Null),
             _ => value,
@@ -377,8 +398,9 @@ impl Chain<'_> {
                 .and_then(Value::as_array)
                 .map(|a| {
                     a.iter()
-                        .filter_map(|p| Some((p.get(0)?.as_str()?.to_string(), p.get(1)?.as_str()?.to_string())))
-                        .collect()
+                        .filter_map(|p| Some(format!("{}={}", p.get(0)?.as_str()?, p.get(1)?.as_str()?)))
+                        .collect::<Vec<_>>()
+                        .join(";")
                 })
                 .unwrap_or_default();
             out.push(RuntimeConf {
@@ -404,8 +426,9 @@ pub fn cache_file_bytes(list: &NetConfList, rt: &RuntimeConf, result: &AnyResult
     if !rt.netns.is_empty() {
         out.push_str(&format!(",\"netns\":{}", s(&rt.netns)));
     }
-    if !rt.args.is_empty() {
-        let pairs: Vec<[&str; 2]> = rt.args.iter().map(|(k, v)| [k.as_str(), v.as_str()]).collect();
+    let pairs = cni_types::args::split_pairs(&rt.args).unwrap_or_default();
+    if !pairs.is_empty() {
+        let pairs: Vec<[&str; 2]> = pairs.iter().map(|(k, v)| [k.as_str(), v.as_str()]).collect();
         out.push_str(&format!(",\"cniArgs\":{}", cni_types::gojson::to_go_string(&pairs)));
     }
     if !rt.capability_args.is_empty() {

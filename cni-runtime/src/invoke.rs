@@ -4,8 +4,7 @@
 
 use cni_types::error::INTERNAL;
 use cni_types::result::AnyResult;
-use cni_types::version::Command;
-use cni_types::CniError;
+use cni_types::{CniError, Invocation};
 use std::fmt;
 use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -81,11 +80,11 @@ fn humanize(d: Duration) -> String {
     }
 }
 
-impl InvokeError {
-    /// As a CNI error: a child's typed error keeps its code; everything else is code 999, as
-    /// in Go, with the text above.
-    pub fn into_cni_error(self) -> CniError {
-        match self {
+impl From<InvokeError> for CniError {
+    /// A child's typed error keeps its code; everything else is code 999, as in Go
+    /// (`invoke.ExecPluginWithResult` returns plain errors), with the text above.
+    fn from(e: InvokeError) -> CniError {
+        match e {
             InvokeError::Plugin(e) => e,
             other => CniError::new(INTERNAL, other.to_string()),
         }
@@ -111,41 +110,6 @@ pub fn find_in_path(name: &str, paths: &[PathBuf]) -> Result<PathBuf, InvokeErro
         }
     }
     Err(InvokeError::NotFound { name: name.to_string(), paths: paths.to_vec() })
-}
-
-/// The CNI parameters of one call. Every `CNI_*` variable is set explicitly for the child,
-/// so nothing of ours leaks into it by inheritance (an empty value is still set).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
-    /// `CNI_COMMAND`.
-    pub command: Command,
-    /// `CNI_CONTAINERID`.
-    pub container_id: String,
-    /// `CNI_NETNS`.
-    pub netns: String,
-    /// `CNI_IFNAME`.
-    pub ifname: String,
-    /// `CNI_ARGS`.
-    pub args: String,
-    /// `CNI_PATH`.
-    pub path: String,
-}
-
-impl Request {
-    /// The variables to set in the child.
-    pub fn env(&self) -> Vec<(String, String)> {
-        [
-            ("CNI_COMMAND", self.command.as_str()),
-            ("CNI_CONTAINERID", self.container_id.as_str()),
-            ("CNI_NETNS", self.netns.as_str()),
-            ("CNI_IFNAME", self.ifname.as_str()),
-            ("CNI_ARGS", self.args.as_str()),
-            ("CNI_PATH", self.path.as_str()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-    }
 }
 
 /// How a plugin binary is run: the real implementation is [`RawExec`]; tests use a fake.
@@ -247,7 +211,7 @@ pub fn failure(stdout: &[u8], stderr: &[u8], status: &str) -> InvokeError {
 /// `cniVersion` is taken to be in the configuration's version.
 pub fn decode_result(stdout: &[u8], conf_version: &str) -> Result<AnyResult, InvokeError> {
     let bad = |e: String| InvokeError::BadResult(format!("failed to unmarshal raw result: {e}"));
-    let mut value = cni_types::gojson::parse(stdout).map_err(|e| bad(e.0))?;
+    let mut value = cni_types::gojson::parse(stdout).map_err(|e| bad(e.to_string()))?;
     if value.is_null() {
         value = serde_json::Value::Object(Default::default());
     }
@@ -264,32 +228,29 @@ pub fn decode_result(stdout: &[u8], conf_version: &str) -> Result<AnyResult, Inv
     AnyResult::create_from_value(&version, &value).map_err(|e| bad(e.to_string()))
 }
 
-/// Runs ADD and decodes the result.
-pub fn add(exec: &dyn Exec, plugin: &Path, stdin: &[u8], req: &Request) -> Result<AnyResult, InvokeError> {
-    let out = exec.exec(plugin, stdin, &req.env())?;
+/// Runs ADD and decodes the result (Go's `invoke.ExecPluginWithResult`).
+pub fn add(exec: &dyn Exec, plugin: &Path, stdin: &[u8], inv: &Invocation) -> Result<AnyResult, InvokeError> {
+    let out = exec.exec(plugin, stdin, &inv.env())?;
     let conf_version = cni_types::config::decode_version(stdin).unwrap_or_default();
     decode_result(&out, &conf_version)
 }
 
-/// Runs a command whose stdout is ignored on success (DEL, CHECK, GC, STATUS).
-pub fn run(exec: &dyn Exec, plugin: &Path, stdin: &[u8], req: &Request) -> Result<(), InvokeError> {
-    exec.exec(plugin, stdin, &req.env()).map(|_| ())
+/// Runs a command whose stdout is ignored on success: DEL, CHECK, GC, STATUS (Go's
+/// `invoke.ExecPluginWithoutResult`).
+pub fn exec_without_result(exec: &dyn Exec, plugin: &Path, stdin: &[u8], inv: &Invocation) -> Result<(), InvokeError> {
+    exec.exec(plugin, stdin, &inv.env()).map(|_| ())
 }
 
 /// Asks a plugin which versions it supports (Go's `GetVersionInfo`), sending the dummy values
 /// old plugins insist on.
 pub fn version_info(exec: &dyn Exec, plugin: &Path) -> Result<cni_types::version::VersionInfo, InvokeError> {
-    let env: Vec<(String, String)> = [
-        ("CNI_COMMAND", "VERSION"),
-        ("CNI_CONTAINERID", ""),
-        ("CNI_NETNS", "dummy"),
-        ("CNI_IFNAME", "dummy"),
-        ("CNI_ARGS", ""),
-        ("CNI_PATH", "dummy"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
+    let probe = Invocation {
+        netns: "dummy".into(),
+        ifname: "dummy".into(),
+        path: "dummy".into(),
+        ..Invocation::new(cni_types::version::Command::Version)
+    };
+    let env = probe.env();
     match exec.exec(plugin, br#"{"cniVersion":"1.1.0"}"#, &env) {
         Ok(out) => cni_types::version::VersionInfo::decode(&out).map_err(InvokeError::BadResult),
         Err(InvokeError::Plugin(e)) if e.to_string() == "unknown CNI_COMMAND: VERSION" => {
@@ -299,47 +260,5 @@ pub fn version_info(exec: &dyn Exec, plugin: &Path) -> Result<cni_types::version
             })
         }
         Err(e) => Err(e),
-    }
-}
-
-/// One call recorded by [`FakeExec`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Call {
-    /// The plugin binary.
-    pub plugin: PathBuf,
-    /// What it was sent on stdin.
-    pub stdin: Vec<u8>,
-    /// The environment overrides.
-    pub env: Vec<(String, String)>,
-}
-
-/// A scripted [`Exec`] for unit tests: records every call and answers from a queue.
-#[derive(Debug, Default)]
-pub struct FakeExec {
-    /// Every call, in order.
-    pub calls: std::sync::Mutex<Vec<Call>>,
-    /// Answers, in order; when empty, calls succeed with empty stdout.
-    pub replies: std::sync::Mutex<std::collections::VecDeque<Result<Vec<u8>, InvokeError>>>,
-}
-
-impl FakeExec {
-    /// Queues an answer.
-    pub fn reply(&self, r: Result<Vec<u8>, InvokeError>) {
-        if let Ok(mut q) = self.replies.lock() {
-            q.push_back(r);
-        }
-    }
-}
-
-impl Exec for FakeExec {
-    fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
-        if let Ok(mut c) = self.calls.lock() {
-            c.push(Call { plugin: plugin.to_path_buf(), stdin: stdin.to_vec(), env: env.to_vec() });
-        }
-        self.replies.lock().ok().and_then(|mut q| q.pop_front()).unwrap_or(Ok(Vec::new()))
-    }
-
-    fn find(&self, name: &str, _paths: &[PathBuf]) -> Result<PathBuf, InvokeError> {
-        Ok(PathBuf::from("/fake").join(name))
     }
 }

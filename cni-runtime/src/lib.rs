@@ -9,7 +9,7 @@
 //! * [`child_io`]: a child's three pipes and its exit, served on the calling thread with a
 //!   deadline (no helper threads).
 //!
-//! With the `testing` feature, [`invoke::FakeExec`] records calls and answers from a script.
+//! With the `testing` feature, `testing::FakeExec` records calls and answers from a script.
 //!
 //! [`cni-skel`]: https://docs.rs/cni-skel
 //!
@@ -19,6 +19,8 @@
 pub mod chain;
 pub mod child_io;
 pub mod invoke;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use chain::{Chain, ChainError, RuntimeConf};
 pub use invoke::{Exec, InvokeError, RawExec};

@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use cni_runtime::chain::{build_one_config, Chain, RuntimeConf};
-use cni_runtime::invoke::FakeExec;
+use cni_runtime::testing::FakeExec;
 use cni_types::config::GcAttachment;
 use cni_types::{NetConf, NetConfList};
 use serde_json::Value;
@@ -59,8 +59,9 @@ impl Flow {
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|p| (p[0].as_str().unwrap().into(), p[1].as_str().unwrap().into()))
-                .collect(),
+                .map(|p| format!("{}={}", p[0].as_str().unwrap(), p[1].as_str().unwrap()))
+                .collect::<Vec<_>>()
+                .join(";"),
             capability_args: r["CapabilityArgs"].as_object().unwrap().clone(),
         };
         let cache = std::env::temp_dir().join(format!("braid-chain-{tag}-{}", std::process::id()));

@@ -1,8 +1,9 @@
 //! `invoke` against real child processes (small shell scripts), and `upstream/invoke-tests.json`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use cni_runtime::invoke::{self, find_in_path, Exec, InvokeError, RawExec, Request};
+use cni_runtime::invoke::{self, find_in_path, Exec, InvokeError, RawExec};
 use cni_types::version::Command;
+use cni_types::Invocation as Request;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -60,16 +61,16 @@ fn success_returns_the_result_and_sets_every_cni_variable() {
 fn typed_error_keeps_its_code() {
     let s = Scripts::new("typed");
     let p = s.add("typed", r#"echo '{"code":11,"msg":"try again","details":"busy"}'; echo oops >&2; exit 1"#);
-    let e = invoke::run(&RawExec::default(), &p, CONF, &req()).unwrap_err();
+    let e = invoke::exec_without_result(&RawExec::default(), &p, CONF, &req()).unwrap_err();
     assert_eq!(e, InvokeError::Plugin(cni_types::CniError::with_details(11, "try again", "busy")));
-    assert_eq!(e.into_cni_error().code, 11);
+    assert_eq!(cni_types::CniError::from(e).code, 11);
 }
 
 #[test]
 fn garbage_empty_and_stderr_failures_use_gos_texts() {
     let s = Scripts::new("fail");
     let garbage = s.add("garbage", "echo 'not json'; exit 1");
-    let e = invoke::run(&RawExec::default(), &garbage, CONF, &req()).unwrap_err();
+    let e = invoke::exec_without_result(&RawExec::default(), &garbage, CONF, &req()).unwrap_err();
     assert!(
         e.to_string().starts_with(
             "netplugin failed but error parsing its diagnostic message \"not json\\n\": invalid character"
@@ -77,12 +78,12 @@ fn garbage_empty_and_stderr_failures_use_gos_texts() {
         "{e}"
     );
     let quiet = s.add("quiet", "exit 3");
-    let e = invoke::run(&RawExec::default(), &quiet, CONF, &req()).unwrap_err();
+    let e = invoke::exec_without_result(&RawExec::default(), &quiet, CONF, &req()).unwrap_err();
     assert_eq!(e.to_string(), "netplugin failed with no error message: exit status 3");
     let loud = s.add("loud", "echo 'some stderr message' >&2; exit 1");
-    let e = invoke::run(&RawExec::default(), &loud, CONF, &req()).unwrap_err();
+    let e = invoke::exec_without_result(&RawExec::default(), &loud, CONF, &req()).unwrap_err();
     assert_eq!(e.to_string(), "netplugin failed: \"some stderr message\\n\": exit status 1");
-    assert_eq!(e.into_cni_error().code, 999);
+    assert_eq!(cni_types::CniError::from(e).code, 999);
     let bad_result = s.add("badresult", "echo hello");
     let e = invoke::add(&RawExec::default(), &bad_result, CONF, &req()).unwrap_err();
     assert!(e.to_string().starts_with("failed to unmarshal raw result: invalid character 'h'"), "{e}");
@@ -95,7 +96,7 @@ fn timeout_kills_the_child_and_what_it_spawned() {
     let p = s.add("hang", &format!("sleep 30 & echo $! > {}; sleep 30", marker.display()));
     let exec = RawExec { timeout: Some(Duration::from_millis(300)) };
     let start = Instant::now();
-    let e = invoke::run(&exec, &p, CONF, &req()).unwrap_err();
+    let e = invoke::exec_without_result(&exec, &p, CONF, &req()).unwrap_err();
     assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
     assert!(e.to_string().ends_with("timed out after 300ms"), "{e}");
     let pid = std::fs::read_to_string(&marker).unwrap().trim().to_string();

@@ -12,7 +12,7 @@ use cni_types::error::{
     DECODING_FAILURE, INCOMPATIBLE_CNI_VERSION, INTERNAL, INVALID_ENVIRONMENT_VARIABLES, INVALID_NETNS, IO_FAILURE,
 };
 use cni_types::version::{self, Command, Version};
-use cni_types::{CniError, NetConf};
+use cni_types::{CniError, Invocation, NetConf};
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -20,9 +20,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// this is a runtime bug, and reading it unbounded would let one bad call exhaust memory.
 pub const MAX_STDIN: u64 = 16 * 1024 * 1024;
 
-/// What a command's callback receives (Go's `CmdArgs`): the raw values, unparsed.
+/// What a command's callback receives (Go's `skel.CmdArgs`): the raw values, unparsed, and
+/// the command being served.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CmdArgs {
+    /// `CNI_COMMAND`, parsed.
+    pub command: Command,
     /// `CNI_CONTAINERID` (empty for GC and STATUS).
     pub container_id: String,
     /// `CNI_NETNS` (may be empty for DEL, GC, STATUS).
@@ -48,7 +51,25 @@ impl CmdArgs {
 
     /// `CNI_PATH` split on `:`, empty entries dropped (Go's `filepath.SplitList`).
     pub fn path_list(&self) -> Vec<std::path::PathBuf> {
-        self.path.split(':').filter(|p| !p.is_empty()).map(Into::into).collect()
+        cni_types::invocation::split_path(&self.path)
+    }
+
+    /// This call's parameters, as a runtime would pass them on to another plugin.
+    pub fn invocation(&self) -> Invocation {
+        Invocation::from(self)
+    }
+}
+
+impl From<&CmdArgs> for Invocation {
+    fn from(a: &CmdArgs) -> Invocation {
+        Invocation {
+            command: a.command,
+            container_id: a.container_id.clone(),
+            netns: a.netns.clone(),
+            ifname: a.ifname.clone(),
+            args: a.args.clone(),
+            path: a.path.clone(),
+        }
     }
 }
 
@@ -131,7 +152,20 @@ fn args_from_env(env: &dyn Environment) -> Result<(String, CmdArgs), CniError> {
         ));
     }
     let [_, container_id, netns, ifname, args, path, netns_override] = values;
-    Ok((command, CmdArgs { container_id, netns, ifname, args, path, netns_override, stdin_data: Vec::new() }))
+    let command_parsed = cmd.unwrap_or_default();
+    Ok((
+        command,
+        CmdArgs {
+            command: command_parsed,
+            container_id,
+            netns,
+            ifname,
+            args,
+            path,
+            netns_override,
+            stdin_data: Vec::new(),
+        },
+    ))
 }
 
 fn read_stdin(env: &mut dyn Environment) -> Result<Vec<u8>, CniError> {
@@ -150,7 +184,7 @@ fn read_stdin(env: &mut dyn Environment) -> Result<Vec<u8>, CniError> {
 /// The skel's network configuration check: stdin must hold `{"name": <valid name>}`.
 fn validate_config(stdin: &[u8]) -> Result<(), CniError> {
     let decode = |e: String| CniError::new(DECODING_FAILURE, format!("error unmarshall network config: {e}"));
-    let value = cni_types::gojson::parse(stdin).map_err(|e| decode(e.0))?;
+    let value = cni_types::gojson::parse(stdin).map_err(|e| decode(e.to_string()))?;
     let name = match &value {
         serde_json::Value::Object(map) => {
             let v =
@@ -178,12 +212,11 @@ fn validate_config(stdin: &[u8]) -> Result<(), CniError> {
 }
 
 fn decode_version(stdin: &[u8]) -> Result<String, CniError> {
-    cni_types::config::decode_version(stdin).map_err(|e| CniError::new(DECODING_FAILURE, e.0))
+    Ok(cni_types::config::decode_version(stdin)?)
 }
 
 fn reconcile(config: &str, supported: &[String]) -> Result<(), CniError> {
-    version::reconcile(config, supported)
-        .map_err(|e| CniError::with_details(INCOMPATIBLE_CNI_VERSION, "incompatible CNI versions", e.details()))
+    Ok(version::reconcile(config, supported)?)
 }
 
 /// The CHECK/GC/STATUS gate (spec-notes G1.7).

@@ -54,10 +54,22 @@ pub struct Logger {
     level: Level,
     stderr: bool,
     file: Option<File>,
+    memory: Option<Vec<String>>,
 }
 
 impl Logger {
-    /// A logger writing `level` and above to stderr.
+    /// The logger of one call: every line names `plugin`, the command and the container, and
+    /// the configuration's `logLevel`/`logFile` apply when stdin holds a configuration that
+    /// sets them (an unusable one is reported on the first line, never fatal).
+    pub fn for_call(plugin: &str, args: &crate::CmdArgs) -> Logger {
+        let mut l = Logger::new(plugin, args.command.as_str(), &args.container_id);
+        if let Ok(conf) = cni_types::NetConf::parse(&args.stdin_data) {
+            l.configure(&conf);
+        }
+        l
+    }
+
+    /// A logger writing warnings and errors to stderr.
     pub fn new(plugin: &str, command: &str, container_id: &str) -> Logger {
         Logger {
             plugin: plugin.into(),
@@ -66,7 +78,19 @@ impl Logger {
             level: Level::Warn,
             stderr: true,
             file: None,
+            memory: None,
         }
+    }
+
+    /// A logger that keeps every line (all levels) in memory instead of writing it: for tests
+    /// that assert what a component logged (see [`Logger::lines`]).
+    pub fn recording(plugin: &str, command: &str) -> Logger {
+        Logger { level: Level::Debug, stderr: false, memory: Some(Vec::new()), ..Logger::new(plugin, command, "") }
+    }
+
+    /// The lines a [`Logger::recording`] kept (empty for any other logger).
+    pub fn lines(&self) -> &[String] {
+        self.memory.as_deref().unwrap_or_default()
     }
 
     /// Applies `logLevel` and `logFile` from a plugin configuration. With a file, stderr only
@@ -87,7 +111,7 @@ impl Logger {
             }
         }
         if let Some(p) = &problem {
-            self.log(Level::Warn, format_args!("{p}"));
+            self.log(Level::Warn, p);
         }
         problem
     }
@@ -97,8 +121,9 @@ impl Logger {
         self.level = level;
     }
 
-    /// Writes one line if `level` passes the threshold.
-    pub fn log(&mut self, level: Level, msg: fmt::Arguments<'_>) {
+    /// Writes one line if `level` passes the threshold. Anything printable is a message: a
+    /// string, an error, or `format_args!(…)`.
+    pub fn log(&mut self, level: Level, msg: impl fmt::Display) {
         if level > self.level {
             return;
         }
@@ -111,6 +136,9 @@ impl Logger {
             if self.container_id.is_empty() { "-" } else { &self.container_id },
             msg
         );
+        if let Some(m) = &mut self.memory {
+            m.push(line.trim_end().to_string());
+        }
         if let Some(f) = &mut self.file {
             let _ = f.write_all(line.as_bytes());
         }
@@ -120,22 +148,22 @@ impl Logger {
     }
 
     /// An error line.
-    pub fn error(&mut self, msg: fmt::Arguments<'_>) {
+    pub fn error(&mut self, msg: impl fmt::Display) {
         self.log(Level::Error, msg)
     }
 
     /// A warning line.
-    pub fn warn(&mut self, msg: fmt::Arguments<'_>) {
+    pub fn warn(&mut self, msg: impl fmt::Display) {
         self.log(Level::Warn, msg)
     }
 
     /// An info line.
-    pub fn info(&mut self, msg: fmt::Arguments<'_>) {
+    pub fn info(&mut self, msg: impl fmt::Display) {
         self.log(Level::Info, msg)
     }
 
     /// A debug line.
-    pub fn debug(&mut self, msg: fmt::Arguments<'_>) {
+    pub fn debug(&mut self, msg: impl fmt::Display) {
         self.log(Level::Debug, msg)
     }
 }

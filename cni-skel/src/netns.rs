@@ -52,6 +52,20 @@ impl fmt::Display for NetnsError {
 
 impl std::error::Error for NetnsError {}
 
+impl From<NetnsError> for cni_types::CniError {
+    /// A path that is not a network namespace is a bad `CNI_NETNS` (code 4, the spec's
+    /// "invalid environment variable"); one that cannot be opened, or work that panicked, is
+    /// code 999 with the path in the message, as Go plugins report `ns.GetNS` failures.
+    fn from(e: NetnsError) -> cni_types::CniError {
+        use cni_types::error::{INTERNAL, INVALID_ENVIRONMENT_VARIABLES};
+        let code = match e {
+            NetnsError::NotNetns(..) | NetnsError::Enter(..) => INVALID_ENVIRONMENT_VARIABLES,
+            NetnsError::Open(..) | NetnsError::Panicked(_) => INTERNAL,
+        };
+        cni_types::CniError::new(code, e.to_string())
+    }
+}
+
 /// Opens a namespace file and checks that it is one.
 pub fn open(path: &Path) -> Result<File, NetnsError> {
     let file = File::open(path).map_err(|e| NetnsError::Open(path.to_path_buf(), e))?;

@@ -42,7 +42,7 @@ pub enum ArgValue {
 
 /// Why `CNI_ARGS` was refused; the text is Go's.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArgsError(pub String);
+pub struct ArgsError(pub(crate) String);
 
 impl fmt::Display for ArgsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -51,6 +51,13 @@ impl fmt::Display for ArgsError {
 }
 
 impl std::error::Error for ArgsError {}
+
+impl ArgsError {
+    /// The message, as the Go library words it.
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
 
 /// The result of [`load_args`]: the known keys that were set, and every pair in order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -6,7 +6,8 @@
 //! level, which is exactly what libcni sends plugins.
 
 use crate::decode::{DecodeError, Obj};
-use crate::result::{AnyResult, CreateError, Dns};
+use crate::error::CniError;
+use crate::result::{AnyResult, CniResult, CreateError, Dns};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,22 +23,29 @@ pub fn decode_version(bytes: &[u8]) -> Result<String, DecodeError> {
 }
 
 /// A plugin configuration object, typed where the spec defines keys, raw everywhere else.
+///
+/// The raw map is the one source of truth — it is what [`NetConf::to_bytes`] sends on. The
+/// typed accessors are a view of it that [`NetConf::set`] and [`NetConf::remove`] keep in step,
+/// so an edit is never silently lost on its way to a delegate.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NetConf {
     raw: Map<String, Value>,
-    /// `cniVersion` as written (empty when absent; see [`NetConf::version`]).
-    pub cni_version: String,
-    /// The network name.
-    pub name: String,
-    /// The plugin binary name (`type`).
-    pub plugin_type: String,
-    /// Declared capabilities (`capabilities`).
-    pub capabilities: BTreeMap<String, bool>,
-    /// The IPAM plugin's `type`, if an `ipam` section is present.
-    pub ipam_type: Option<String>,
-    /// Configuration-level `dns`.
-    pub dns: Option<Dns>,
+    typed: Typed,
 }
+
+/// The typed view of the well-known keys (derived from `raw`, never set on its own).
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Typed {
+    cni_version: String,
+    name: String,
+    plugin_type: String,
+    capabilities: BTreeMap<String, bool>,
+    ipam_type: Option<String>,
+    dns: Option<Dns>,
+}
+
+/// The keys the typed view is derived from.
+const TYPED_KEYS: [&str; 6] = ["cniVersion", "name", "type", "capabilities", "ipam", "dns"];
 
 impl NetConf {
     /// Parses a plugin configuration. Type errors name the key as Go's decoder does; `root` is
@@ -58,53 +66,50 @@ impl NetConf {
     }
 
     fn from_value_as(value: Value, root: &str) -> Result<NetConf, DecodeError> {
-        let obj = Obj::root(&value, root)?;
-        let cni_version = obj.string("cniVersion")?;
-        let name = obj.string("name")?;
-        let plugin_type = obj.string("type")?;
-        let mut capabilities = BTreeMap::new();
-        if let Some(caps) = obj.object("capabilities")? {
-            for (k, v) in caps.map() {
-                match v {
-                    Value::Bool(b) => {
-                        capabilities.insert(k.clone(), *b);
-                    }
-                    Value::Null => {}
-                    other => {
-                        return Err(DecodeError(format!(
-                            "json: cannot unmarshal {} into Go struct field {root}.capabilities of type bool",
-                            crate::gojson::type_name(other)
-                        )))
-                    }
-                }
-            }
-        }
-        let ipam_type = match obj.object("ipam")? {
-            Some(ipam) => Some(ipam.string("type")?),
-            None => None,
-        };
-        let dns = match obj.object("dns")? {
-            Some(d) => Some(Dns {
-                nameservers: d.string_list("nameservers")?,
-                domain: d.string("domain")?,
-                search: d.string_list("search")?,
-                options: d.string_list("options")?,
-            }),
-            None => None,
-        };
+        let typed = Typed::decode(&value, root)?;
         let raw = match value {
             Value::Object(map) => map,
             _ => Map::new(),
         };
-        Ok(NetConf { raw, cni_version, name, plugin_type, capabilities, ipam_type, dns })
+        Ok(NetConf { raw, typed })
+    }
+
+    /// `cniVersion` as written (empty when absent; see [`NetConf::version`]).
+    pub fn cni_version(&self) -> &str {
+        &self.typed.cni_version
+    }
+
+    /// The network name (`name`).
+    pub fn name(&self) -> &str {
+        &self.typed.name
+    }
+
+    /// The plugin binary name (`type`).
+    pub fn plugin_type(&self) -> &str {
+        &self.typed.plugin_type
+    }
+
+    /// Declared capabilities (`capabilities`; `null` entries dropped).
+    pub fn capabilities(&self) -> &BTreeMap<String, bool> {
+        &self.typed.capabilities
+    }
+
+    /// The IPAM plugin's `type`, if an `ipam` section is present.
+    pub fn ipam_type(&self) -> Option<&str> {
+        self.typed.ipam_type.as_deref()
+    }
+
+    /// Configuration-level `dns`.
+    pub fn dns(&self) -> Option<&Dns> {
+        self.typed.dns.as_ref()
     }
 
     /// The version this configuration speaks: `cniVersion`, or 0.1.0 when absent or empty.
     pub fn version(&self) -> &str {
-        if self.cni_version.is_empty() {
+        if self.typed.cni_version.is_empty() {
             crate::version::DEFAULT
         } else {
-            &self.cni_version
+            &self.typed.cni_version
         }
     }
 
@@ -118,19 +123,63 @@ impl NetConf {
         self.raw.get(key)
     }
 
-    /// Sets a key, keeping the typed view in step for `cniVersion` and `name`.
+    /// Sets a key; the typed view follows. A well-known key set to a value of the wrong kind
+    /// is still sent as set, and reads as absent through the typed accessors.
     pub fn set(&mut self, key: &str, value: Value) {
-        match (key, &value) {
-            ("cniVersion", Value::String(s)) => self.cni_version = s.clone(),
-            ("name", Value::String(s)) => self.name = s.clone(),
-            _ => {}
-        }
         self.raw.insert(key.to_string(), value);
+        self.retype(key);
     }
 
-    /// Removes a key and returns it.
+    /// Removes a key and returns it; the typed view follows.
     pub fn remove(&mut self, key: &str) -> Option<Value> {
-        self.raw.remove(key)
+        let old = self.raw.remove(key);
+        self.retype(key);
+        old
+    }
+
+    /// Re-derives the typed view after `key` changed (nothing to do for a plugin's own keys).
+    fn retype(&mut self, key: &str) {
+        if !TYPED_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key)) {
+            return;
+        }
+        let value = Value::Object(std::mem::take(&mut self.raw));
+        self.typed = Typed::decode(&value, "NetConf").unwrap_or_else(|_| Typed::lenient(&value));
+        if let Value::Object(map) = value {
+            self.raw = map;
+        }
+    }
+
+    /// The plugin's configuration as its own type — Go's `json.Unmarshal` into a struct that
+    /// embeds `types.NetConf`. Unknown keys are ignored unless `T` says
+    /// `#[serde(deny_unknown_fields)]`. A value of the wrong type is code 7 and names the key:
+    /// `invalid network configuration: sysctls: invalid type: integer `5`, expected a map`.
+    pub fn plugin_config<T: serde::de::DeserializeOwned>(&self) -> Result<T, CniError> {
+        crate::keyed::deserialize(&self.raw).map_err(|(key, e)| {
+            let msg = match key {
+                Some(k) => format!("invalid network configuration: {k}: {e}"),
+                None => format!("invalid network configuration: {e}"),
+            };
+            CniError::new(crate::error::INVALID_NETWORK_CONFIG, msg)
+        })
+    }
+
+    /// The previous result of a chained plugin, in the 1.x model: what a chained plugin's
+    /// ADD starts from. Missing is code 7 (the plugin was not called as a chain member);
+    /// unparsable is code 6.
+    ///
+    /// `prevResult` is parsed in the *configuration's* version family, as Go's
+    /// `version.ParsePrevResult` does: a 0.4.0 configuration needs a 0.3.x/0.4.0 `prevResult`,
+    /// a 1.x configuration a 1.x one, and a `prevResult` without `cniVersion` is taken to be in
+    /// the configuration's version. Runtimes always send it that way (libcni converts each
+    /// result to the list's version before passing it on).
+    pub fn require_prev_result(&self) -> Result<CniResult, CniError> {
+        match self.prev_result()? {
+            Some(prev) => Ok(prev.to_latest()),
+            None => Err(CniError::new(
+                crate::error::INVALID_NETWORK_CONFIG,
+                "prevResult is missing: this plugin must be chained after another plugin in a conflist",
+            )),
+        }
     }
 
     /// Compact JSON with keys sorted at every level: the bytes libcni would send.
@@ -146,7 +195,7 @@ impl NetConf {
     /// Parses `prevResult` with Go's rules (`version.ParsePrevResult`, spec-notes §3.8).
     pub fn prev_result(&self) -> Result<Option<AnyResult>, PrevResultError> {
         // The raw `cniVersion` (possibly empty): Go injects it verbatim when prevResult has none.
-        parse_prev_result(&self.cni_version, self.raw.get("prevResult"))
+        parse_prev_result(&self.typed.cni_version, self.raw.get("prevResult"))
     }
 
     /// The raw `runtimeConfig`, if present.
@@ -190,6 +239,53 @@ impl NetConf {
                 crate::gojson::type_name(other)
             ))),
         }
+    }
+}
+
+impl Typed {
+    /// The well-known keys of a configuration, with Go's type-error texts.
+    fn decode(value: &Value, root: &str) -> Result<Typed, DecodeError> {
+        let obj = Obj::root(value, root)?;
+        let cni_version = obj.string("cniVersion")?;
+        let name = obj.string("name")?;
+        let plugin_type = obj.string("type")?;
+        let mut capabilities = BTreeMap::new();
+        if let Some(caps) = obj.object("capabilities")? {
+            for (k, v) in caps.map() {
+                match v {
+                    Value::Bool(b) => {
+                        capabilities.insert(k.clone(), *b);
+                    }
+                    Value::Null => {}
+                    other => {
+                        return Err(DecodeError(format!(
+                            "json: cannot unmarshal {} into Go struct field {root}.capabilities of type bool",
+                            crate::gojson::type_name(other)
+                        )))
+                    }
+                }
+            }
+        }
+        let ipam_type = match obj.object("ipam")? {
+            Some(ipam) => Some(ipam.string("type")?),
+            None => None,
+        };
+        let dns = match obj.object("dns")? {
+            Some(d) => Some(Dns {
+                nameservers: d.string_list("nameservers")?,
+                domain: d.string("domain")?,
+                search: d.string_list("search")?,
+                options: d.string_list("options")?,
+            }),
+            None => None,
+        };
+        Ok(Typed { cni_version, name, plugin_type, capabilities, ipam_type, dns })
+    }
+
+    /// After an edit that made some well-known key unreadable: the readable strings only.
+    fn lenient(value: &Value) -> Typed {
+        let text = |k: &str| value.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        Typed { cni_version: text("cniVersion"), name: text("name"), plugin_type: text("type"), ..Typed::default() }
     }
 }
 
@@ -412,7 +508,7 @@ mod tests {
     fn unknown_keys_survive_and_are_sorted() {
         let c = NetConf::parse(br#"{"z":1,"type":"bridge","cniVersion":"1.0.0","name":"n","nested":{"b":1,"a":2}}"#)
             .unwrap();
-        assert_eq!(c.plugin_type, "bridge");
+        assert_eq!(c.plugin_type(), "bridge");
         assert_eq!(
             String::from_utf8(c.to_bytes()).unwrap(),
             r#"{"cniVersion":"1.0.0","name":"n","nested":{"a":2,"b":1},"type":"bridge","z":1}"#

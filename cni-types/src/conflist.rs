@@ -8,7 +8,7 @@ use std::fmt;
 
 /// A conflist that libcni would refuse; the text is libcni's.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfListError(pub String);
+pub struct ConfListError(pub(crate) String);
 
 impl fmt::Display for ConfListError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -17,6 +17,13 @@ impl fmt::Display for ConfListError {
 }
 
 impl std::error::Error for ConfListError {}
+
+impl ConfListError {
+    /// The message, as the Go library words it.
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
 
 /// A parsed conflist.
 #[derive(Debug, Clone, PartialEq)]
@@ -167,12 +174,12 @@ impl NetConfList {
     /// Wraps a single plugin configuration as a one-plugin list (libcni's `ConfListFromConf`).
     pub fn from_single(conf: NetConf) -> NetConfList {
         let mut raw = Map::new();
-        raw.insert("cniVersion".into(), Value::String(conf.cni_version.clone()));
-        raw.insert("name".into(), Value::String(conf.name.clone()));
+        raw.insert("cniVersion".into(), Value::String(conf.cni_version().to_string()));
+        raw.insert("name".into(), Value::String(conf.name().to_string()));
         raw.insert("plugins".into(), Value::Array(vec![Value::Object(conf.raw().clone())]));
         NetConfList {
-            name: conf.name.clone(),
-            cni_version: conf.cni_version.clone(),
+            name: conf.name().to_string(),
+            cni_version: conf.cni_version().to_string(),
             cni_versions: Vec::new(),
             disable_check: false,
             disable_gc: false,
@@ -186,7 +193,7 @@ impl NetConfList {
 /// libcni's `ConfFromBytes` for one plugin object: it must decode and have a `type`.
 pub fn parse_plugin(value: Value) -> Result<NetConf, ConfListError> {
     let conf = NetConf::from_value(value).map_err(|e| ConfListError(format!("error parsing configuration: {e}")))?;
-    if conf.plugin_type.is_empty() {
+    if conf.plugin_type().is_empty() {
         return Err(ConfListError("error parsing configuration: missing 'type'".into()));
     }
     Ok(conf)

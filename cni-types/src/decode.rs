@@ -8,7 +8,7 @@ use std::fmt;
 
 /// A decoding failure, worded as Go's decoder words it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DecodeError(pub String);
+pub struct DecodeError(pub(crate) String);
 
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -17,6 +17,13 @@ impl fmt::Display for DecodeError {
 }
 
 impl std::error::Error for DecodeError {}
+
+impl DecodeError {
+    /// The message, as the Go library words it.
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
 
 impl From<crate::gojson::SyntaxError> for DecodeError {
     fn from(e: crate::gojson::SyntaxError) -> Self {

@@ -88,6 +88,74 @@ impl fmt::Display for CniError {
 
 impl std::error::Error for CniError {}
 
+impl CniError {
+    /// The same error with `prefix: ` before its message — what a caller adds to say where
+    /// it happened (`delegates[1] (macvlan): …`), code and details kept.
+    pub fn context(mut self, prefix: impl fmt::Display) -> CniError {
+        self.msg = format!("{prefix}: {}", self.msg);
+        self
+    }
+
+    /// The same error with another code, for a caller that knows better than the default
+    /// conversion (e.g. a decoding failure that is really an invalid configuration).
+    pub fn with_code(mut self, code: u32) -> CniError {
+        self.code = code;
+        self
+    }
+}
+
+/// `?`-friendly context for any error that converts into a [`CniError`]:
+/// `conf.plugin_config::<T>().context("sysctl")?`.
+pub trait Context<T> {
+    /// Converts the error and prefixes its message.
+    fn context(self, prefix: impl fmt::Display) -> Result<T, CniError>;
+    /// Converts the error and replaces its code.
+    fn code(self, code: u32) -> Result<T, CniError>;
+}
+
+impl<T, E: Into<CniError>> Context<T> for Result<T, E> {
+    fn context(self, prefix: impl fmt::Display) -> Result<T, CniError> {
+        self.map_err(|e| e.into().context(prefix))
+    }
+    fn code(self, code: u32) -> Result<T, CniError> {
+        self.map_err(|e| e.into().with_code(code))
+    }
+}
+
+/// Each error type of this crate becomes a CNI error with the code a Go plugin would report
+/// for the same failure, and the same text.
+macro_rules! into_cni_error {
+    ($($ty:ty => $code:expr, $why:literal;)*) => {$(
+        #[doc = concat!("Code ", stringify!($code), ": ", $why)]
+        impl From<$ty> for CniError {
+            fn from(e: $ty) -> CniError {
+                CniError::new($code, e.to_string())
+            }
+        }
+    )*};
+}
+
+into_cni_error! {
+    crate::decode::DecodeError => DECODING_FAILURE, "the JSON did not decode (Go's `json.Unmarshal` failures).";
+    crate::gojson::SyntaxError => DECODING_FAILURE, "the bytes are not JSON.";
+    crate::config::PrevResultError => DECODING_FAILURE, "`prevResult` did not parse (Go's `version.ParsePrevResult`).";
+    crate::result::CreateError => DECODING_FAILURE, "a result did not parse in the version it claims.";
+    crate::version::VersionError => DECODING_FAILURE, "a version string did not parse (Go's `version.ParseVersion`).";
+    crate::conflist::ConfListError => INVALID_NETWORK_CONFIG, "libcni refuses the conflist (`libcni.NetworkConfFromBytes`).";
+    crate::ip::AddrError => INVALID_NETWORK_CONFIG, "an address in the configuration is not an IP or CIDR.";
+    crate::ip::MacError => INVALID_NETWORK_CONFIG, "a MAC address in the configuration did not parse.";
+    crate::args::ArgsError => INVALID_ENVIRONMENT_VARIABLES, "`CNI_ARGS` is malformed (Go's `types.LoadArgs`).";
+    crate::merge::Inexpressible => INVALID_NETWORK_CONFIG, "the configuration's version cannot carry a merged result of this many attachments.";
+    crate::result::ConvertError => INTERNAL, "a result cannot be expressed in the requested version (Go returns a plain error).";
+}
+
+impl From<crate::version::Incompatible> for CniError {
+    /// Code 1, with Go's message and details (`skel`'s version check).
+    fn from(e: crate::version::Incompatible) -> CniError {
+        CniError::with_details(INCOMPATIBLE_CNI_VERSION, "incompatible CNI versions", e.details())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ use std::io;
 
 /// A JSON document that Go's decoder would reject, with Go's message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SyntaxError(pub String);
+pub struct SyntaxError(pub(crate) String);
 
 impl fmt::Display for SyntaxError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -23,6 +23,13 @@ impl fmt::Display for SyntaxError {
 }
 
 impl std::error::Error for SyntaxError {}
+
+impl SyntaxError {
+    /// The message, as the Go library words it.
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
 
 /// Go's `quoteChar`: how the scanner names an unexpected byte.
 fn quote_char(c: u8) -> String {

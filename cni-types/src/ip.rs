@@ -159,7 +159,7 @@ pub struct Mac(Vec<u8>);
 
 /// A hardware address that did not parse.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MacError(pub String);
+pub struct MacError(pub(crate) String);
 
 impl fmt::Display for MacError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -168,6 +168,13 @@ impl fmt::Display for MacError {
 }
 
 impl std::error::Error for MacError {}
+
+impl MacError {
+    /// The message, as the Go library words it.
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
 
 impl Mac {
     /// Parses `aa:bb:cc:dd:ee:ff` (or with `-`), case-insensitively.

@@ -8,7 +8,8 @@
 //! * [`version`]: versions, families, command gates, reconciliation.
 //! * [`result`]: results of all three families and conversion between them.
 //! * [`config`], [`conflist`]: plugin configurations (unknown keys kept) and conflists.
-//! * [`error`]: the CNI error object and codes.
+//! * [`error`]: the CNI error object and codes; every error type here converts into it.
+//! * [`invocation`]: the `CNI_*` parameters of one plugin call.
 //! * [`args`], [`validate`]: `CNI_ARGS`, and container-ID / interface-name / network-name rules.
 //! * [`merge`]: merging the results of several attachments into one.
 //! * [`ip`]: addresses that keep their host bits; MACs compared as bytes.
@@ -21,7 +22,9 @@ pub mod conflist;
 mod decode;
 pub mod error;
 pub mod gojson;
+pub mod invocation;
 pub mod ip;
+mod keyed;
 pub mod merge;
 pub mod result;
 pub mod validate;
@@ -30,6 +33,7 @@ pub mod version;
 pub use config::{NetConf, RuntimeConfig};
 pub use conflist::NetConfList;
 pub use decode::DecodeError;
-pub use error::CniError;
+pub use error::{CniError, Context};
+pub use invocation::Invocation;
 pub use ip::{IpNet, Mac};
 pub use result::{AnyResult, CniResult};

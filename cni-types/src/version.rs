@@ -184,8 +184,9 @@ impl Family {
     }
 }
 
-/// A CNI command, as named in `CNI_COMMAND`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A CNI command, as named in `CNI_COMMAND`. The default is VERSION, the one command that
+/// needs nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Command {
     /// Attach a container to a network.
     Add,
@@ -198,6 +199,7 @@ pub enum Command {
     /// Report readiness (1.1.0 and later).
     Status,
     /// Report supported versions.
+    #[default]
     Version,
 }
 

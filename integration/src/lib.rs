@@ -283,14 +283,7 @@ impl Harness {
     ) -> Result<Vec<u8>, cni_runtime::invoke::InvokeError> {
         use cni_runtime::invoke::Exec;
         let (timeout, paths) = (self.timeout, self.paths.clone());
-        let req = cni_runtime::invoke::Request {
-            command,
-            container_id: rt.container_id.clone(),
-            netns: rt.netns.clone(),
-            ifname: rt.ifname.clone(),
-            args: rt.args.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";"),
-            path: paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":"),
-        };
+        let req = rt.invocation(command, &cni_types::invocation::join_path(&paths));
         let stdin = stdin.to_vec();
         let plugin = plugin.to_string();
         cni_skel::netns::run_in(&self.host.path(), move || {
@@ -333,7 +326,7 @@ impl Harness {
             container_id: container_id.into(),
             netns: ns.path().display().to_string(),
             ifname: ifname.into(),
-            args: vec![("IgnoreUnknown".into(), "1".into()), ("K8S_POD_NAME".into(), "pod".into())],
+            args: "IgnoreUnknown=1;K8S_POD_NAME=pod".into(),
             capability_args: Default::default(),
         }
     }

@@ -46,7 +46,7 @@ fn real_main() -> i32 {
             "--path" => path = value.clone(),
             "--timeout-ms" => timeout = Duration::from_millis(value.parse().unwrap_or(60_000)),
             "--args" => match cni_types::args::split_pairs(value) {
-                Ok(pairs) => rt.args = pairs,
+                Ok(_) => rt.args = value.clone(),
                 Err(e) => {
                     eprintln!("{e}");
                     return 2;

@@ -1,0 +1,124 @@
+//! The on-disk format of an attachment's state — braid's crash-safety contract, read back
+//! after upgrades, crashes and reboots, so every field is typed and the format is versioned.
+//!
+//! A state file is one [`Plan`] on its first line, written durably before the first delegate
+//! runs, then one [`Progress`] line appended per delegate that returned a result. A last line
+//! without its newline was torn by a crash and is ignored; a progress line that does not
+//! decode is skipped (the plan alone is enough for DEL: DEL of a delegate that never ran is
+//! harmless). Files written before this module existed (the same keys, built with `json!`, or
+//! one document with the results inline) read unchanged.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The format's version, written as `kind`. A state of another kind is not ours to replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Kind {
+    /// The first and current format.
+    #[serde(rename = "braidAttachV1")]
+    V1,
+}
+
+/// Every delegate of one ADD, with exactly what it is (to be) sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The format.
+    pub kind: Kind,
+    /// `CNI_NETNS` of the ADD.
+    #[serde(default)]
+    pub netns: String,
+    /// The delegates, in ADD order.
+    pub attachments: Vec<Attachment>,
+}
+
+/// How far a delegate got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// In the plan; it may have started (and done anything) or not.
+    #[default]
+    Planned,
+    /// Its ADD returned the recorded result.
+    Added,
+}
+
+/// One planned delegate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attachment {
+    /// The network name, for messages.
+    #[serde(default)]
+    pub name: String,
+    /// The plugin type (a list's first plugin's), found in `CNI_PATH` for a single plugin.
+    #[serde(rename = "type", default)]
+    pub plugin_type: String,
+    /// Its `CNI_IFNAME`.
+    #[serde(default)]
+    pub ifname: String,
+    /// The version it speaks (decides whether DEL/CHECK carry `prevResult`).
+    #[serde(rename = "cniVersion", default)]
+    pub cni_version: String,
+    /// Whether `config` is a conflist (run with libcni semantics) or one plugin's bytes.
+    #[serde(default)]
+    pub list: bool,
+    /// A single plugin: the exact configuration ADD sent. A list: the conflist.
+    pub config: Value,
+    /// The `CNI_ARGS` it was sent (absent in the oldest states: the call's are used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<String>,
+    /// The capability arguments it was offered (absent in the oldest states: the call's).
+    #[serde(rename = "capabilityArgs", default, skip_serializing_if = "Option::is_none")]
+    pub capability_args: Option<Map<String, Value>>,
+    /// Its result, once ADD returned (`null` before).
+    #[serde(default)]
+    pub result: Option<Value>,
+    /// How far it got.
+    #[serde(default)]
+    pub phase: Phase,
+}
+
+/// One appended line: delegate `index` finished its ADD with `result`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Its index in the plan.
+    pub index: usize,
+    /// Always [`Phase::Added`] today.
+    pub phase: Phase,
+    /// The result it returned.
+    pub result: Value,
+}
+
+impl Plan {
+    /// The plan as its state file's first line (newline included).
+    pub fn to_line(&self) -> Vec<u8> {
+        line(self)
+    }
+
+    /// Reads a state file: the plan, then each complete progress line laid over it. `None`
+    /// when the plan is unusable (not ours, or not a plan).
+    pub fn decode(bytes: &[u8]) -> Option<Plan> {
+        let mut lines = bytes.split_inclusive(|b| *b == b'\n');
+        let mut plan: Plan = serde_json::from_slice(lines.next()?).ok()?;
+        for l in lines.filter(|l| l.ends_with(b"\n")) {
+            let Ok(p) = serde_json::from_slice::<Progress>(l) else { continue };
+            if let Some(a) = plan.attachments.get_mut(p.index) {
+                a.result = Some(p.result).filter(|r| !r.is_null());
+                a.phase = p.phase;
+            }
+        }
+        Some(plan)
+    }
+}
+
+impl Progress {
+    /// The record as an appended line (newline included).
+    pub fn to_line(&self) -> Vec<u8> {
+        line(self)
+    }
+}
+
+fn line<T: Serialize>(v: &T) -> Vec<u8> {
+    // Serialising these types cannot fail: every map key is a string.
+    let mut out = serde_json::to_vec(v).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
