@@ -3,8 +3,8 @@
 //! A meta-plugin must remember what it did so that DEL undoes exactly that, even after a crash
 //! or a reboot. A state is created durably (file and directory fsynced) or replaced atomically
 //! and durably (temp file, fsync, rename, fsync the directory); progress is appended without an
-//! fsync — each fsync costs about half a millisecond of every pod start, and a record lost to a
-//! power failure falls back to the durable part. The directory is 0700, files 0600; symlinks
+//! fsync (an fsync on every pod start is measurable: `docs/bench/NOTES.md`), and a record lost
+//! to a power failure falls back to the durable part. The directory is 0700, files 0600; symlinks
 //! are never followed; file names are built only from validated IDs. A lock per container
 //! serialises ADD/DEL of one container while different containers run in parallel.
 

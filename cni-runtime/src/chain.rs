@@ -1,4 +1,4 @@
-//! Running a conflist the way libcni does (spec-notes §7.4–7.5): ADD in order passing each
+//! Running a conflist the way libcni does (`libcni/api.go`: `AddNetworkList`, `CheckNetworkList`, `DelNetworkList`, `GCNetworkList`): ADD in order passing each
 //! plugin's result on as `prevResult`, CHECK with the cached result, DEL in reverse, GC of stale
 //! cached attachments then GC to every plugin, STATUS; per-plugin requests built as libcni
 //! builds them; the `cniCacheV1` result cache. Delegates that are conflists run through this,

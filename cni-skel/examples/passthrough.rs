@@ -4,9 +4,8 @@
 //!
 //! Try it: `CNI_COMMAND=VERSION cargo run -q -p cni-skel --example passthrough`
 
+use cni_skel::cni_types::{CniError, CniResult};
 use cni_skel::{CmdArgs, Plugin};
-use cni_types::error::INVALID_NETWORK_CONFIG;
-use cni_types::CniError;
 
 struct Passthrough;
 
@@ -15,13 +14,9 @@ impl Plugin for Passthrough {
         Some("braid example passthrough plugin".into())
     }
 
-    fn add(&self, args: &CmdArgs) -> Result<cni_types::CniResult, CniError> {
-        let conf = args.conf()?;
-        let prev = conf
-            .prev_result()
-            .map_err(|e| CniError::new(cni_types::error::DECODING_FAILURE, e.to_string()))?
-            .ok_or_else(|| CniError::new(INVALID_NETWORK_CONFIG, "passthrough must be called as a chained plugin"))?;
-        Ok(prev.to_latest())
+    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
+        // Code 6 for a prevResult that does not parse, 7 for none at all.
+        args.conf()?.require_prev_result()
     }
 
     fn del(&self, _args: &CmdArgs) -> Result<(), CniError> {

@@ -1,11 +1,9 @@
 //! The dispatcher: environment and stdin in, one command run, result or error out.
 //!
-//! It reproduces the Go skeleton (`pkg/skel`) check for check and message for message — the
-//! required-variable table, the order of checks, the version gates of CHECK/GC/STATUS, VERSION
-//! without reading stdin, the about text — with two deliberate differences: the "CNI_NETNS is
-//! the plugin's own namespace" check runs *before* ADD/DEL (Go runs it after the callback has
-//! already printed its result), and a panic becomes a code-999 error object instead of a
-//! stack trace.
+//! It reproduces the Go skeleton (`pkg/skel/skel.go`, `dispatcher.pluginMain`) check for check
+//! and message for message — the required-variable table, the order of checks, the version
+//! gates of CHECK/GC/STATUS, VERSION without reading stdin, the about text. Where it
+//! deliberately differs is listed once, in the crate README ("Where braid differs from Go").
 
 use crate::env::Environment;
 use cni_types::error::{
@@ -219,7 +217,8 @@ fn reconcile(config: &str, supported: &[String]) -> Result<(), CniError> {
     Ok(version::reconcile(config, supported)?)
 }
 
-/// The CHECK/GC/STATUS gate (spec-notes G1.7).
+/// The CHECK/GC/STATUS gate (`pkg/skel/skel.go`, `dispatcher.pluginMain`: the configuration's
+/// version must allow the command, and the plugin must support that version or a later one).
 fn gate(cmd: Command, stdin: &[u8], supported: &[String]) -> Result<(), CniError> {
     let config = decode_version(stdin)?;
     let parse = |v: &str| Version::parse(v).map_err(|e| CniError::new(DECODING_FAILURE, e.to_string()));

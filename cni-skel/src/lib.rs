@@ -21,6 +21,8 @@ pub mod env;
 pub mod keys;
 pub mod log;
 pub mod netns;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use cni_types;
 pub use dispatch::{main, run, CmdArgs, Plugin};

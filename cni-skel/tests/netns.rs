@@ -6,60 +6,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs, clippy::print_stderr)]
 
 use cni_skel::netns;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-}
-
-/// True when the test may go on; false (after a loud line) when it must skip.
-fn need_root(test: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    if std::env::var("BRAID_REQUIRE_ROOT_TESTS").is_ok_and(|v| v == "1") {
-        panic!("{test} needs root and BRAID_REQUIRE_ROOT_TESTS=1 forbids skipping");
-    }
-    eprintln!("\n*** SKIPPED {test}: needs root (network namespaces) ***\n");
-    false
-}
-
-/// A named network namespace, deleted on drop.
-struct TempNetns {
-    name: String,
-}
-
-impl TempNetns {
-    fn new(tag: &str) -> TempNetns {
-        let name =
-            format!("braid-t-{tag}-{}-{}", std::process::id(), std::time::UNIX_EPOCH.elapsed().unwrap().subsec_nanos());
-        let ok = Command::new("ip").args(["netns", "add", &name]).status().unwrap().success();
-        assert!(ok, "ip netns add {name}");
-        TempNetns { name }
-    }
-
-    fn path(&self) -> PathBuf {
-        PathBuf::from(format!("/run/netns/{}", self.name))
-    }
-
-    fn exec(&self, args: &[&str]) -> String {
-        let out = Command::new("ip").args(["netns", "exec", &self.name]).args(args).output().unwrap();
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for TempNetns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "delete", &self.name]).status();
-    }
-}
+use cni_skel::testing::{require_root, TempNetns};
+use std::path::Path;
 
 #[test]
 fn run_in_enters_only_the_worker_thread() {
-    if !need_root("run_in_enters_only_the_worker_thread") {
+    if !require_root("run_in_enters_only_the_worker_thread") {
         return;
     }
     let ns = TempNetns::new("enter");

@@ -63,7 +63,10 @@ fn version_about_add_and_errors_from_a_real_process() {
 
     let (code, out, _) = call(ADD, r#"{"cniVersion":"1.1.0","name":"n","type":"passthrough"}"#);
     assert_eq!(code, 1);
-    assert_eq!(out, "{\n    \"code\": 7,\n    \"msg\": \"passthrough must be called as a chained plugin\"\n}");
+    assert_eq!(
+        out,
+        "{\n    \"code\": 7,\n    \"msg\": \"prevResult is missing: this plugin must be chained after another plugin in a conflist\"\n}"
+    );
 
     let (code, out, _) = call(&ADD[..4], "{}");
     assert_eq!(code, 1);

@@ -1,4 +1,4 @@
-//! `CNI_ARGS` parsing with the Go library's `types.LoadArgs` semantics (spec-notes §7.8).
+//! `CNI_ARGS` parsing with the Go library's `types.LoadArgs` semantics (`pkg/types/args.go`).
 //!
 //! Go fills a struct by reflection; here the caller names its fields and their kinds in an
 //! [`ArgSpec`] list. The rules are Go's: pairs split on `;`, each pair must have exactly one `=`,

@@ -192,7 +192,7 @@ impl NetConf {
         self.raw.get("prevResult").filter(|v| !v.is_null())
     }
 
-    /// Parses `prevResult` with Go's rules (`version.ParsePrevResult`, spec-notes §3.8).
+    /// Parses `prevResult` with Go's rules (`pkg/version/version.go`, `ParsePrevResult`).
     pub fn prev_result(&self) -> Result<Option<AnyResult>, PrevResultError> {
         // The raw `cniVersion` (possibly empty): Go injects it verbatim when prevResult has none.
         parse_prev_result(&self.typed.cni_version, self.raw.get("prevResult"))

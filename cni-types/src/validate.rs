@@ -1,5 +1,6 @@
 //! The validators libcni and the skel apply to container IDs, network names and interface names,
-//! with Go's rules and messages (spec-notes §2.5–2.7).
+//! with Go's rules and messages (`pkg/utils/utils.go`: `ValidateContainerID`, `ValidateNetworkName`,
+//! `ValidateInterfaceName`).
 
 use crate::error::{CniError, INVALID_ENVIRONMENT_VARIABLES, INVALID_NETWORK_CONFIG, UNKNOWN_CONTAINER};
 

@@ -10,6 +10,7 @@
 
 use cni_runtime::chain::{Chain, ChainError, RuntimeConf};
 use cni_runtime::invoke::RawExec;
+use cni_skel::testing::TempNetns;
 use cni_types::result::AnyResult;
 use cni_types::NetConfList;
 use serde_json::Value;
@@ -21,16 +22,17 @@ use std::time::Duration;
 /// Where Debian installs the reference plugins.
 pub const REFERENCE_PLUGINS: &str = "/usr/lib/cni";
 
-/// True when a namespace test may run. Without root it prints a loud SKIPPED line and returns
-/// false — unless `BRAID_REQUIRE_ROOT_TESTS=1`, when it panics so the skip cannot pass for a pass.
+/// True when a namespace test may run: root (the rule of `cni_skel::testing::require_root`:
+/// a loud SKIPPED line, or a failure under `BRAID_REQUIRE_ROOT_TESTS=1`) and Debian's
+/// reference plugins installed.
 pub fn require_root(test: &str) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
-    let plugins = Path::new(REFERENCE_PLUGINS).join("bridge").exists();
-    if root && plugins {
+    if !cni_skel::testing::require_root(test) {
+        return false;
+    }
+    if Path::new(REFERENCE_PLUGINS).join("bridge").exists() {
         return true;
     }
-    let why = if root { "needs Debian's containernetworking-plugins in /usr/lib/cni" } else { "needs root" };
+    let why = "needs Debian's containernetworking-plugins in /usr/lib/cni";
     if std::env::var("BRAID_REQUIRE_ROOT_TESTS").is_ok_and(|v| v == "1") {
         panic!("{test} {why}, and BRAID_REQUIRE_ROOT_TESTS=1 forbids skipping");
     }
@@ -45,37 +47,32 @@ pub fn unique(tag: &str) -> String {
     format!("{tag}{}x{}", std::process::id(), SEQ.fetch_add(1, Ordering::SeqCst))
 }
 
-/// A named network namespace, deleted on drop.
+/// A named network namespace (cni-skel's [`TempNetns`], deleted on drop) with the kernel
+/// inspection the tests need.
 #[derive(Debug)]
 pub struct Netns {
-    name: String,
+    ns: TempNetns,
 }
 
 impl Netns {
     /// Creates `braid-<tag><unique>` with its loopback up.
     pub fn new(tag: &str) -> Netns {
-        let name = format!("braid-{}", unique(tag));
-        run("ip", &["netns", "add", &name]);
-        let ns = Netns { name };
-        ns.ip(&["link", "set", "lo", "up"]);
-        ns
+        Netns { ns: TempNetns::new(&format!("braid-{tag}")) }
     }
 
     /// The name.
     pub fn name(&self) -> &str {
-        &self.name
+        self.ns.name()
     }
 
     /// `/run/netns/<name>`.
     pub fn path(&self) -> PathBuf {
-        PathBuf::from(format!("/run/netns/{}", self.name))
+        self.ns.path()
     }
 
     /// Runs `ip <args>` inside the namespace and returns stdout; panics on failure.
     pub fn ip(&self, args: &[&str]) -> String {
-        let mut full = vec!["-n", self.name.as_str()];
-        full.extend_from_slice(args);
-        run("ip", &full)
+        self.ns.ip(args)
     }
 
     /// `ip -j` output parsed.
@@ -122,18 +119,6 @@ impl Netns {
         }
         out
     }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "delete", &self.name]).status();
-    }
-}
-
-fn run(cmd: &str, args: &[&str]) -> String {
-    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd}: {e}"));
-    assert!(out.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A temporary directory removed on drop.

@@ -54,7 +54,7 @@ fn bridge_merger_ptp_tuning() {
         }
         assert!(r.routes.iter().any(|x| x.dst.to_string() == "198.19.61.0/24"));
         assert_eq!(ctr.link("eth0").unwrap()["mtu"], 1400, "tuning after the merger ran on the merged result");
-        // Upstream gap (spec-notes P8.2): Debian's bridge CHECK validates *every* IP of the final
+        // Upstream gap (containernetworking/plugins `pkg/ip/utils.go`, `ValidateExpectedInterfaceIPs`): Debian's bridge CHECK validates *every* IP of the final
         // result against CNI_IFNAME, so a merged result fails it on net1's address. Documented
         // in the merger README; the verifier is braid's answer.
         let e = h.check(&list, &rt).unwrap_err();

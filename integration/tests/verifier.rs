@@ -237,7 +237,7 @@ fn merger_chains_are_verified() {
     let (code, out, err) = h.run_tool("verifier", &["--netns", &rt.netns], &std::fs::read(&cache).unwrap());
     assert_eq!(code, 0, "{out}{err}");
     // A default route's gateway changed behind the chain's back: upstream CHECKs compare only
-    // the destination of default routes (spec-notes P8.3), so the verifier, last, reports it.
+    // the destination of default routes (`pkg/ip/utils.go`, `ValidateExpectedRoute`), so the verifier, last, reports it.
     ctr.ip(&["route", "replace", "default", "via", "198.18.80.254", "dev", "eth0"]);
     let e = h.check(&list, &rt).unwrap_err();
     let cause = e.cause.unwrap();

@@ -4,7 +4,8 @@ use crate::config::{AddMode, Config};
 use crate::inspect::{inspect, InspectError, Report, Settle};
 use cni_skel::log::{Level, Logger};
 use cni_skel::{CmdArgs, Plugin};
-use cni_types::error::{DECODING_FAILURE, INVALID_NETWORK_CONFIG};
+use cni_types::error::INVALID_NETWORK_CONFIG;
+use cni_types::version::Command;
 use cni_types::CniError;
 
 /// Code of "the result and the namespace disagree" (`details` lists each mismatch).
@@ -16,16 +17,17 @@ pub const CANNOT_INSPECT: u32 = 121;
 pub struct Verifier;
 
 fn prev_result(cfg: &Config) -> Result<cni_types::CniResult, CniError> {
-    let prev =
-        cfg.conf.prev_result().map_err(|e| CniError::new(DECODING_FAILURE, e.to_string()))?.ok_or_else(|| {
-            CniError::new(INVALID_NETWORK_CONFIG, "verifier must be called as a chained plugin: prevResult is missing")
-        })?;
+    let prev = cfg.conf.prev_result()?.ok_or_else(|| {
+        CniError::new(INVALID_NETWORK_CONFIG, "verifier must be called as a chained plugin: prevResult is missing")
+    })?;
     Ok(prev.to_latest())
 }
 
-/// Turns an inspection failure into the CNI error the runtime reports.
-pub fn inspect_error(e: &InspectError) -> CniError {
-    CniError::new(CANNOT_INSPECT, e.to_string())
+impl From<InspectError> for CniError {
+    /// Code 121: the namespace could not be read.
+    fn from(e: InspectError) -> CniError {
+        CniError::new(CANNOT_INSPECT, e.to_string())
+    }
 }
 
 /// The one error for a failed verification: a summary in `msg`, each mismatch in `details`.
@@ -48,14 +50,15 @@ struct Verdict {
 }
 
 /// Reads the configuration (errors here are the caller's, whatever the mode), then verifies.
-fn verify(args: &CmdArgs, command: &str) -> Result<Verdict, CniError> {
+fn verify(args: &CmdArgs) -> Result<Verdict, CniError> {
     let cfg = Config::parse(&args.stdin_data)?;
     let result = prev_result(&cfg)?;
-    let mut log = Logger::new("verifier", command, &args.container_id);
+    let mut log = Logger::new("verifier", args.command.as_str(), &args.container_id);
     log.configure(&cfg.conf);
-    let settle = Settle { limit: cfg.settle, wait_for_pending: command != "ADD" };
+    let adding = args.command == Command::Add;
+    let settle = Settle { limit: cfg.settle, wait_for_pending: !adding };
     let failure = match inspect(&result, &args.netns, &args.ifname, cfg.options, settle) {
-        Err(e) => Some(inspect_error(&e)),
+        Err(e) => Some(CniError::from(e)),
         Ok(report) => {
             for p in report.still_pending() {
                 log.info(format_args!("still settling, counted as passed: {p}"));
@@ -69,7 +72,7 @@ fn verify(args: &CmdArgs, command: &str) -> Result<Verdict, CniError> {
     };
     if let Some(e) = &failure {
         // Where ADD only warns, a failure is a warning in the log too.
-        let level = if command == "ADD" && cfg.add_mode == AddMode::Warn { Level::Warn } else { Level::Error };
+        let level = if adding && cfg.add_mode == AddMode::Warn { Level::Warn } else { Level::Error };
         log.log(level, format_args!("{}{}{}", e.msg, if e.details.is_empty() { "" } else { ": " }, e.details));
     }
     Ok(Verdict { cfg, result, failure })
@@ -85,7 +88,7 @@ impl Plugin for Verifier {
     }
 
     fn add(&self, args: &CmdArgs) -> Result<cni_types::CniResult, CniError> {
-        let v = verify(args, "ADD")?;
+        let v = verify(args)?;
         match (v.failure, v.cfg.add_mode) {
             (Some(e), AddMode::Enforce) => Err(e),
             _ => Ok(v.result),
@@ -97,7 +100,7 @@ impl Plugin for Verifier {
     }
 
     fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        match verify(args, "CHECK")?.failure {
+        match verify(args)?.failure {
             Some(e) => Err(e),
             None => Ok(()),
         }

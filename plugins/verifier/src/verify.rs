@@ -1,7 +1,8 @@
 //! The comparison: every claim of a result against snapshots of the kernel. Pure — no I/O —
 //! so each rule is unit-tested with made-up snapshots.
 //!
-//! Improves on upstream's CHECK helpers (spec-notes §8): each IP is looked for on the interface
+//! Improves on upstream's CHECK helpers (containernetworking/plugins `pkg/ip/utils.go`: `ValidateExpectedInterfaceIPs`,
+//! `ValidateExpectedRoute`): each IP is looked for on the interface
 //! its `interface` index names (not always `CNI_IFNAME`), MACs are compared as bytes, interface
 //! MTUs and the 1.1 route fields are compared, and routes are looked up in their own table.
 
