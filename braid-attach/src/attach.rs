@@ -51,6 +51,10 @@ pub struct Delegate {
     pub config: DelegateConfig,
     /// The interface name it gets (`CNI_IFNAME` of its call).
     pub ifname: String,
+    /// Whether the name is braid's to choose: the first `net<N>` free in the pod namespace at
+    /// ADD (see [`crate::ifnames`]); `ifname` is then only the guess used by a DEL that has no
+    /// state to read the chosen name from.
+    pub auto_ifname: bool,
     /// This attachment's own runtime requests (`mac`, `ips`, …), laid over the call's
     /// `runtimeConfig` before filtering by the delegate's capabilities.
     pub runtime_config: Map<String, Value>,
@@ -60,13 +64,15 @@ pub struct Delegate {
 }
 
 impl Delegate {
-    /// The `CNI_ARGS` this delegate is called with.
+    /// The `CNI_ARGS` this delegate is called with: the call's, its own pairs after them,
+    /// and `IgnoreUnknown=1` first unless already set (see [`ignore_unknown`]).
     pub fn effective_args(&self, call: &RuntimeConf) -> String {
-        match (&self.args, call.args.is_empty()) {
+        let args = match (&self.args, call.args.is_empty()) {
             (None, _) => call.args.clone(),
             (Some(extra), true) => extra.clone(),
             (Some(extra), false) => format!("{};{extra}", call.args),
-        }
+        };
+        ignore_unknown(&args)
     }
 
     /// The runtime arguments offered to this delegate: the call's, with its own laid over.
@@ -119,6 +125,21 @@ impl Delegate {
             result: None,
             phase: Phase::Planned,
         }
+    }
+}
+
+/// `args` with `IgnoreUnknown=1` in front unless a pair already sets it true (`1` or `true`,
+/// any case, as Go's `UnmarshallableBool`). Without it, plugins built on Go's `types.LoadArgs`
+/// refuse every key they do not know (`K8S_POD_NAME` from a runtime that did not add it) — and
+/// a DEL replaying such args would fail forever. Multus adds it for its delegates too.
+pub fn ignore_unknown(args: &str) -> String {
+    let set = args.split(';').any(|p| {
+        p.split_once('=').is_some_and(|(k, v)| k == "IgnoreUnknown" && (v == "1" || v.eq_ignore_ascii_case("true")))
+    });
+    match (set, args.is_empty()) {
+        (true, _) => args.to_string(),
+        (false, true) => "IgnoreUnknown=1".to_string(),
+        (false, false) => format!("IgnoreUnknown=1;{args}"),
     }
 }
 
@@ -233,7 +254,8 @@ impl Attacher<'_> {
     /// Sends DEL or CHECK to one recorded attachment: what ADD sent, with its recorded result
     /// as `prevResult` where its version has one (0.4.0 and later), with its recorded args.
     fn replay(&self, command: Command, call: &RuntimeConf, a: &Attachment) -> Result<(), CniError> {
-        let args = a.args.clone().unwrap_or_else(|| call.args.clone());
+        // States written before IgnoreUnknown was added get it on replay too.
+        let args = ignore_unknown(a.args.as_deref().unwrap_or(&call.args));
         if a.list {
             let bytes = serde_json::to_vec(&a.config).unwrap_or_default();
             let list = NetConfList::parse(&bytes).code(DECODING_FAILURE)?;
@@ -346,7 +368,7 @@ impl Attacher<'_> {
                     let mut conf = c.clone();
                     conf.set(cni_types::config::GC_VALID_ATTACHMENTS, attachments.clone());
                     conf.set(cni_types::config::GC_ATTACHMENTS_LEGACY, attachments.clone());
-                    let inv = self.invocation(Command::Gc, &call, "", "");
+                    let inv = self.invocation(Command::Gc, &call, "", &ignore_unknown(""));
                     self.exec
                         .find(c.plugin_type(), &self.paths)
                         .and_then(|p| invoke::exec_without_result(self.exec, &p, &conf.to_bytes(), &inv))
@@ -373,7 +395,7 @@ impl Attacher<'_> {
                 // As libcni does for lists: STATUS does not exist below 1.1.0.
                 DelegateConfig::Plugin(c) if !Command::Status.allowed_in(c.version()).unwrap_or(false) => Ok(()),
                 DelegateConfig::Plugin(c) => {
-                    let inv = self.invocation(Command::Status, &call, "", "");
+                    let inv = self.invocation(Command::Status, &call, "", &ignore_unknown(""));
                     self.exec
                         .find(c.plugin_type(), &self.paths)
                         .and_then(|p| invoke::exec_without_result(self.exec, &p, &c.to_bytes(), &inv))

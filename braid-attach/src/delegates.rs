@@ -36,9 +36,10 @@ fn load_by_name(dir: &Path, name: &str) -> Result<NetConfList, CniError> {
     Err(invalid(format!("delegates: no network named {name:?} in {}", dir.display())))
 }
 
-/// Parses `delegates` from a meta-plugin configuration; `ifname_for(i)` names delegate `i`'s
-/// interface unless the entry overrides it.
-pub fn parse(conf: &NetConf, ifname_for: &dyn Fn(usize) -> String) -> Result<Vec<Delegate>, CniError> {
+/// Parses `delegates` from a meta-plugin configuration. Delegate `i` gets the interface its
+/// entry names, else `fixed_ifname(i)` (the delegator's first: `CNI_IFNAME`), else a name
+/// braid chooses at ADD ([`crate::ifnames`]), provisionally the k-th auto delegate's `net<k>`.
+pub fn parse(conf: &NetConf, fixed_ifname: &dyn Fn(usize) -> Option<String>) -> Result<Vec<Delegate>, CniError> {
     let conf_dir = cni_skel::keys::path(conf, "confDir", "/etc/cni/net.d")?;
     let Some(Value::Array(entries)) = conf.get("delegates") else {
         return Err(invalid("delegates must be a non-empty array of plugin configs, conflists or network names"));
@@ -47,6 +48,7 @@ pub fn parse(conf: &NetConf, ifname_for: &dyn Fn(usize) -> String) -> Result<Vec
         return Err(invalid("delegates must not be empty"));
     }
     let mut delegates = Vec::new();
+    let mut autos = 0;
     for (i, entry) in entries.iter().enumerate() {
         let mut runtime_config = serde_json::Map::new();
         let mut extra_args = None;
@@ -94,14 +96,21 @@ pub fn parse(conf: &NetConf, ifname_for: &dyn Fn(usize) -> String) -> Result<Vec
             }
             other => return Err(invalid(format!("delegates[{i}] must be an object or a network name, not {other}"))),
         };
-        let ifname = ifname_override.unwrap_or_else(|| ifname_for(i));
-        delegates.push(Delegate { config, ifname, runtime_config, args: extra_args });
+        let (ifname, auto_ifname) = match ifname_override.or_else(|| fixed_ifname(i)) {
+            Some(name) => (name, false),
+            None => {
+                autos += 1;
+                (format!("net{autos}"), true)
+            }
+        };
+        delegates.push(Delegate { config, ifname, auto_ifname, runtime_config, args: extra_args });
     }
     validate(&delegates)?;
     Ok(delegates)
 }
 
-/// Checks a plan: plugin types are names, interface names valid and unique.
+/// Checks a plan: plugin types are names, interface names valid, the fixed ones unique (the
+/// chosen ones are made unique at ADD).
 pub fn validate(delegates: &[Delegate]) -> Result<(), CniError> {
     let mut seen: Vec<&str> = Vec::new();
     for (i, d) in delegates.iter().enumerate() {
@@ -114,6 +123,9 @@ pub fn validate(delegates: &[Delegate]) -> Result<(), CniError> {
         }
         cni_types::validate::interface_name(&d.ifname)
             .map_err(|e| invalid(format!("delegates[{i}] ({}): interface name {:?}: {}", d.name(), d.ifname, e)))?;
+        if d.auto_ifname {
+            continue;
+        }
         if seen.contains(&d.ifname.as_str()) {
             return Err(invalid(format!(
                 "delegates[{i}] ({}): interface name {} is already used by another delegate",

@@ -9,14 +9,18 @@
 //! * [`delegates`]: reading the `delegates` key and validating the plan before anything runs.
 //! * [`attach`]: the engine — plan made durable first, rollback in reverse, DEL and CHECK from
 //!   the recorded plan.
+//! * [`ifnames`]: the `net<N>` names braid chooses, under a lock per pod namespace.
+//! * [`sandbox`]: a merged result completed from the pod namespace (MACs, MTUs).
 //! * [`plan`]: the on-disk format of that plan, typed and versioned.
 //! * [`state`]: the locked, private, crash-safe files that hold it.
 #![forbid(unsafe_code)]
 
 pub mod attach;
 pub mod delegates;
+pub mod ifnames;
 pub mod meta;
 pub mod plan;
+pub mod sandbox;
 pub mod state;
 
 pub use attach::{Attacher, Delegate, DelegateConfig};

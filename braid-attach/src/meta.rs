@@ -22,8 +22,9 @@ pub struct Spec<'a> {
     pub plugin: &'a str,
     /// Whether `delegates` may be absent or empty (the merger's may; the delegator's may not).
     pub delegates_optional: bool,
-    /// The interface name of delegate `i` unless its entry names one; gets `CNI_IFNAME`.
-    pub ifname_for: &'a dyn Fn(usize, &str) -> String,
+    /// The interface name of delegate `i` when its entry names none, given `CNI_IFNAME`;
+    /// `None` lets braid choose the first free `net<N>` at ADD.
+    pub fixed_ifname: &'a dyn Fn(usize, &str) -> Option<String>,
 }
 
 /// The shared configuration of a meta-plugin.
@@ -53,7 +54,7 @@ impl MetaConfig {
         } else {
             // GC and STATUS carry no CNI_IFNAME; their delegates' names matter to nobody.
             let ifname = if args.ifname.is_empty() { "eth0" } else { args.ifname.as_str() };
-            crate::delegates::parse(&conf, &|i| (spec.ifname_for)(i, ifname))?
+            crate::delegates::parse(&conf, &|i| (spec.fixed_ifname)(i, ifname))?
         };
         let default_dir = format!("/var/lib/cni/{}", spec.plugin);
         let state_dir = cni_skel::keys::path(&conf, "stateDir", &default_dir)?;
@@ -92,9 +93,24 @@ impl Meta {
         Ok(Meta { config, log, call, exec, paths: args.path_list(), store })
     }
 
-    /// ADD every delegate (rolled back on failure); their results in order.
+    /// ADD every delegate (rolled back on failure); their results in order. Auto-named
+    /// delegates get their `net<N>` first, under the pod namespace's lock (see
+    /// [`crate::ifnames`]), held until the last delegate's ADD returned.
     pub fn add(&mut self) -> Result<Vec<AnyResult>, CniError> {
+        let _names = crate::ifnames::assign(
+            &self.call.netns,
+            &mut self.config.delegates,
+            std::path::Path::new(crate::ifnames::LOCK_DIR),
+        )?;
         attacher(&self.exec, &self.paths, &self.store).add(&self.call, &self.config.delegates, &mut self.log)
+    }
+
+    /// Gives every interface of `result` that lives in the pod namespace but lacks a MAC (the
+    /// ones a merge synthesises for 0.1.0/0.2.0 delegates, or a delegate left out) its real MAC
+    /// from the kernel, and with `mtu` its MTU: podman ≥ 4.1 refuses a sandbox interface
+    /// without one (containers/common `libnetwork/cni/run.go`, `CNIResultToStatus`).
+    pub fn fill_links(&self, result: &mut cni_types::CniResult, mtu: bool) -> Result<(), CniError> {
+        crate::sandbox::fill_links(result, &self.call.netns, mtu)
     }
 
     /// DEL what ADD recorded (or the configured delegates, without a usable state).

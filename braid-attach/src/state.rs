@@ -143,25 +143,7 @@ impl StateStore {
     pub fn lock(&self, container_id: &str) -> Result<ContainerLock, StateError> {
         cni_types::validate::container_id(container_id)
             .map_err(|e| err("lock", &self.dir, std::io::Error::other(e.to_string())))?;
-        let path = self.dir.join(format!("{container_id}.lock"));
-        loop {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .mode(0o600)
-                .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-                .open(&path)
-                .map_err(|e| err("open lock", &path, e))?;
-            let locked = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| err("lock", &path, e.into()))?;
-            let held = locked.metadata().map_err(|e| err("stat lock", &path, e))?;
-            match fs::symlink_metadata(&path) {
-                Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => {
-                    return Ok(ContainerLock { path, lock: Some(locked) });
-                }
-                _ => continue,
-            }
-        }
+        lock_file(self.dir.join(format!("{container_id}.lock")))
     }
 
     /// Reads a state file; `None` when there is none.
@@ -251,5 +233,29 @@ impl StateStore {
 
     fn sync_dir(&self) -> Result<(), StateError> {
         File::open(&self.dir).and_then(|d| d.sync_all()).map_err(|e| err("fsync", &self.dir, e))
+    }
+}
+
+/// Takes an exclusive `flock` on `path` (created 0600, never through a symlink), waiting for a
+/// holder to finish. The file is removed when the lock is released; a waiter that then holds a
+/// lock on a file no longer at `path` starts again, so two holders never coexist.
+pub fn lock_file(path: PathBuf) -> Result<ContainerLock, StateError> {
+    loop {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|e| err("open lock", &path, e))?;
+        let locked = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| err("lock", &path, e.into()))?;
+        let held = locked.metadata().map_err(|e| err("stat lock", &path, e))?;
+        match fs::symlink_metadata(&path) {
+            Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => {
+                return Ok(ContainerLock { path, lock: Some(locked) });
+            }
+            _ => continue,
+        }
     }
 }

@@ -221,7 +221,7 @@ fn reconcile(config: &str, supported: &[String]) -> Result<(), CniError> {
 /// version must allow the command, and the plugin must support that version or a later one).
 fn gate(cmd: Command, stdin: &[u8], supported: &[String]) -> Result<(), CniError> {
     let config = decode_version(stdin)?;
-    let parse = |v: &str| Version::parse(v).map_err(|e| CniError::new(DECODING_FAILURE, e.to_string()));
+    let parse = |v: &str| Version::parse(v).map_err(CniError::from);
     let min = parse(cmd.since())?;
     if parse(&config)? < min {
         return Err(CniError::new(INCOMPATIBLE_CNI_VERSION, format!("config version does not allow {cmd}")));

@@ -5,7 +5,8 @@
 //! * [`dispatch`]: the dispatcher that behaves exactly like Go's `skel.PluginMainFuncs`
 //!   ([`Plugin`], [`run`], [`main`], [`CmdArgs`]).
 //! * [`env`](mod@env): the injected environment (the process's, or a test's).
-//! * [`netns`]: running work inside a network namespace on a dedicated thread.
+//! * [`netns`]: running work inside a network namespace on a dedicated thread;
+//!   [`links`]: the name, MAC and MTU of every link in one.
 //! * [`keys`]: reading a plugin's own configuration keys, with errors that name them.
 //! * [`log`](mod@log): logging that never touches stdout.
 //! * [`testing`] (feature `testing`): a CNI environment builder, a temporary named network
@@ -19,6 +20,7 @@
 pub mod dispatch;
 pub mod env;
 pub mod keys;
+pub mod links;
 pub mod log;
 pub mod netns;
 #[cfg(feature = "testing")]

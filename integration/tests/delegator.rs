@@ -129,9 +129,15 @@ fn plan_errors_run_nothing() {
     let e = h.add(&delegator_list(&h, "0.2.0", "merged", json!([fault, fault])), &rt).unwrap_err();
     assert!(e.msg.contains("use cniVersion 0.3.0 or later"), "{}", e.msg);
     ctr.ip(&["link", "add", "net1", "type", "veth", "peer", "name", "net1peer"]);
-    let e = h.add(&delegator_list(&h, "1.1.0", "merged", json!([fault, fault])), &rt).unwrap_err();
-    assert!(e.msg.contains("interface net1 already exists"), "{}", e.msg);
+    let named = json!([fault, {"network": fault, "ifname": "net1"}]);
+    let e = h.add(&delegator_list(&h, "1.1.0", "merged", named), &rt).unwrap_err();
+    assert_eq!(e.cause.as_ref().unwrap().code, 7, "{e}");
+    assert!(e.msg.contains("delegates[1] (") && e.msg.contains("interface net1 already exists"), "{}", e.msg);
     assert!(!log.exists(), "a delegate ran despite an invalid plan");
+    // Without an explicit name, the taken net1 is skipped: the delegate gets net2.
+    let r = h.add(&delegator_list(&h, "1.1.0", "merged", json!([fault, fault])), &rt).unwrap().to_latest();
+    let names: Vec<&str> = r.interfaces.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["eth0", "net2"]);
 }
 
 fn bridge_ptp(h: &Harness, a: u8, b: u8) -> Value {

@@ -14,11 +14,11 @@ pub enum ResultMode {
 }
 
 /// The shared keys as the delegator reads them: `delegates` required, the first delegate on
-/// `CNI_IFNAME`, the others on `net<i>`.
+/// `CNI_IFNAME`, the others on the first free `net<N>`.
 pub const SPEC: Spec<'static> = Spec {
     plugin: "delegator",
     delegates_optional: false,
-    ifname_for: &|i, ifname| if i == 0 { ifname.to_string() } else { format!("net{i}") },
+    fixed_ifname: &|i, ifname| (i == 0).then(|| ifname.to_string()),
 };
 
 /// `result`, checked against the plan: a merged result must be expressible in the

@@ -9,15 +9,14 @@ use cni_types::{CniError, CniResult};
 
 struct Merger;
 
-/// The shared keys as the merger reads them: `delegates` may be absent, and they get
-/// `net1`, `net2`, … (prevResult already owns `CNI_IFNAME`).
-const SPEC: Spec<'static> =
-    Spec { plugin: "merger", delegates_optional: true, ifname_for: &|i, _| format!("net{}", i + 1) };
+/// The shared keys as the merger reads them: `delegates` may be absent, and they get the first
+/// free `net<N>` (prevResult already owns `CNI_IFNAME`).
+const SPEC: Spec<'static> = Spec { plugin: "merger", delegates_optional: true, fixed_ifname: &|_, _| None };
 
 /// The configuration, with the merger's own rule: no delegate may take the chain's interface.
 fn parse(args: &CmdArgs) -> Result<MetaConfig, CniError> {
     let cfg = MetaConfig::parse(args, &SPEC)?;
-    if let Some((i, d)) = cfg.delegates.iter().enumerate().find(|(_, d)| d.ifname == args.ifname) {
+    if let Some((i, d)) = cfg.delegates.iter().enumerate().find(|(_, d)| !d.auto_ifname && d.ifname == args.ifname) {
         return Err(CniError::new(
             INVALID_NETWORK_CONFIG,
             format!(
@@ -47,10 +46,12 @@ impl Plugin for Merger {
             ifname: &d.ifname,
             sandbox: &args.netns,
         }));
-        let merged = merge(&atts);
+        let mut merged = merge(&atts);
         for w in &merged.warnings {
             m.log.warn(format_args!("merge: {w}"));
         }
+        let with_mtu = cni_types::version::greater_than_or_equal_to(m.config.conf.version(), "1.1.0").unwrap_or(false);
+        m.fill_links(&mut merged.result, with_mtu)?;
         Ok(merged.result)
     }
 

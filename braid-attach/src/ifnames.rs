@@ -1,0 +1,57 @@
+//! Interface names that never collide, whoever else works in the pod namespace.
+//!
+//! Runtimes set up a pod's networks concurrently (containerd's go-cni does, for
+//! `max_conf_num > 1`), and two braid networks in one pod would both pick `net1`. So the names
+//! braid chooses are chosen under a lock keyed by the namespace's identity (device and inode of
+//! its nsfs file, the same for every path that names it), one lock for every braid plugin on the
+//! node, held from the choice until the delegates' ADDs have returned: a second ADD in the same
+//! namespace sees the first one's interfaces in the kernel. An explicitly named interface that
+//! already exists is refused (code 7) before anything runs.
+
+use crate::attach::Delegate;
+use crate::state::{lock_file, ContainerLock};
+use cni_types::error::INVALID_NETWORK_CONFIG;
+use cni_types::CniError;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::Path;
+
+/// Where the per-namespace locks live (tmpfs: they mean nothing after a reboot).
+pub const LOCK_DIR: &str = "/run/braid/netns-locks";
+
+/// The lock of one pod namespace; released, and its file removed, on drop.
+#[derive(Debug)]
+pub struct NetnsLock {
+    _lock: ContainerLock,
+}
+
+/// Locks the namespace at `netns`, refuses fixed names that exist there, and gives each
+/// auto-named delegate the first `net<N>` (N ≥ 1) that neither the namespace nor an earlier
+/// delegate of this plan has. Hold the returned lock until the delegates' ADDs returned.
+pub fn assign(netns: &str, delegates: &mut [Delegate], lock_dir: &Path) -> Result<NetnsLock, CniError> {
+    let path = Path::new(netns);
+    // Opening checks that it is a network namespace (code 4 otherwise) before anything else.
+    drop(cni_skel::netns::open(path)?);
+    let (dev, ino) = cni_skel::netns::identity(path)
+        .map_err(|e| CniError::new(cni_types::error::INTERNAL, format!("failed to stat netns {netns:?}: {e}")))?;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(lock_dir).map_err(|e| {
+        CniError::new(cni_types::error::IO_FAILURE, format!("cannot create {}: {e}", lock_dir.display()))
+    })?;
+    let lock = lock_file(lock_dir.join(format!("netns-{dev}-{ino}.lock")))?;
+    let present: Vec<String> = cni_skel::links::links(path)?.into_iter().map(|l| l.name).collect();
+    for (i, d) in delegates.iter().enumerate() {
+        if !d.auto_ifname && present.contains(&d.ifname) {
+            return Err(CniError::new(
+                INVALID_NETWORK_CONFIG,
+                format!("delegates[{i}] ({}): interface {} already exists in {netns}", d.name(), d.ifname),
+            ));
+        }
+    }
+    let mut taken: Vec<String> = delegates.iter().filter(|d| !d.auto_ifname).map(|d| d.ifname.clone()).collect();
+    taken.extend(present);
+    for d in delegates.iter_mut().filter(|d| d.auto_ifname) {
+        let name = (1..).map(|n| format!("net{n}")).find(|n| !taken.contains(n)).unwrap_or_default();
+        taken.push(name.clone());
+        d.ifname = name;
+    }
+    Ok(NetnsLock { _lock: lock })
+}
