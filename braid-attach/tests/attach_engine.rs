@@ -367,3 +367,35 @@ fn state_files_written_by_earlier_releases_still_replay() {
     assert!(plan.attachments[1].list);
     assert_eq!(plan.attachments[1].config["plugins"][1]["type"], "tuning");
 }
+
+#[test]
+fn delegates_get_ignore_unknown_on_every_command_even_from_old_states() {
+    use braid_attach::attach::ignore_unknown;
+    assert_eq!(ignore_unknown(""), "IgnoreUnknown=1");
+    assert_eq!(ignore_unknown("K8S_POD_NAME=p"), "IgnoreUnknown=1;K8S_POD_NAME=p");
+    assert_eq!(ignore_unknown("A=1;IgnoreUnknown=true"), "A=1;IgnoreUnknown=true");
+    assert_eq!(ignore_unknown("IgnoreUnknown=1"), "IgnoreUnknown=1");
+    assert_eq!(ignore_unknown("IgnoreUnknown=0"), "IgnoreUnknown=1;IgnoreUnknown=0");
+
+    let w = World::new("ignore");
+    let exec = FakeExec::default();
+    let a = w.attacher(&exec);
+    let c = Call { args: "K8S_POD_NAME=p".into(), ..call() };
+    for addr in ["198.18.0.2/24", "198.18.1.2/24", "198.18.2.2/24"] {
+        exec.reply(ok_result(addr));
+    }
+    a.add(&c, &three(), &mut Logger::recording("test", "ADD")).unwrap();
+    a.check(&c, &mut Logger::recording("test", "CHECK")).unwrap();
+    // A state written before this change recorded the args without IgnoreUnknown.
+    let key = Key::new("ctr1", "eth0").unwrap();
+    let old = String::from_utf8(a.store.read(&key).unwrap().unwrap()).unwrap().replace("IgnoreUnknown=1;", "");
+    assert!(!old.contains("IgnoreUnknown"));
+    a.store.write(&key, old.as_bytes()).unwrap();
+    a.del(&c, &[], &mut Logger::recording("test", "DEL")).unwrap();
+    let calls = exec.calls.lock().unwrap();
+    assert_eq!(calls.len(), 3 + 2 + 3);
+    for call in calls.iter() {
+        let args = &call.env.iter().find(|(k, _)| k == "CNI_ARGS").unwrap().1;
+        assert_eq!(args, "IgnoreUnknown=1;K8S_POD_NAME=p");
+    }
+}

@@ -288,6 +288,14 @@ fn three_delegates_mixed_versions_under_each_delegator_version() {
             assert_eq!((iface.name.as_str(), iface.sandbox.as_str()), (*ifname, rt.netns.as_str()), "{version}");
         }
         assert_eq!(ctr.link("net2").unwrap()["linkinfo"]["info_kind"], "macvlan");
+        // Every sandbox interface carries the kernel's MAC — also net1, which the merge made up
+        // for the 0.2.0 delegate (podman refuses one without) — and under 1.1.0 its MTU.
+        for iface in r.interfaces.iter().filter(|i| !i.sandbox.is_empty()) {
+            let link = ctr.link(&iface.name).unwrap();
+            assert_eq!(iface.mac, link["address"].as_str().unwrap(), "{version}: {}", iface.name);
+            let mtu = if *version == "1.1.0" { link["mtu"].as_i64().unwrap() } else { 0 };
+            assert_eq!(iface.mtu, mtu, "{version}: {}", iface.name);
+        }
         h.check(&list, &rt).unwrap_or_else(|e| panic!("CHECK under {version}: {e}"));
         h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL under {version}: {e}"));
         for ifname in ["eth0", "net1", "net2"] {
@@ -379,4 +387,72 @@ fn named_and_conflist_delegates_dns_gc_status_and_parallel_containers() {
     }
     assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
     assert!(state_files(&h).is_empty(), "{:?}", h.dir.files());
+}
+
+/// Two delegator networks set up at once in one pod (as go-cni does for `max_conf_num > 1`,
+/// on eth0 and eth1): each chooses its `net<N>` under the namespace's lock, so all differ.
+#[test]
+fn concurrent_networks_in_one_pod_get_distinct_names() {
+    if !require_root("concurrent_networks_in_one_pod_get_distinct_names") {
+        return;
+    }
+    let h = Harness::new("conc");
+    let ctr = h.container("conc");
+    let id = unique("ctr");
+    let lists: Vec<Value> = (0..2u8)
+        .map(|k| {
+            let d = json!([
+                {"cniVersion": "1.0.0", "name": "a", "type": "ptp", "ipam": h.host_local(150 + 3 * k)},
+                {"cniVersion": "1.0.0", "name": "b", "type": "ptp", "ipam": h.host_local(151 + 3 * k)},
+                {"cniVersion": "1.0.0", "name": "c", "type": "ptp", "ipam": h.host_local(152 + 3 * k)}
+            ]);
+            delegator_list(&h, "1.0.0", "merged", d)
+        })
+        .collect();
+    let rts = [h.runtime(&ctr, &id, "eth0"), h.runtime(&ctr, &id, "eth1")];
+    let results: Vec<_> = std::thread::scope(|s| {
+        let (h, lists, rts) = (&h, &lists, &rts);
+        let handles: Vec<_> = (0..2).map(|k| s.spawn(move || h.add(&lists[k], &rts[k]))).collect();
+        handles.into_iter().map(|j| j.join().unwrap().unwrap().to_latest()).collect()
+    });
+    let mut names: Vec<String> = results
+        .iter()
+        .flat_map(|r| r.interfaces.iter().filter(|i| !i.sandbox.is_empty()).map(|i| i.name.clone()))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["eth0", "eth1", "net1", "net2", "net3", "net4"]);
+    for n in &names {
+        assert_eq!(ctr.addresses(n).len(), 1, "{n}");
+    }
+    for k in 0..2 {
+        h.del(&lists[k], &rts[k]).unwrap();
+    }
+    assert_eq!(ctr.links(), ["lo"]);
+    assert!(reservations(&h).is_empty() && state_files(&h).is_empty(), "{:?}", h.dir.files());
+}
+
+/// A runtime that sends `CNI_ARGS` without `IgnoreUnknown=1` (crictl-style clients, scripts):
+/// Debian's bridge refuses the keys it does not know, but through the delegator it gets
+/// `IgnoreUnknown=1` on ADD, CHECK and DEL.
+#[test]
+fn delegates_get_ignore_unknown_when_the_runtime_leaves_it_out() {
+    if !require_root("delegates_get_ignore_unknown_when_the_runtime_leaves_it_out") {
+        return;
+    }
+    let h = Harness::new("ign");
+    let ctr = h.container("ign");
+    let bridge = json!({"cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": unique("br"), "ipam": h.host_local(160)});
+    let mut rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    rt.args = "K8S_POD_NAME=pod;K8S_POD_NAMESPACE=ns".into();
+    // The control: bridge itself refuses these args.
+    let direct = json!({"cniVersion": "1.0.0", "name": "direct", "plugins": [bridge]});
+    let e = h.add(&direct, &rt).unwrap_err();
+    assert!(e.msg.contains("unknown args"), "{}", e.msg);
+    let list = delegator_list(&h, "1.0.0", "primary", json!([bridge]));
+    h.add(&list, &rt).unwrap();
+    assert_eq!(ctr.addresses("eth0").len(), 1);
+    h.check(&list, &rt).unwrap();
+    h.del(&list, &rt).unwrap();
+    assert!(ctr.link("eth0").is_none());
+    assert!(reservations(&h).is_empty() && state_files(&h).is_empty(), "{:?}", h.dir.files());
 }
