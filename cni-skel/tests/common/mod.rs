@@ -10,12 +10,8 @@ pub fn vector_path(rel: &str) -> PathBuf {
 /// One vector file's text; a missing file fails with where it was looked for.
 pub fn vector_text(rel: &str) -> String {
     let p = vector_path(rel);
-    std::fs::read_to_string(&p).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (the vectors live in testdata/cni-vectors of the repository)",
-            p.display()
-        )
-    })
+    std::fs::read_to_string(&p)
+        .unwrap_or_else(|e| panic!("{}: {e} (the vectors live in testdata/cni-vectors of the repository)", p.display()))
 }
 
 /// One vector file as JSON.
