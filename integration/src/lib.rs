@@ -8,6 +8,9 @@
 // Test support: failing loudly (panicking) is how it reports a broken environment to a test.
 #![allow(clippy::print_stderr, clippy::panic)]
 
+pub mod podman;
+pub mod runtime;
+
 use cni_skel::chain::{Chain, ChainError, RuntimeConf};
 use cni_skel::invoke::RawExec;
 use cni_types::result::AnyResult;
