@@ -138,6 +138,11 @@ fn containerd_two_braid_networks_with_distinct_interface_names() {
 
 /// A conflist whose delegator's second delegate fails its ADD.
 fn failing_network(h: &Harness, failing: Value) -> Vec<Value> {
+    let mut failing = failing;
+    if failing.get("ipam").is_some() {
+        // host-local's reservations in the test's directory, never in /var/lib/cni/networks.
+        failing["ipam"]["dataDir"] = json!(h.ipam_dir());
+    }
     vec![json!({
         "cniVersion": "1.0.0",
         "name": unique("cfail"),
