@@ -9,6 +9,16 @@ log() { printf '== %s\n' "$*"; }
 need_pkgs=()
 command -v ip >/dev/null 2>&1 || need_pkgs+=(iproute2)
 [ -x /usr/lib/cni/bridge ] || need_pkgs+=(containernetworking-plugins)
+# The real-runtime tests (integration/tests/podman.rs, containerd.rs): podman 4.3 with its CNI
+# backend, containerd 1.6 with CRI, and static busybox for the images they build on the spot.
+command -v podman >/dev/null 2>&1 || need_pkgs+=(podman)
+command -v runc >/dev/null 2>&1 || need_pkgs+=(runc)
+command -v conmon >/dev/null 2>&1 || need_pkgs+=(conmon)
+[ -x /usr/bin/catatonit ] || [ -x /usr/libexec/podman/catatonit ] || need_pkgs+=(catatonit)
+dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "ok installed" || need_pkgs+=(busybox-static)
+command -v containerd >/dev/null 2>&1 || need_pkgs+=(containerd)
+command -v nsenter >/dev/null 2>&1 || need_pkgs+=(util-linux)
+command -v tar >/dev/null 2>&1 || need_pkgs+=(tar)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     log "installing ${need_pkgs[*]}"

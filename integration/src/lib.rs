@@ -8,6 +8,9 @@
 // Test support: failing loudly (panicking) is how it reports a broken environment to a test.
 #![allow(clippy::print_stderr, clippy::panic)]
 
+pub mod podman;
+pub mod runtime;
+
 use cni_runtime::chain::{Chain, ChainError, RuntimeConf};
 use cni_runtime::invoke::RawExec;
 use cni_skel::testing::TempNetns;

@@ -1,0 +1,353 @@
+//! Debian's containerd 1.6 (CRI built in) as the runtime, one daemon per test, in the test's own
+//! host namespace, with the test acting as the kubelet through [`crate::cri::Cri`].
+//!
+//! Its root, state, sockets, config, runc root, `opt` directory, CNI configuration directory and
+//! CNI bin directory (one directory: symlinks to braid's binaries and the reference plugins) all
+//! live in the test's directory; pod namespaces are mounted under its state directory. The
+//! sandbox image is assembled on the spot around static busybox and imported with `ctr`; no
+//! registry is ever contacted.
+//!
+//! On drop (also when a test panics) it stops and removes the pods still there, stops the daemon
+//! and then its shims by PID, removes the shim sockets of its sandboxes from `/run/containerd/s`
+//! (and the directories it created there, when empty), the libcni cache entries of its networks,
+//! and unmounts what it mounted below the test's directory.
+//!
+//! Compiled into the containerd tests only (see `cri.rs`).
+#![allow(clippy::panic, clippy::expect_used, clippy::unwrap_used)]
+
+use crate::cri::{Cri, CriError, PodSandboxConfig, PodSandboxMetadata};
+use braid_integration::runtime::{
+    busybox_rootfs_tar, remove_libcni_cache_entries, run_ok, stop_pid, stop_processes_mentioning, unmount_below,
+    wait_for,
+};
+use braid_integration::{build_dir, unique, Harness, BRAID_BINARIES, REFERENCE_PLUGINS};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// The sandbox ("pause") image, built from static busybox.
+pub const SANDBOX_IMAGE: &str = "localhost/braid-sandbox:test";
+
+/// The tools a containerd test needs.
+pub const COMMANDS: &[&str] = &["containerd", "containerd-shim-runc-v2", "ctr", "runc", "nsenter", "tar", "sha256sum"];
+
+/// Where containerd 1.6 keeps shim sockets whatever its configuration says.
+const SHIM_SOCKETS: &str = "/run/containerd/s";
+
+/// A containerd of the test's own.
+#[derive(Debug)]
+pub struct Containerd {
+    /// Host namespace, work directory (IPAM data and state dirs belong here too).
+    pub h: Harness,
+    dir: PathBuf,
+    socket: PathBuf,
+    child: Option<Child>,
+    cri: Option<Cri>,
+    /// Sandboxes not yet removed.
+    pods: Vec<String>,
+    /// Every sandbox this test created (their shim sockets are removed on drop).
+    created: Vec<String>,
+    networks: Vec<String>,
+    /// Directories of `/run/containerd` that did not exist before this daemon.
+    made_dirs: Vec<PathBuf>,
+}
+
+impl Containerd {
+    /// A fresh host namespace and work directory; `networks` (conflists) in the CNI configuration
+    /// directory, loaded in this order (eth0, eth1, … up to `max_conf_num`); the daemon started
+    /// and the sandbox image imported; returns once CRI reports every network loaded.
+    pub fn start(tag: &str, networks: impl FnOnce(&Harness) -> Vec<Value>, max_conf_num: usize) -> Containerd {
+        let h = Harness::new(tag);
+        let lists = networks(&h);
+        let dir = h.dir.path().join("containerd");
+        let (net_dir, bin_dir) = (dir.join("net.d"), dir.join("cni-bin"));
+        for p in [&dir, &net_dir, &bin_dir] {
+            std::fs::create_dir_all(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        }
+        // One bin_dir: braid's binaries and the reference plugins side by side.
+        let refs = std::fs::read_dir(REFERENCE_PLUGINS).into_iter().flatten().flatten().map(|e| e.path());
+        for target in BRAID_BINARIES.iter().map(|b| build_dir().join(b)).chain(refs) {
+            if let Some(name) = target.file_name() {
+                std::os::unix::fs::symlink(&target, bin_dir.join(name))
+                    .unwrap_or_else(|e| panic!("symlink {}: {e}", target.display()));
+            }
+        }
+        let mut names = Vec::new();
+        for (i, list) in lists.iter().enumerate() {
+            let name = list["name"].as_str().unwrap_or_else(|| panic!("conflist without a name: {list}")).to_string();
+            let path = net_dir.join(format!("{}-{name}.conflist", 10 + i));
+            std::fs::write(&path, serde_json::to_vec_pretty(list).unwrap_or_default())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            names.push(name);
+        }
+        let socket = dir.join("containerd.sock");
+        let config = dir.join("config.toml");
+        std::fs::write(&config, config_toml(&dir, &socket, &net_dir, &bin_dir, max_conf_num))
+            .unwrap_or_else(|e| panic!("{}: {e}", config.display()));
+
+        let made_dirs =
+            ["/run/containerd", SHIM_SOCKETS].iter().map(PathBuf::from).filter(|p| !p.exists()).collect::<Vec<_>>();
+        let log = std::fs::File::create(dir.join("containerd.log")).unwrap_or_else(|e| panic!("containerd.log: {e}"));
+        let err = log.try_clone().unwrap_or_else(|e| panic!("containerd.log: {e}"));
+        let child = Command::new("nsenter")
+            .arg(format!("--net={}", h.host.path().display()))
+            .arg("containerd")
+            .arg("--config")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting containerd: {e}"));
+        let mut c = Containerd {
+            h,
+            dir,
+            socket,
+            child: Some(child),
+            cri: None,
+            pods: Vec::new(),
+            created: Vec::new(),
+            networks: names,
+            made_dirs,
+        };
+        let up = wait_for(Duration::from_secs(20), || c.socket.exists().then_some(()));
+        assert!(up.is_some(), "containerd did not open its socket:\n{}", c.log());
+        c.import_sandbox_image();
+        c.cri = Some(Cri::connect(&c.socket, Duration::from_secs(60)).unwrap_or_else(|e| panic!("{e}")));
+        c.wait_networks_loaded();
+        c
+    }
+
+    /// The CRI client.
+    pub fn cri(&self) -> &Cri {
+        self.cri.as_ref().unwrap_or_else(|| panic!("CRI client gone"))
+    }
+
+    /// The networks' names, in load order.
+    pub fn networks(&self) -> &[String] {
+        &self.networks
+    }
+
+    /// containerd's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("containerd.log")).unwrap_or_default()
+    }
+
+    fn import_sandbox_image(&self) {
+        let img = self.dir.join("image");
+        let layer = img.join("layer.tar");
+        busybox_rootfs_tar(&img.join("rootfs"), &["sleep", "sh"], &layer);
+        let digest = run_ok(Command::new("sha256sum").arg(&layer));
+        let digest = digest.split_whitespace().next().unwrap_or_default();
+        let config = json!({
+            "architecture": "amd64", "os": "linux",
+            "config": {"Entrypoint": ["/bin/sleep"], "Cmd": ["2147483647"]},
+            "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{digest}")]}
+        });
+        let manifest = json!([{"Config": "config.json", "RepoTags": [SANDBOX_IMAGE], "Layers": ["layer.tar"]}]);
+        std::fs::write(img.join("config.json"), config.to_string()).unwrap_or_else(|e| panic!("config.json: {e}"));
+        std::fs::write(img.join("manifest.json"), manifest.to_string())
+            .unwrap_or_else(|e| panic!("manifest.json: {e}"));
+        let archive = self.dir.join("sandbox-image.tar");
+        run_ok(Command::new("tar").arg("-C").arg(&img).arg("-cf").arg(&archive).args([
+            "manifest.json",
+            "config.json",
+            "layer.tar",
+        ]));
+        run_ok(
+            Command::new("ctr")
+                .arg("--address")
+                .arg(&self.socket)
+                .args(["-n", "k8s.io", "images", "import"])
+                .arg(&archive),
+        );
+    }
+
+    /// Waits until the CRI plugin reports NetworkReady and its CNI configuration names every
+    /// network of this test.
+    fn wait_networks_loaded(&self) {
+        let mut last = String::new();
+        let ok = wait_for(Duration::from_secs(20), || {
+            let s = self.cri().status().ok()?;
+            let ready = s.status.as_ref()?.conditions.iter().any(|c| c.r#type == "NetworkReady" && c.status);
+            let conf = s.info.get("cniconfig").cloned().unwrap_or_default();
+            last = conf.clone();
+            (ready
+                && self.networks.iter().all(|n| {
+                    conf.contains(&format!("\"Name\": \"{n}\"")) || conf.contains(&format!("\"Name\":\"{n}\""))
+                }))
+            .then_some(())
+        });
+        assert!(ok.is_some(), "CRI never loaded the networks {:?}; cniconfig: {last}\n{}", self.networks, self.log());
+    }
+
+    /// RunPodSandbox of a pod `name` in namespace `braid-test` with these annotations.
+    pub fn run_pod(&mut self, name: &str, annotations: &[(&str, &str)]) -> Result<String, CriError> {
+        let config = PodSandboxConfig {
+            metadata: Some(PodSandboxMetadata {
+                name: name.into(),
+                uid: unique("uid"),
+                namespace: "braid-test".into(),
+                attempt: 0,
+            }),
+            hostname: name.into(),
+            labels: HashMap::new(),
+            annotations: annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        };
+        let id = self.cri().run_pod_sandbox(config)?;
+        self.pods.push(id.clone());
+        self.created.push(id.clone());
+        Ok(id)
+    }
+
+    /// The pod IP and the additional ones, as PodSandboxStatus reports them.
+    pub fn pod_ips(&self, id: &str) -> Vec<String> {
+        let s = self.cri().pod_sandbox_status(id).unwrap_or_else(|e| panic!("PodSandboxStatus: {e}"));
+        let net = s.status.and_then(|s| s.network).unwrap_or_default();
+        std::iter::once(net.ip).chain(net.additional_ips.into_iter().map(|p| p.ip)).filter(|i| !i.is_empty()).collect()
+    }
+
+    /// The pod's network namespace, from PodSandboxStatus' verbose info (the runtime spec).
+    pub fn pod_netns(&self, id: &str) -> PathBuf {
+        let s = self.cri().pod_sandbox_status(id).unwrap_or_else(|e| panic!("PodSandboxStatus: {e}"));
+        let info: Value = s.info.get("info").and_then(|i| serde_json::from_str(i).ok()).unwrap_or(Value::Null);
+        info["runtimeSpec"]["linux"]["namespaces"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|n| n["type"] == "network")
+            .and_then(|n| n["path"].as_str())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| panic!("no network namespace in the sandbox's info: {info}"))
+    }
+
+    /// StopPodSandbox then RemovePodSandbox; panics on failure.
+    pub fn stop_and_remove(&mut self, id: &str) {
+        self.cri().stop_pod_sandbox(id).unwrap_or_else(|e| panic!("StopPodSandbox: {e}\n{}", self.log()));
+        self.cri().remove_pod_sandbox(id).unwrap_or_else(|e| panic!("RemovePodSandbox: {e}\n{}", self.log()));
+        self.pods.retain(|p| p != id);
+    }
+
+    /// Pod network namespaces still mounted under the state directory.
+    pub fn pod_namespaces(&self) -> Vec<String> {
+        let d = self.dir.join("state/io.containerd.grpc.v1.cri/netns");
+        std::fs::read_dir(d)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// The shim socket of a sandbox (containerd 1.6: `/run/containerd/s/<sha256 of
+    /// "<address>/<namespace>/<id>">`).
+    fn shim_socket(&self, id: &str) -> PathBuf {
+        use std::io::Write;
+        let mut child = Command::new("sha256sum")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("sha256sum: {e}"));
+        if let Some(mut i) = child.stdin.take() {
+            let _ = write!(i, "{}/k8s.io/{id}", self.socket.display());
+        }
+        let out = child.wait_with_output().unwrap_or_else(|e| panic!("sha256sum: {e}"));
+        let text = String::from_utf8_lossy(&out.stdout);
+        Path::new(SHIM_SOCKETS).join(text.split_whitespace().next().unwrap_or("none"))
+    }
+
+    /// Shim sockets of this test's sandboxes still present.
+    pub fn shim_sockets_left(&self) -> Vec<PathBuf> {
+        self.created.iter().map(|id| self.shim_socket(id)).filter(|p| p.exists()).collect()
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        for id in std::mem::take(&mut self.pods) {
+            if let Some(cri) = &self.cri {
+                let _ = cri.stop_pod_sandbox(&id);
+                let _ = cri.remove_pod_sandbox(&id);
+            }
+        }
+        drop(self.cri.take());
+        if let Some(mut child) = self.child.take() {
+            // nsenter execs containerd: the child's PID is the daemon's.
+            stop_pid(child.id(), Duration::from_secs(10));
+            let _ = child.wait();
+        }
+        // Shims outlive the daemon; they name its socket in their arguments.
+        stop_processes_mentioning(&self.socket.display().to_string(), Duration::from_secs(3));
+        for id in self.created.clone() {
+            let _ = std::fs::remove_file(self.shim_socket(&id));
+        }
+        for d in self.made_dirs.iter().rev() {
+            let _ = std::fs::remove_dir(d);
+        }
+        remove_libcni_cache_entries(&self.networks);
+        unmount_below(self.h.dir.path());
+    }
+}
+
+fn config_toml(dir: &Path, socket: &Path, net_dir: &Path, bin_dir: &Path, max_conf_num: usize) -> String {
+    let q = |p: &Path| Value::from(p.display().to_string()).to_string();
+    format!(
+        r#"version = 2
+root = {root}
+state = {state}
+disabled_plugins = [
+  "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.snapshotter.v1.aufs",
+  "io.containerd.tracing.processor.v1.otlp",
+  "io.containerd.internal.v1.tracing",
+]
+
+[grpc]
+  address = {socket}
+
+[ttrpc]
+  address = {ttrpc}
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = {opt}
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{image}"
+  disable_apparmor = true
+  netns_mounts_under_state_dir = true
+  restrict_oom_score_adj = true
+  disable_tcp_service = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = {runc}
+
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = {bin}
+    conf_dir = {net}
+    max_conf_num = {max_conf_num}
+"#,
+        root = q(&dir.join("root")),
+        state = q(&dir.join("state")),
+        socket = q(socket),
+        ttrpc = q(&dir.join("containerd.sock.ttrpc")),
+        opt = q(&dir.join("opt")),
+        image = SANDBOX_IMAGE,
+        runc = q(&dir.join("runc")),
+        bin = q(bin_dir),
+        net = q(net_dir),
+    )
+}
