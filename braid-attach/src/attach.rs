@@ -182,15 +182,19 @@ impl Attacher<'_> {
         Key::new(&call.container_id, &call.ifname)
     }
 
-    /// Runs one delegate's ADD.
-    fn add_one(&self, call: &RuntimeConf, d: &Delegate) -> Result<AnyResult, CniError> {
+    /// Runs one delegate's ADD. The error says whether the delegate was started at all: one
+    /// whose binary was not found or could not be executed did nothing, and needs no DEL.
+    fn add_one(&self, call: &RuntimeConf, d: &Delegate) -> Result<AnyResult, (CniError, bool)> {
         let args = d.effective_args(call);
         match &d.config {
             DelegateConfig::Plugin(c) => {
                 let stdin = plugin_stdin(c, &d.effective_capability_args(call), None);
                 let inv = self.invocation(Command::Add, call, &d.ifname, &args);
-                let path = self.exec.find(c.plugin_type(), &self.paths)?;
-                Ok(invoke::add(self.exec, &path, &stdin, &inv)?)
+                let path = self.exec.find(c.plugin_type(), &self.paths).map_err(|e| (e.into(), false))?;
+                invoke::add(self.exec, &path, &stdin, &inv).map_err(|e| {
+                    let started = !matches!(e, cni_runtime::InvokeError::Spawn { .. });
+                    (e.into(), started)
+                })
             }
             DelegateConfig::List(l) => {
                 let rt = RuntimeConf {
@@ -199,7 +203,8 @@ impl Attacher<'_> {
                     capability_args: d.effective_capability_args(call),
                     ..call.clone()
                 };
-                Ok(self.chain().add(l, &rt)?)
+                // Some plugins of the list may have run: always worth a DEL.
+                self.chain().add(l, &rt).map_err(|e| (e.into(), true))
             }
         }
     }
@@ -224,7 +229,7 @@ impl Attacher<'_> {
                 let record = Progress { index: i, phase: Phase::Added, result: value.clone() };
                 self.store
                     .append(&key, &record.to_line())
-                    .map_err(|e| CniError::new(IO_FAILURE, format!("its result could not be recorded: {e}")))?;
+                    .map_err(|e| (CniError::new(IO_FAILURE, format!("its result could not be recorded: {e}")), true))?;
                 Ok((result, value))
             });
             match outcome {
@@ -233,9 +238,13 @@ impl Attacher<'_> {
                     state.attachments[i].phase = Phase::Added;
                     results.push(result);
                 }
-                Err(e) => {
+                Err((e, started)) => {
                     let what = describe(i, &state.attachments[i]);
-                    let rollback = self.del_recorded(call, &state, i + 1);
+                    // The failed delegate gets a best-effort DEL (it may have half-attached),
+                    // unless it never started; only failures of those that returned a result
+                    // keep the state.
+                    let attempted = if started { i + 1 } else { i };
+                    let rollback = self.del_recorded(call, &state, attempted, log);
                     let mut msg = format!("{what} failed: {}", e.msg);
                     if rollback.is_empty() {
                         self.store.remove(&key)?;
@@ -275,15 +284,53 @@ impl Attacher<'_> {
         Ok(invoke::exec_without_result(self.exec, &path, &stdin, &inv)?)
     }
 
-    /// DEL the first `count` attachments of a state, last first; returns the failures.
-    fn del_recorded(&self, call: &RuntimeConf, state: &Plan, count: usize) -> Vec<String> {
+    /// DEL the first `count` attachments of a recorded plan, last first; returns the failures
+    /// that must keep the state. A delegate that returned a result keeps it until its DEL
+    /// succeeds; one that never finished its ADD (failed, or cut off by a crash) gets a
+    /// best-effort DEL whose failure is logged: otherwise a delegate whose DEL fails as its ADD
+    /// did (a typo'd type, a vanished macvlan master) would make every later DEL of the pod
+    /// fail, and the runtime could never finish its teardown.
+    fn del_recorded(&self, call: &RuntimeConf, state: &Plan, count: usize, log: &mut Logger) -> Vec<String> {
         let mut errors = Vec::new();
         for (i, a) in state.attachments.iter().enumerate().take(count).rev() {
+            if let Err(e) = self.replay(Command::Del, call, a) {
+                let line = format!("{}: {}", describe(i, a), e.msg);
+                if a.phase == Phase::Added {
+                    errors.push(line);
+                } else {
+                    log.warn(format_args!("{line} (its ADD never returned a result; not retried)"));
+                }
+            }
+        }
+        errors
+    }
+
+    /// DEL every configured delegate (no usable state): every failure is reported, since
+    /// nothing recorded says which of them may hold something — except a delegate whose binary
+    /// does not exist, which cannot have attached anything and cannot be asked to DEL.
+    fn del_configured(&self, call: &RuntimeConf, state: &Plan, log: &mut Logger) -> Vec<String> {
+        let mut errors = Vec::new();
+        for (i, a) in state.attachments.iter().enumerate().rev() {
+            if let Some(e) = self.missing_binary(a) {
+                log.warn(format_args!("{}: not deleted: {e}", describe(i, a)));
+                continue;
+            }
             if let Err(e) = self.replay(Command::Del, call, a) {
                 errors.push(format!("{}: {}", describe(i, a), e.msg));
             }
         }
         errors
+    }
+
+    /// Why one of the binaries an attachment needs cannot be found, if so.
+    fn missing_binary(&self, a: &Attachment) -> Option<String> {
+        let types: Vec<String> = if a.list {
+            let plugins = a.config.get("plugins").and_then(Value::as_array).cloned().unwrap_or_default();
+            plugins.iter().map(|p| p.get("type").and_then(Value::as_str).unwrap_or_default().to_string()).collect()
+        } else {
+            vec![a.plugin_type.clone()]
+        };
+        types.iter().find_map(|t| self.exec.find(t, &self.paths).err().map(|e| e.to_string()))
     }
 
     /// DEL from the state (or, without a usable one, from `configured`), every delegate tried.
@@ -305,9 +352,18 @@ impl Attacher<'_> {
                 }
             },
         };
-        let state = state.unwrap_or_else(|| plan(call, configured));
-        let n = state.attachments.len();
-        let errors = self.del_recorded(call, &state, n);
+        let n;
+        let errors = match state {
+            Some(state) => {
+                n = state.attachments.len();
+                self.del_recorded(call, &state, n, log)
+            }
+            None => {
+                let state = plan(call, configured);
+                n = state.attachments.len();
+                self.del_configured(call, &state, log)
+            }
+        };
         if errors.is_empty() {
             self.store.remove(&key)?;
             Ok(())

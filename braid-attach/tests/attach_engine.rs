@@ -399,3 +399,84 @@ fn delegates_get_ignore_unknown_on_every_command_even_from_old_states() {
         assert_eq!(args, "IgnoreUnknown=1;K8S_POD_NAME=p");
     }
 }
+
+/// FakeExec that fails `find` for one plugin type, as `FindInPath` does for a typo.
+struct Missing<'a> {
+    inner: &'a FakeExec,
+    name: &'static str,
+}
+
+impl Exec for Missing<'_> {
+    fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
+        self.inner.exec(plugin, stdin, env)
+    }
+    fn find(&self, name: &str, paths: &[PathBuf]) -> Result<PathBuf, InvokeError> {
+        if name == self.name {
+            return Err(InvokeError::NotFound { name: name.into(), paths: paths.to_vec() });
+        }
+        self.inner.find(name, paths)
+    }
+}
+
+#[test]
+fn a_delegate_that_never_started_gets_no_del_and_keeps_no_state() {
+    let w = World::new("neverstarted");
+    let fake = FakeExec::default();
+    let exec = Missing { inner: &fake, name: "macvlan" };
+    let a = Attacher { exec: &exec, paths: vec!["/opt/cni/bin".into()], store: StateStore::open(&w.dir).unwrap() };
+    fake.reply(ok_result("198.18.0.2/24"));
+    fake.reply(ok_result("198.18.1.2/24"));
+    let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
+    assert!(
+        e.msg.starts_with(
+            "delegate 2 (network \"macvlannet\", type \"macvlan\", interface net2) failed: failed to find plugin"
+        ),
+        "{e}"
+    );
+    assert!(!e.msg.contains("rollback incomplete"), "{e}");
+    let order: Vec<String> = calls(&fake).into_iter().map(|c| format!("{} {}", c.0, c.1)).collect();
+    assert_eq!(order, ["bridge ADD", "ptp ADD", "ptp DEL", "bridge DEL"]);
+    assert!(a.store.keys().unwrap().is_empty());
+}
+
+#[test]
+fn a_failed_delegate_whose_del_fails_too_does_not_keep_the_state() {
+    let w = World::new("faileddel");
+    let exec = FakeExec::default();
+    exec.reply(ok_result("198.18.0.2/24"));
+    exec.reply(Err(InvokeError::Plugin(CniError::new(999, "Link not found"))));
+    exec.reply(Err(InvokeError::Plugin(CniError::new(999, "Link not found")))); // its DEL
+    exec.reply(Ok(Vec::new())); // DEL of bridge
+    let a = w.attacher(&exec);
+    let mut log = Logger::recording("test", "ADD");
+    let e = a.add(&call(), &three()[..2], &mut log).unwrap_err();
+    assert_eq!(e.code, 999);
+    assert!(!e.msg.contains("rollback incomplete"), "{e}");
+    assert!(a.store.keys().unwrap().is_empty());
+    assert!(log.lines().iter().any(|l| l.contains("delegate 1") && l.contains("not retried")), "{:?}", log.lines());
+
+    // After a crash, a recorded delegate whose ADD never returned likewise does not hold the
+    // pod's DEL hostage; one that returned a result does.
+    for (a_fails, kept) in [(1, false), (0, true)] {
+        let exec = FakeExec::default();
+        let a = w.attacher(&exec);
+        let key = Key::new("ctr1", "eth0").unwrap();
+        let mut plan = Plan::decode(
+            &std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/state-v1-rollback-incomplete.state"))
+                .unwrap(),
+        )
+        .unwrap();
+        plan.attachments.truncate(2);
+        plan.attachments[1].phase = Phase::Planned;
+        a.store.write(&key, &plan.to_line()).unwrap();
+        // DEL order: delegate 1, then 0.
+        let replies = if a_fails == 1 { [false, true] } else { [true, false] };
+        for ok in replies {
+            exec.reply(if ok { Ok(Vec::new()) } else { Err(InvokeError::Failed("boom".into())) });
+        }
+        let r = a.del(&call(), &[], &mut Logger::recording("test", "DEL"));
+        assert_eq!(r.is_err(), kept);
+        assert_eq!(!a.store.keys().unwrap().is_empty(), kept);
+        let _ = std::fs::remove_file(w.dir.join("ctr1@eth0"));
+    }
+}
