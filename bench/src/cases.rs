@@ -215,7 +215,7 @@ pub fn merger_added(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
     let paths = vec![w.bins.clone(), w.reference.clone()];
     let cache = w.dir.path().join("cache");
     w.in_host(|| -> Result<(), String> {
-        let exec = RawExec { timeout: Some(Duration::from_secs(30)) };
+        let exec = RawExec { timeout: Some(Duration::from_secs(30)), ..RawExec::default() };
         let chain = Chain { exec: &exec, paths, cache_dir: cache };
         let rt = |id: String| RuntimeConf {
             container_id: id,
@@ -484,7 +484,7 @@ pub const RSS_CHILD: &str = "BRAID_BENCH_RSS_CHILD";
 /// Runs this program as the `rss` helper with the call on stdin; returns the KB it printed.
 fn rss_of(me: &Path, call: &Call) -> Result<u64, String> {
     let spec = serde_json::to_vec(&crate::run::to_spec(call)).unwrap_or_default();
-    let out = RawExec { timeout: Some(Duration::from_secs(60)) }
+    let out = RawExec { timeout: Some(Duration::from_secs(60)), ..RawExec::default() }
         .exec(me, &spec, &[(RSS_CHILD.to_string(), "1".to_string())])
         .map_err(|e| format!("rss child: {e}"))?;
     String::from_utf8_lossy(&out).trim().parse().map_err(|e| format!("rss child printed garbage: {e}"))

@@ -32,7 +32,7 @@ impl Call {
     /// Runs the call, timing spawn to exit; fails with the plugin's error when it fails.
     pub fn run(&self) -> Result<(Duration, Vec<u8>), String> {
         let start = Instant::now();
-        let out = RawExec { timeout: Some(TIMEOUT) }
+        let out = RawExec { timeout: Some(TIMEOUT), ..RawExec::default() }
             .exec(&self.plugin, &self.stdin, &self.req.env())
             .map_err(|e| format!("{} {} failed: {e}", name(&self.plugin), self.req.command.as_str()))?;
         Ok((start.elapsed(), out))

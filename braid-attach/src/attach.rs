@@ -182,6 +182,24 @@ impl Attacher<'_> {
         Key::new(&call.container_id, &call.ifname)
     }
 
+    /// The container's lock. Inside another braid plugin ([`crate::meta::depth`] > 0) a held
+    /// lock is refused at once: the holder may be the enclosing plugin itself, waiting for us
+    /// (a delegate that refers back, directly or through a conflist, to a network with the
+    /// same `stateDir`) — waiting would only end in the timeouts.
+    fn lock(&self, call: &RuntimeConf) -> Result<crate::state::ContainerLock, CniError> {
+        let nested = crate::meta::depth() > 0;
+        self.store.lock_with(&call.container_id, !nested)?.ok_or_else(|| {
+            CniError::new(
+                cni_types::error::INVALID_NETWORK_CONFIG,
+                format!(
+                    "the state of container {} in {} is locked by an enclosing braid plugin: a delegate refers back to a network that uses the same stateDir",
+                    call.container_id,
+                    self.store.dir().display()
+                ),
+            )
+        })
+    }
+
     /// Runs one delegate's ADD. The error says whether the delegate was started at all: one
     /// whose binary was not found or could not be executed did nothing, and needs no DEL.
     fn add_one(&self, call: &RuntimeConf, d: &Delegate) -> Result<AnyResult, (CniError, bool)> {
@@ -217,7 +235,7 @@ impl Attacher<'_> {
         log: &mut Logger,
     ) -> Result<Vec<AnyResult>, CniError> {
         let key = Self::key(call)?;
-        let _lock = self.store.lock(&call.container_id)?;
+        let _lock = self.lock(call)?;
         let mut state = plan(call, delegates);
         self.store.create(&key, &state.to_line())?;
         let mut results = Vec::new();
@@ -336,7 +354,16 @@ impl Attacher<'_> {
     /// DEL from the state (or, without a usable one, from `configured`), every delegate tried.
     pub fn del(&self, call: &RuntimeConf, configured: &[Delegate], log: &mut Logger) -> Result<(), CniError> {
         let key = Self::key(call)?;
-        let _lock = self.store.lock(&call.container_id)?;
+        let _lock = match self.lock(call) {
+            Ok(l) => l,
+            // Nested, with the lock held above us: our ADD would have been refused by the same
+            // rule, so there is nothing of ours to delete (a cycle's DEL must end too).
+            Err(e) if crate::meta::depth() > 0 && e.code == cni_types::error::INVALID_NETWORK_CONFIG => {
+                log.info(format_args!("{e}; nothing of this network's own to delete"));
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         let state = match self.store.read(&key)? {
             None => None,
             Some(bytes) => match Plan::decode(&bytes) {

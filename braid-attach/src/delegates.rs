@@ -77,6 +77,9 @@ pub fn parse(conf: &NetConf, fixed_ifname: &dyn Fn(usize) -> Option<String>) -> 
             other => (other.clone(), None),
         };
         let config = match &network {
+            Value::String(name) if name == conf.name() => {
+                return Err(invalid(format!("delegates[{i}]: network {name:?} is this network itself")));
+            }
             Value::String(name) => DelegateConfig::List(load_by_name(&conf_dir, name)?),
             Value::Object(o) if o.contains_key("plugins") => {
                 let mut o = o.clone();

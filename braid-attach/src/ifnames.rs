@@ -18,10 +18,25 @@ use std::path::Path;
 /// Where the per-namespace locks live (tmpfs: they mean nothing after a reboot).
 pub const LOCK_DIR: &str = "/run/braid/netns-locks";
 
-/// The lock of one pod namespace; released, and its file removed, on drop.
+/// Names the pod namespaces whose lock an enclosing braid plugin holds for its delegates
+/// (`<dev>:<ino>`, comma-separated). A nested braid plugin (a delegate that is itself a
+/// delegator or merger, or a conflist containing one) must not wait for a lock its own caller
+/// holds while waiting for it.
+pub const HELD_ENV: &str = "BRAID_NETNS_LOCKS";
+
+/// The lock of one pod namespace (none when an enclosing braid plugin holds it); released,
+/// and its file removed, on drop.
 #[derive(Debug)]
 pub struct NetnsLock {
-    _lock: ContainerLock,
+    _lock: Option<ContainerLock>,
+    held: String,
+}
+
+impl NetnsLock {
+    /// The value of [`HELD_ENV`] for this plugin's delegates.
+    pub fn held(&self) -> &str {
+        &self.held
+    }
 }
 
 /// Locks the namespace at `netns`, refuses fixed names that exist there, and gives each
@@ -36,7 +51,14 @@ pub fn assign(netns: &str, delegates: &mut [Delegate], lock_dir: &Path) -> Resul
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(lock_dir).map_err(|e| {
         CniError::new(cni_types::error::IO_FAILURE, format!("cannot create {}: {e}", lock_dir.display()))
     })?;
-    let lock = lock_file(lock_dir.join(format!("netns-{dev}-{ino}.lock")))?;
+    let id = format!("{dev}:{ino}");
+    let inherited = std::env::var(HELD_ENV).unwrap_or_default();
+    let lock = if inherited.split(',').any(|h| h == id) {
+        None
+    } else {
+        lock_file(lock_dir.join(format!("netns-{dev}-{ino}.lock")), true)?
+    };
+    let held = if inherited.is_empty() { id } else { format!("{inherited},{id}") };
     let present: Vec<String> = cni_skel::links::links(path)?.into_iter().map(|l| l.name).collect();
     for (i, d) in delegates.iter().enumerate() {
         if !d.auto_ifname && present.contains(&d.ifname) {
@@ -53,5 +75,5 @@ pub fn assign(netns: &str, delegates: &mut [Delegate], lock_dir: &Path) -> Resul
         taken.push(name.clone());
         d.ifname = name;
     }
-    Ok(NetnsLock { _lock: lock })
+    Ok(NetnsLock { _lock: lock, held })
 }

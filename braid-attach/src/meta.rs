@@ -16,6 +16,18 @@ use std::time::Duration;
 /// The longest `timeout` accepted, in seconds (a day: anything near it is a typo).
 pub const MAX_TIMEOUT_SECS: u64 = 86_400;
 
+/// How many braid meta-plugins enclose this one: each sets it one higher for its delegates.
+pub const DEPTH_ENV: &str = "BRAID_DEPTH";
+
+/// Deeper than this is a delegate that refers back to an enclosing network: refused at once,
+/// instead of recursing until the timeouts end it.
+pub const MAX_DEPTH: u32 = 8;
+
+/// This process's nesting depth ([`DEPTH_ENV`], 0 when unset or unreadable).
+pub fn depth() -> u32 {
+    std::env::var(DEPTH_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
 /// What a meta-plugin decides for itself about the shared keys.
 pub struct Spec<'a> {
     /// The plugin's name: log lines and the default `stateDir` (`/var/lib/cni/<name>`).
@@ -38,6 +50,10 @@ pub struct MetaConfig {
     pub state_dir: PathBuf,
     /// `timeout`: seconds per delegate call (default 60).
     pub timeout: Duration,
+    /// For DEL only: why `delegates` could not be read. DEL works from the recorded state and
+    /// must not fail because today's configuration is broken (an ADD it refused recorded
+    /// nothing); without a state there is then nothing to delete.
+    pub delegates_error: Option<CniError>,
 }
 
 impl MetaConfig {
@@ -49,17 +65,25 @@ impl MetaConfig {
             Some(serde_json::Value::Array(a)) => a.is_empty(),
             Some(_) => false,
         };
+        let mut delegates_error = None;
         let delegates = if absent && spec.delegates_optional {
             Vec::new()
         } else {
             // GC and STATUS carry no CNI_IFNAME; their delegates' names matter to nobody.
             let ifname = if args.ifname.is_empty() { "eth0" } else { args.ifname.as_str() };
-            crate::delegates::parse(&conf, &|i| (spec.fixed_ifname)(i, ifname))?
+            match crate::delegates::parse(&conf, &|i| (spec.fixed_ifname)(i, ifname)) {
+                Ok(d) => d,
+                Err(e) if args.command == cni_types::version::Command::Del => {
+                    delegates_error = Some(e);
+                    Vec::new()
+                }
+                Err(e) => return Err(e),
+            }
         };
         let default_dir = format!("/var/lib/cni/{}", spec.plugin);
         let state_dir = cni_skel::keys::path(&conf, "stateDir", &default_dir)?;
         let timeout = cni_skel::keys::seconds(&conf, "timeout", Duration::from_secs(60), MAX_TIMEOUT_SECS)?;
-        Ok(MetaConfig { conf, delegates, state_dir, timeout })
+        Ok(MetaConfig { conf, delegates, state_dir, timeout, delegates_error })
     }
 }
 
@@ -89,7 +113,18 @@ impl Meta {
         let store = StateStore::open(&config.state_dir)?;
         let capability_args = config.conf.runtime_config_raw().and_then(|v| v.as_object().cloned()).unwrap_or_default();
         let call = RuntimeConf::from_invocation(&args.invocation(), capability_args);
-        let exec = RawExec { timeout: Some(config.timeout) };
+        let depth = depth();
+        if depth >= MAX_DEPTH {
+            return Err(CniError::new(
+                cni_types::error::INVALID_NETWORK_CONFIG,
+                format!(
+                    "{} nested {depth} deep in braid plugins: a delegate refers back to an enclosing network",
+                    spec.plugin
+                ),
+            ));
+        }
+        let env = vec![(DEPTH_ENV.to_string(), (depth + 1).to_string())];
+        let exec = RawExec { timeout: Some(config.timeout), env };
         Ok(Meta { config, log, call, exec, paths: args.path_list(), store })
     }
 
@@ -97,11 +132,14 @@ impl Meta {
     /// delegates get their `net<N>` first, under the pod namespace's lock (see
     /// [`crate::ifnames`]), held until the last delegate's ADD returned.
     pub fn add(&mut self) -> Result<Vec<AnyResult>, CniError> {
-        let _names = crate::ifnames::assign(
+        let names = crate::ifnames::assign(
             &self.call.netns,
             &mut self.config.delegates,
             std::path::Path::new(crate::ifnames::LOCK_DIR),
         )?;
+        // Nested braid plugins must not wait for the lock held here on their behalf.
+        self.exec.env.retain(|(k, _)| k != crate::ifnames::HELD_ENV);
+        self.exec.env.push((crate::ifnames::HELD_ENV.to_string(), names.held().to_string()));
         attacher(&self.exec, &self.paths, &self.store).add(&self.call, &self.config.delegates, &mut self.log)
     }
 
@@ -115,6 +153,9 @@ impl Meta {
 
     /// DEL what ADD recorded (or the configured delegates, without a usable state).
     pub fn del(&mut self) -> Result<(), CniError> {
+        if let Some(e) = &self.config.delegates_error {
+            self.log.warn(format_args!("{e}; deleting what the state records"));
+        }
         attacher(&self.exec, &self.paths, &self.store).del(&self.call, &self.config.delegates, &mut self.log)
     }
 

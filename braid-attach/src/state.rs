@@ -141,9 +141,14 @@ impl StateStore {
 
     /// Takes the exclusive lock of one container, waiting for a holder to finish.
     pub fn lock(&self, container_id: &str) -> Result<ContainerLock, StateError> {
+        self.lock_with(container_id, true)?.ok_or_else(|| err("lock", &self.dir, std::io::Error::other("busy")))
+    }
+
+    /// The container lock, or `None` at once when `wait` is false and someone holds it.
+    pub fn lock_with(&self, container_id: &str, wait: bool) -> Result<Option<ContainerLock>, StateError> {
         cni_types::validate::container_id(container_id)
             .map_err(|e| err("lock", &self.dir, std::io::Error::other(e.to_string())))?;
-        lock_file(self.dir.join(format!("{container_id}.lock")))
+        lock_file(self.dir.join(format!("{container_id}.lock")), wait)
     }
 
     /// Reads a state file; `None` when there is none.
@@ -239,7 +244,7 @@ impl StateStore {
 /// Takes an exclusive `flock` on `path` (created 0600, never through a symlink), waiting for a
 /// holder to finish. The file is removed when the lock is released; a waiter that then holds a
 /// lock on a file no longer at `path` starts again, so two holders never coexist.
-pub fn lock_file(path: PathBuf) -> Result<ContainerLock, StateError> {
+pub fn lock_file(path: PathBuf, wait: bool) -> Result<Option<ContainerLock>, StateError> {
     loop {
         let file = OpenOptions::new()
             .read(true)
@@ -249,11 +254,16 @@ pub fn lock_file(path: PathBuf) -> Result<ContainerLock, StateError> {
             .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
             .open(&path)
             .map_err(|e| err("open lock", &path, e))?;
-        let locked = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| err("lock", &path, e.into()))?;
+        let how = if wait { FlockArg::LockExclusive } else { FlockArg::LockExclusiveNonblock };
+        let locked = match Flock::lock(file, how) {
+            Ok(l) => l,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) if !wait => return Ok(None),
+            Err((_, e)) => return Err(err("lock", &path, e.into())),
+        };
         let held = locked.metadata().map_err(|e| err("stat lock", &path, e))?;
         match fs::symlink_metadata(&path) {
             Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => {
-                return Ok(ContainerLock { path, lock: Some(locked) });
+                return Ok(Some(ContainerLock { path, lock: Some(locked) }));
             }
             _ => continue,
         }

@@ -129,6 +129,9 @@ pub trait Exec {
 pub struct RawExec {
     /// Kill the child (and its process group) after this long; `None` waits forever.
     pub timeout: Option<Duration>,
+    /// Variables every child gets besides its CNI ones (a meta-plugin tells its delegates what
+    /// it holds: see `braid-attach`'s `ifnames`).
+    pub env: Vec<(String, String)>,
 }
 
 /// `ETXTBSY`: the binary is still open for writing (it is being installed). Go retries.
@@ -148,7 +151,7 @@ impl Exec for RawExec {
         let mut attempt = 0;
         let mut child = loop {
             let mut cmd = std::process::Command::new(plugin);
-            cmd.envs(env.iter().map(|(k, v)| (k, v)))
+            cmd.envs(self.env.iter().chain(env).map(|(k, v)| (k, v)))
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())

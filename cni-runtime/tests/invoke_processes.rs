@@ -94,7 +94,7 @@ fn timeout_kills_the_child_and_what_it_spawned() {
     let s = Scripts::new("hang");
     let marker = s.0.join("grandchild.pid");
     let p = s.add("hang", &format!("sleep 30 & echo $! > {}; sleep 30", marker.display()));
-    let exec = RawExec { timeout: Some(Duration::from_millis(300)) };
+    let exec = RawExec { timeout: Some(Duration::from_millis(300)), ..RawExec::default() };
     let start = Instant::now();
     let e = invoke::exec_without_result(&exec, &p, CONF, &req()).unwrap_err();
     assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());

@@ -224,7 +224,7 @@ impl Harness {
     fn in_host<T: Send>(&self, f: impl FnOnce(&Chain<'_>) -> T + Send) -> T {
         let (timeout, paths, cache_dir) = (self.timeout, self.paths.clone(), self.cache_dir());
         cni_skel::netns::run_in(&self.host.path(), move || {
-            let exec = RawExec { timeout: Some(timeout) };
+            let exec = RawExec { timeout: Some(timeout), ..RawExec::default() };
             f(&Chain { exec: &exec, paths, cache_dir })
         })
         .unwrap_or_else(|e| panic!("entering host netns: {e}"))
@@ -275,7 +275,7 @@ impl Harness {
         let stdin = stdin.to_vec();
         let plugin = plugin.to_string();
         cni_skel::netns::run_in(&self.host.path(), move || {
-            let exec = RawExec { timeout: Some(timeout) };
+            let exec = RawExec { timeout: Some(timeout), ..RawExec::default() };
             let path = exec.find(&plugin, &paths)?;
             exec.exec(&path, &stdin, &req.env())
         })

@@ -456,3 +456,71 @@ fn delegates_get_ignore_unknown_when_the_runtime_leaves_it_out() {
     assert!(ctr.link("eth0").is_none());
     assert!(reservations(&h).is_empty() && state_files(&h).is_empty(), "{:?}", h.dir.files());
 }
+
+/// A delegate that is itself a braid network (a conflist with the merger): the nested plugin
+/// does not wait for the pod namespace's lock its caller holds for it, and names stay distinct.
+/// Networks that refer back to themselves, directly or through another, are refused at once.
+#[test]
+fn nested_braid_networks_work_and_cycles_are_refused_at_once() {
+    if !require_root("nested_braid_networks_work_and_cycles_are_refused_at_once") {
+        return;
+    }
+    let h = Harness::new("nest");
+    let ctr = h.container("nest");
+    let confdir = h.dir.path().join("net.d");
+    std::fs::create_dir_all(&confdir).unwrap();
+    let write = |file: &str, v: Value| std::fs::write(confdir.join(file), v.to_string()).unwrap();
+    write(
+        "10-inner.conflist",
+        json!({"cniVersion": "1.0.0", "name": "inner", "plugins": [
+            {"type": "ptp", "ipam": h.host_local(170)},
+            {"type": "merger", "stateDir": h.dir.path().join("mstate"), "delegates": [{"type": "ptp", "ipam": h.host_local(171)}]}
+        ]}),
+    );
+    let mut list = delegator_list(
+        &h,
+        "1.0.0",
+        "merged",
+        json!([{"cniVersion": "1.0.0", "name": "cluster", "type": "ptp", "ipam": h.host_local(172)}, "inner"]),
+    );
+    list["plugins"][0]["confDir"] = json!(confdir);
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let started = std::time::Instant::now();
+    let r = h.add(&list, &rt).unwrap_or_else(|e| panic!("nested ADD: {e}")).to_latest();
+    assert!(started.elapsed() < std::time::Duration::from_secs(4), "nested ADD took {:?}", started.elapsed());
+    let mut names: Vec<&str> = r.interfaces.iter().filter(|i| !i.sandbox.is_empty()).map(|i| i.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["eth0", "net1", "net2"], "{r:?}");
+    h.del(&list, &rt).unwrap();
+    assert_eq!(ctr.links(), ["lo"]);
+
+    // A delegator naming its own network; and two networks naming each other.
+    let state = h.dir.path().join("state");
+    write(
+        "20-selfish.conflist",
+        json!({"cniVersion": "1.0.0", "name": "selfish", "plugins": [{"type": "delegator", "confDir": confdir, "stateDir": state, "delegates": ["selfish"]}]}),
+    );
+    write(
+        "30-ping.conflist",
+        json!({"cniVersion": "1.0.0", "name": "ping", "plugins": [{"type": "delegator", "confDir": confdir, "stateDir": state, "delegates": ["pong"]}]}),
+    );
+    write(
+        "31-pong.conflist",
+        json!({"cniVersion": "1.0.0", "name": "pong", "plugins": [{"type": "delegator", "confDir": confdir, "stateDir": state, "delegates": ["ping"]}]}),
+    );
+    for (file, want) in [("20-selfish.conflist", "is this network itself"), ("30-ping.conflist", "refers back")] {
+        let list: Value = serde_json::from_slice(&std::fs::read(confdir.join(file)).unwrap()).unwrap();
+        let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+        let started = std::time::Instant::now();
+        let e = h.add(&list, &rt).unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(3), "{file}: refused after {:?}", started.elapsed());
+        assert_eq!(e.cause.as_ref().map(|c| c.code), Some(7), "{file}: {e}");
+        assert!(e.msg.contains(want), "{file}: {}", e.msg);
+        h.del(&list, &rt).unwrap_or_else(|e| panic!("{file}: DEL after a refused ADD: {e}"));
+    }
+    assert_eq!(ctr.links(), ["lo"]);
+    assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
+    let left: Vec<String> =
+        h.dir.files().into_iter().filter(|f| f.contains("state/") && !f.contains("/cache")).collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -62,7 +62,7 @@ fn real_main() -> i32 {
             return 1;
         }
     };
-    let exec = RawExec { timeout: Some(timeout) };
+    let exec = RawExec { timeout: Some(timeout), ..RawExec::default() };
     let chain = Chain {
         exec: &exec,
         paths: path.split(':').filter(|p| !p.is_empty()).map(Into::into).collect(),
