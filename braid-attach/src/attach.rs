@@ -22,7 +22,7 @@ use cni_runtime::chain::{build_one_config, Chain, RuntimeConf};
 use cni_runtime::invoke::{self, Exec};
 use cni_skel::log::Logger;
 use cni_types::config::GcAttachment;
-use cni_types::error::{DECODING_FAILURE, INTERNAL, IO_FAILURE, UNKNOWN_CONTAINER};
+use cni_types::error::{DECODING_FAILURE, INTERNAL, INVALID_NETWORK_CONFIG, IO_FAILURE, UNKNOWN_CONTAINER};
 use cni_types::result::AnyResult;
 use cni_types::version::{self, Command};
 use cni_types::{CniError, Context as _, Invocation, NetConf, NetConfList};
@@ -107,13 +107,21 @@ impl Delegate {
     }
 
     /// Its planned record: what it will be sent, with which args and runtime arguments.
-    fn planned(&self, call: &RuntimeConf) -> Attachment {
+    fn planned(&self, call: &RuntimeConf) -> Result<Attachment, CniError> {
         let caps = self.effective_capability_args(call);
         let config = match &self.config {
-            DelegateConfig::Plugin(c) => serde_json::from_slice(&plugin_stdin(c, &caps, None)).unwrap_or(Value::Null),
-            DelegateConfig::List(l) => serde_json::from_slice(&l.bytes).unwrap_or(Value::Null),
+            DelegateConfig::Plugin(c) => serde_json::from_slice(&plugin_stdin(c, &caps, None)),
+            DelegateConfig::List(l) => serde_json::from_slice(&l.bytes),
         };
-        Attachment {
+        // Read back everything that is recorded: what would not decode (a configuration nested
+        // deeper than the JSON reader allows) could never be replayed by DEL.
+        let config: Value = config.map_err(|e| {
+            CniError::new(
+                INVALID_NETWORK_CONFIG,
+                format!("network {:?}: its configuration cannot be recorded and read back: {e}", self.name()),
+            )
+        })?;
+        Ok(Attachment {
             name: self.name().to_string(),
             plugin_type: self.plugin_type().to_string(),
             ifname: self.ifname.clone(),
@@ -124,7 +132,7 @@ impl Delegate {
             capability_args: Some(caps),
             result: None,
             phase: Phase::Planned,
-        }
+        })
     }
 }
 
@@ -154,8 +162,9 @@ pub struct Attacher<'a> {
 }
 
 /// The state of a plan: every delegate with the exact configuration it is (to be) sent.
-fn plan(call: &RuntimeConf, delegates: &[Delegate]) -> Plan {
-    Plan { kind: Kind::V1, netns: call.netns.clone(), attachments: delegates.iter().map(|d| d.planned(call)).collect() }
+fn plan(call: &RuntimeConf, delegates: &[Delegate]) -> Result<Plan, CniError> {
+    let attachments = delegates.iter().map(|d| d.planned(call)).collect::<Result<_, _>>()?;
+    Ok(Plan { kind: Kind::V1, netns: call.netns.clone(), attachments })
 }
 
 /// `delegate 1 (network "p2p", type "ptp", interface net1)`: how errors and logs name one.
@@ -236,8 +245,30 @@ impl Attacher<'_> {
     ) -> Result<Vec<AnyResult>, CniError> {
         let key = Self::key(call)?;
         let _lock = self.lock(call)?;
-        let mut state = plan(call, delegates);
-        self.store.create(&key, &state.to_line())?;
+        // Checked under the lock: a second ADD of the same attachment must never replace the
+        // first one's record (its rollback would then undo the first one's delegates).
+        if self.store.read(&key)?.is_some() {
+            return Err(CniError::new(
+                INVALID_NETWORK_CONFIG,
+                format!(
+                    "container {} is already attached on {} (state in {}): DEL it before adding it again",
+                    call.container_id,
+                    call.ifname,
+                    self.store.dir().display()
+                ),
+            ));
+        }
+        let mut state = plan(call, delegates)?;
+        let line = state.to_line();
+        // Read back what is written: a plan that would not decode (a configuration nested
+        // deeper than the JSON reader allows) could never be replayed by DEL.
+        if Plan::decode(&line).is_none() {
+            return Err(CniError::new(
+                INVALID_NETWORK_CONFIG,
+                "the delegates' configuration cannot be recorded and read back (nested too deeply?)",
+            ));
+        }
+        self.store.create(&key, &line)?;
         let mut results = Vec::new();
         for (i, d) in delegates.iter().enumerate() {
             // A result that cannot be recorded fails like the delegate itself: DEL could not
@@ -386,7 +417,7 @@ impl Attacher<'_> {
                 self.del_recorded(call, &state, n, log)
             }
             None => {
-                let state = plan(call, configured);
+                let state = plan(call, configured)?;
                 n = state.attachments.len();
                 self.del_configured(call, &state, log)
             }
@@ -429,14 +460,42 @@ impl Attacher<'_> {
         Ok(())
     }
 
-    /// GC: forward the valid attachments to every delegate (of 1.1.0 or later), and drop our own state for
-    /// attachments not in the list. Every delegate is tried; failures are reported together.
-    pub fn gc(&self, delegates: &[Delegate], valid: &[GcAttachment]) -> Result<(), CniError> {
+    /// DEL one stale attachment from its recorded state, then drop the state — as libcni's GC
+    /// does for its cache (`libcni/api.go`, `GCNetworkList`): dropping the record alone would
+    /// leave its links and IP reservations with nothing left that knows them.
+    fn gc_stale(&self, key: &Key, log: &mut Logger) -> Result<(), CniError> {
+        let call = RuntimeConf {
+            container_id: key.container_id().to_string(),
+            ifname: key.ifname().to_string(),
+            ..RuntimeConf::default()
+        };
+        let _lock = self.lock(&call)?;
+        let Some(bytes) = self.store.read(key)? else { return Ok(()) };
+        if let Some(state) = Plan::decode(&bytes) {
+            let call = RuntimeConf { netns: state.netns.clone(), ..call };
+            let errors = self.del_recorded(&call, &state, state.attachments.len(), log);
+            if !errors.is_empty() {
+                return Err(CniError::new(
+                    INTERNAL,
+                    format!("stale attachment {}@{}: {}", key.container_id(), key.ifname(), errors.join("; ")),
+                ));
+            }
+        } else {
+            log.warn(format_args!("stale attachment {}@{}: corrupt state dropped", key.container_id(), key.ifname()));
+        }
+        log.info(format_args!("stale attachment {}@{} deleted", key.container_id(), key.ifname()));
+        Ok(self.store.remove(key)?)
+    }
+
+    /// GC: DEL every recorded attachment not in `valid` from its state and drop the state, then
+    /// forward the valid attachments to every delegate (of 1.1.0 or later). Everything is
+    /// tried; failures are reported together.
+    pub fn gc(&self, delegates: &[Delegate], valid: &[GcAttachment], log: &mut Logger) -> Result<(), CniError> {
         let mut errors = Vec::new();
         for key in self.store.keys()? {
             if !valid.iter().any(|a| a.container_id == key.container_id() && a.ifname == key.ifname()) {
-                if let Err(e) = self.store.remove(&key) {
-                    errors.push(e.to_string());
+                if let Err(e) = self.gc_stale(&key, log) {
+                    errors.push(e.msg);
                 }
             }
         }

@@ -165,9 +165,9 @@ impl Meta {
     }
 
     /// GC with the configuration's valid attachments.
-    pub fn gc(&self) -> Result<(), CniError> {
+    pub fn gc(&mut self) -> Result<(), CniError> {
         let valid = self.config.conf.valid_attachments()?;
-        attacher(&self.exec, &self.paths, &self.store).gc(&self.config.delegates, &valid)
+        attacher(&self.exec, &self.paths, &self.store).gc(&self.config.delegates, &valid, &mut self.log)
     }
 
     /// STATUS of every delegate.

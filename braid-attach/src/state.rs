@@ -55,6 +55,10 @@ fn err(action: &'static str, path: &Path, source: std::io::Error) -> StateError 
     StateError { action, path: path.to_path_buf(), source }
 }
 
+/// The longest container ID kept: `<id>@<ifname>` and `<id>.lock` must fit a file name (255
+/// bytes); runtimes use 64 hex characters.
+pub const MAX_CONTAINER_ID: usize = 200;
+
 /// The key of one attachment: a validated container ID and interface name. Container IDs
 /// cannot contain `@`, so `<id>@<ifname>` names every pair uniquely.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -67,6 +71,15 @@ impl Key {
     /// Validates both parts (CNI rules: no `/`, no `..`, no whitespace).
     pub fn new(container_id: &str, ifname: &str) -> Result<Key, cni_types::CniError> {
         cni_types::validate::container_id(container_id)?;
+        if container_id.len() > MAX_CONTAINER_ID {
+            return Err(cni_types::CniError::new(
+                cni_types::error::INVALID_ENVIRONMENT_VARIABLES,
+                format!(
+                    "CNI_CONTAINERID is {} characters long; braid names its state files after it and takes at most {MAX_CONTAINER_ID}",
+                    container_id.len()
+                ),
+            ));
+        }
         cni_types::validate::interface_name(ifname)?;
         Ok(Key { container_id: container_id.to_string(), ifname: ifname.to_string() })
     }
@@ -193,8 +206,13 @@ impl StateStore {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return self.write(key, bytes),
             Err(e) => return Err(err("create", &path, e)),
         };
-        f.write_all(bytes).map_err(|e| err("write", &path, e))?;
-        f.sync_all().map_err(|e| err("fsync", &path, e))?;
+        let written = f.write_all(bytes).map_err(|e| err("write", &path, e));
+        let synced = written.and_then(|()| f.sync_all().map_err(|e| err("fsync", &path, e)));
+        if let Err(e) = synced {
+            // A full disk must not leave an empty state behind until some DEL.
+            let _ = fs::remove_file(&path);
+            return Err(e);
+        }
         self.sync_dir()
     }
 

@@ -212,7 +212,7 @@ fn check_uses_recorded_results_and_skips_old_versions() {
 }
 
 #[test]
-fn gc_forwards_and_drops_stale_state() {
+fn gc_deletes_stale_attachments_from_their_state_then_forwards() {
     let w = World::new("gc");
     let exec = FakeExec::default();
     let a = w.attacher(&exec);
@@ -229,12 +229,32 @@ fn gc_forwards_and_drops_stale_state() {
         delegate("ptp", "1.0.0", "net1"),
         delegate("macvlan", "1.1.0", "net2"),
     ];
-    a.gc(&modern, &valid).unwrap();
+    let mut log = Logger::recording("test", "GC");
+    a.gc(&modern, &valid, &mut log).unwrap();
     assert_eq!(a.store.keys().unwrap(), vec![Key::new("keep", "eth0").unwrap()]);
     let seen = calls(&exec);
-    assert_eq!(seen.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(), ["bridge", "macvlan"]);
-    assert!(seen.iter().all(|c| c.1 == "GC"));
-    assert_eq!(seen[0].3["cni.dev/valid-attachments"], json!([{"containerID": "keep", "ifname": "eth0"}]));
+    // The stale attachment's delegate is DELed from its record (what ADD sent, its netns),
+    // then every 1.1.0 delegate gets GC.
+    let order: Vec<String> = seen.iter().map(|c| format!("{} {}", c.0, c.1)).collect();
+    assert_eq!(order, ["bridge DEL", "bridge GC", "macvlan GC"]);
+    let del_env = exec.calls.lock().unwrap()[0].env.clone();
+    let var = |k: &str| del_env.iter().find(|(n, _)| n == k).unwrap().1.clone();
+    assert_eq!(
+        (var("CNI_CONTAINERID"), var("CNI_NETNS"), var("CNI_IFNAME")),
+        ("stale".into(), "/run/netns/x".into(), "eth0".into())
+    );
+    assert_eq!(seen[1].3["cni.dev/valid-attachments"], json!([{"containerID": "keep", "ifname": "eth0"}]));
+    assert!(log.lines().iter().any(|l| l.contains("stale attachment stale@eth0 deleted")), "{:?}", log.lines());
+    // A stale attachment whose DEL fails keeps its state for the next GC.
+    let c = Call { container_id: "stale2".into(), ..call() };
+    exec.reply(ok_result("198.18.0.3/24"));
+    a.add(&c, &three()[..1], &mut Logger::recording("test", "ADD")).unwrap();
+    exec.reply(Err(InvokeError::Failed("busy".into())));
+    let e = a.gc(&[], &valid, &mut Logger::recording("test", "GC")).unwrap_err();
+    assert!(e.msg.contains("stale attachment stale2@eth0") && e.msg.contains("busy"), "{e}");
+    assert_eq!(a.store.keys().unwrap().len(), 2);
+    a.gc(&[], &valid, &mut Logger::recording("test", "GC")).unwrap();
+    assert_eq!(a.store.keys().unwrap(), vec![Key::new("keep", "eth0").unwrap()]);
     exec.reply(Err(InvokeError::Plugin(CniError::new(50, "not ready"))));
     assert_eq!(a.status(&modern).unwrap_err().code, 50);
     assert!(a.status(&three()[1..]).is_ok(), "delegates below 1.1.0 are not asked for STATUS");
@@ -479,4 +499,39 @@ fn a_failed_delegate_whose_del_fails_too_does_not_keep_the_state() {
         assert_eq!(!a.store.keys().unwrap().is_empty(), kept);
         let _ = std::fs::remove_file(w.dir.join("ctr1@eth0"));
     }
+}
+
+#[test]
+fn a_second_add_of_an_attached_container_is_refused_and_touches_nothing() {
+    let w = World::new("twice");
+    let exec = FakeExec::default();
+    let a = w.added_three(&exec);
+    let key = Key::new("ctr1", "eth0").unwrap();
+    let before = a.store.read(&key).unwrap();
+    let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
+    assert_eq!(e.code, 7);
+    assert!(e.msg.contains("already attached on eth0"), "{e}");
+    assert!(calls(&exec).is_empty(), "nothing ran, nothing was rolled back");
+    assert_eq!(a.store.read(&key).unwrap(), before);
+}
+
+#[test]
+fn what_cannot_be_read_back_is_not_recorded_and_long_ids_are_named() {
+    let w = World::new("deep");
+    let exec = FakeExec::default();
+    let a = w.attacher(&exec);
+    let mut deep = json!(1);
+    for _ in 0..140 {
+        deep = json!([deep]);
+    }
+    let conf = NetConf::from_value(json!({"cniVersion": "1.0.0", "name": "d", "type": "ptp", "deep": deep})).unwrap();
+    let d = Delegate { config: DelegateConfig::Plugin(conf), ifname: "eth0".into(), ..Delegate::default() };
+    let e = a.add(&call(), &[d], &mut Logger::recording("test", "ADD")).unwrap_err();
+    assert_eq!(e.code, 7);
+    assert!(e.msg.contains("network \"d\": its configuration cannot be recorded and read back"), "{e}");
+    assert!(calls(&exec).is_empty() && a.store.keys().unwrap().is_empty());
+    let long = "a".repeat(5000);
+    let e = a.add(&Call { container_id: long, ..call() }, &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
+    assert_eq!(e.code, 4);
+    assert!(e.msg.contains("CNI_CONTAINERID is 5000 characters long"), "{e}");
 }
