@@ -61,6 +61,11 @@ pub struct Delegate {
     /// Extra `CNI_ARGS` pairs for this attachment, appended to the call's (later pairs win,
     /// as in Go's `LoadArgs`).
     pub args: Option<String>,
+    /// Whether this attachment is offered only its own `runtime_config`, none of the call's
+    /// `runtimeConfig`: a network a Kubernetes pod selected gets only its selection element's
+    /// requests, the runtime's (portMappings, bandwidth, …) belong to the cluster network
+    /// (NPWG §7.5).
+    pub own_runtime_config_only: bool,
 }
 
 impl Delegate {
@@ -75,9 +80,10 @@ impl Delegate {
         ignore_unknown(&args)
     }
 
-    /// The runtime arguments offered to this delegate: the call's, with its own laid over.
+    /// The runtime arguments offered to this delegate: the call's (unless
+    /// [`own_runtime_config_only`](Self::own_runtime_config_only)), with its own laid over.
     pub fn effective_capability_args(&self, call: &RuntimeConf) -> Map<String, Value> {
-        let mut m = call.capability_args.clone();
+        let mut m = if self.own_runtime_config_only { Map::new() } else { call.capability_args.clone() };
         m.extend(self.runtime_config.iter().map(|(k, v)| (k.clone(), v.clone())));
         m
     }

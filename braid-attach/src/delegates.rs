@@ -106,7 +106,14 @@ pub fn parse(conf: &NetConf, fixed_ifname: &dyn Fn(usize) -> Option<String>) -> 
                 (format!("net{autos}"), true)
             }
         };
-        delegates.push(Delegate { config, ifname, auto_ifname, runtime_config, args: extra_args });
+        delegates.push(Delegate {
+            config,
+            ifname,
+            auto_ifname,
+            runtime_config,
+            args: extra_args,
+            own_runtime_config_only: false,
+        });
     }
     validate(&delegates)?;
     Ok(delegates)

@@ -6,7 +6,8 @@
 //!   ([`Plugin`], [`run`], [`main`], [`CmdArgs`]).
 //! * [`env`](mod@env): the injected environment (the process's, or a test's).
 //! * [`netns`]: running work inside a network namespace on a dedicated thread;
-//!   [`links`]: the name, MAC and MTU of every link in one.
+//!   [`links`]: the name, MAC, MTU and index of every link in one; [`routes`]: moving its
+//!   default routes to one interface.
 //! * [`keys`]: reading a plugin's own configuration keys, with errors that name them.
 //! * [`log`](mod@log): logging that never touches stdout.
 //! * [`testing`] (feature `testing`): a CNI environment builder, a temporary named network
@@ -23,6 +24,7 @@ pub mod keys;
 pub mod links;
 pub mod log;
 pub mod netns;
+pub mod routes;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -23,6 +23,8 @@ pub struct Link {
     pub mac: String,
     /// `IFLA_MTU`.
     pub mtu: u32,
+    /// The interface index (`ifi_index`).
+    pub index: u32,
 }
 
 const RTM_NEWLINK: u16 = 16;
@@ -57,8 +59,9 @@ pub fn links(path: &Path) -> Result<Vec<Link>, NetnsError> {
     .map_err(netlink_err)
 }
 
-/// One dump: the links, and whether the kernel flagged it as interrupted.
-fn dump() -> Result<(Vec<Link>, bool), nix::Error> {
+/// One dump: the links, and whether the kernel flagged it as interrupted. Call it on a thread
+/// inside the namespace.
+pub(crate) fn dump() -> Result<(Vec<Link>, bool), nix::Error> {
     let fd: OwnedFd =
         socket(AddressFamily::Netlink, SockType::Raw, SockFlag::SOCK_CLOEXEC, SockProtocol::NetlinkRoute)?;
     bind(fd.as_raw_fd(), &NetlinkAddr::new(0, 0))?;
@@ -90,7 +93,11 @@ fn dump() -> Result<(Vec<Link>, bool), nix::Error> {
                     let code = msgs.get(16..20).map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
                     return Err(nix::Error::from_raw(-code));
                 }
-                RTM_NEWLINK if len >= NLMSG_HDR + IFINFO => out.push(parse_link(&msgs[NLMSG_HDR + IFINFO..len])),
+                RTM_NEWLINK if len >= NLMSG_HDR + IFINFO => {
+                    let mut link = parse_link(&msgs[NLMSG_HDR + IFINFO..len]);
+                    link.index = u32::from_ne_bytes([msgs[20], msgs[21], msgs[22], msgs[23]]);
+                    out.push(link);
+                }
                 _ => {}
             }
             msgs = &msgs[align(len).min(msgs.len())..];
@@ -104,7 +111,7 @@ fn align(n: usize) -> usize {
 
 /// The attributes of one `RTM_NEWLINK`.
 fn parse_link(mut attrs: &[u8]) -> Link {
-    let mut link = Link { name: String::new(), mac: String::new(), mtu: 0 };
+    let mut link = Link { name: String::new(), mac: String::new(), mtu: 0, index: 0 };
     while attrs.len() >= 4 {
         let len = u16::from_ne_bytes([attrs[0], attrs[1]]) as usize;
         let kind = u16::from_ne_bytes([attrs[2], attrs[3]]) & 0x3fff;

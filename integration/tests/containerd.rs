@@ -223,3 +223,195 @@ fn containerd_missing_delegate_binary_fails_the_pod_and_leaves_nothing() {
         "braid-no-such-plugin",
     );
 }
+
+// ---- Kubernetes: per-pod networks from the pod's annotations (issue 14) ----
+
+const NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
+
+/// The delegator with selection on: the cluster bridge (default route via 198.18.148.1) as
+/// eth0, and in its networksDir `default/glob` (bridge + tuning with the `mac` capability,
+/// 198.18.150/24), `braid-test/loc` (198.18.151/24), `braid-test/fixed` (static IPAM with the
+/// `ips` capability), `braid-test/third` (198.18.153/24) and `other-ns/secret`.
+fn kubernetes_network(h: &Harness) -> Vec<Value> {
+    let dir = h.dir.path().join("braid.d");
+    let put = |rel: &str, v: Value| {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, v.to_string()).unwrap();
+    };
+    let bridge =
+        |subnet: u8| json!({"type": "bridge", "bridge": unique("br"), "isGateway": true, "ipam": h.host_local(subnet)});
+    put(
+        "default/glob.conflist",
+        json!({"cniVersion": "1.0.0", "name": "glob", "plugins": [bridge(150), {"type": "tuning", "capabilities": {"mac": true}}]}),
+    );
+    put("braid-test/loc.conflist", json!({"cniVersion": "1.0.0", "name": "loc", "plugins": [bridge(151)]}));
+    put(
+        "braid-test/fixed.conflist",
+        json!({"cniVersion": "1.0.0", "name": "fixed", "plugins": [
+            {"type": "bridge", "bridge": unique("br"), "capabilities": {"ips": true}, "ipam": {"type": "static"}}]}),
+    );
+    put(
+        "braid-test/third.conf",
+        json!({"cniVersion": "1.0.0", "type": "bridge", "bridge": unique("br"), "ipam": h.host_local(153)}),
+    );
+    put("other-ns/secret.conflist", json!({"cniVersion": "1.0.0", "name": "secret", "plugins": [bridge(154)]}));
+    let mut cluster_ipam = h.host_local(148);
+    cluster_ipam["routes"] = json!([{"dst": "0.0.0.0/0"}]);
+    vec![json!({
+        "cniVersion": "1.0.0",
+        "name": unique("ck8s"),
+        "plugins": [{
+            "type": "delegator", "stateDir": h.dir.path().join("state"), "timeout": 10,
+            "capabilities": {"io.kubernetes.cri.pod-annotations": true, "portMappings": true},
+            "delegates": [{"cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": unique("br"), "isGateway": true, "ipam": cluster_ipam}],
+            "kubernetes": {"networksDir": dir, "globalNamespaces": ["default"], "statusDir": h.dir.path().join("status")}
+        }]
+    })]
+}
+
+fn k8s_start(test: &str, tag: &str) -> Option<Containerd> {
+    start(test, tag, kubernetes_network, 1)
+}
+
+fn ip_json_in(netns: &std::path::Path, args: &[&str]) -> Value {
+    let out = std::process::Command::new("nsenter")
+        .arg(format!("--net={}", netns.display()))
+        .args(["ip", "-j"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(if text.trim().is_empty() { "[]" } else { &text }).unwrap()
+}
+
+/// `(dev, gateway)` of the pod's IPv4 default routes.
+fn default_routes(netns: &std::path::Path) -> Vec<(String, String)> {
+    let v = ip_json_in(netns, &["route", "show", "default"]);
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| (r["dev"].as_str().unwrap_or("").to_string(), r["gateway"].as_str().unwrap_or("").to_string()))
+        .collect()
+}
+
+fn mac_of(netns: &std::path::Path, ifname: &str) -> String {
+    ip_json_in(netns, &["link", "show", "dev", ifname])[0]["address"].as_str().unwrap_or_default().to_string()
+}
+
+/// The pod's network-status document (exactly one in statusDir).
+fn status_document(c: &Containerd, id: &str) -> Value {
+    let dir = c.h.dir.path().join("status");
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("braid-test_") && name.ends_with(&format!("_{id}.json")), "{name}");
+    serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap()
+}
+
+/// Every status entry agrees with the kernel: the interface exists with that MAC and those IPs.
+fn assert_status_matches_kernel(doc: &Value, netns: &std::path::Path) {
+    let addrs = addresses_in(netns);
+    for e in doc.as_array().unwrap() {
+        let ifname = e["interface"].as_str().unwrap();
+        assert_eq!(e["mac"].as_str().unwrap(), mac_of(netns, ifname), "{e}");
+        for ip in e["ips"].as_array().unwrap() {
+            assert!(has(&addrs, ifname, &format!("{}/", ip.as_str().unwrap())), "{e} vs {addrs:?}");
+        }
+    }
+}
+
+fn assert_nothing_left_k8s(c: &Containerd) {
+    assert_nothing_left(c);
+    let status: Vec<_> = c.h.dir.files().into_iter().filter(|f| f.starts_with("status/")).collect();
+    assert!(status.is_empty(), "network-status left: {status:?}");
+}
+
+#[test]
+fn containerd_kubernetes_text_annotation_selects_networks() {
+    let Some(mut c) = k8s_start("containerd_kubernetes_text_annotation_selects_networks", "ckt") else { return };
+    let id = c
+        .run_pod("web", &[(NETWORKS, " default/glob, loc ,third@side0")])
+        .unwrap_or_else(|e| panic!("RunPodSandbox: {e}\n{}", c.log()));
+    let ips = c.pod_ips(&id);
+    assert!(ips.len() == 1 && ips[0].starts_with("198.18.148."), "the pod IP is the cluster network's: {ips:?}");
+    let netns = c.pod_netns(&id);
+    let a = addresses_in(&netns);
+    assert!(has(&a, "eth0", "198.18.148."), "{a:?}");
+    assert!(
+        has(&a, "net1", "198.18.150.") && has(&a, "net2", "198.18.151.") && has(&a, "side0", "198.18.153."),
+        "{a:?}"
+    );
+    assert_eq!(a.len(), 4, "{a:?}");
+    let doc = status_document(&c, &id);
+    let entries: Vec<(&str, &str, bool)> = doc
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), e["interface"].as_str().unwrap(), e["default"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("cluster", "eth0", true),
+            ("default/glob", "net1", false),
+            ("braid-test/loc", "net2", false),
+            ("braid-test/third", "side0", false)
+        ]
+    );
+    assert_status_matches_kernel(&doc, &netns);
+    assert_eq!(default_routes(&netns), [("eth0".to_string(), "198.18.148.1".to_string())]);
+    c.stop_and_remove(&id);
+    assert_nothing_left_k8s(&c);
+}
+
+#[test]
+fn containerd_kubernetes_json_annotation_mac_ips_and_default_route() {
+    let Some(mut c) = k8s_start("containerd_kubernetes_json_annotation_mac_ips_and_default_route", "ckj") else {
+        return;
+    };
+    let annotation = json!([
+        {"name": "glob", "namespace": "default", "mac": "02:42:c6:12:96:0a", "default-route": ["198.18.150.1"]},
+        {"name": "fixed", "ips": ["198.18.152.77/24"]}
+    ])
+    .to_string();
+    let id = c.run_pod("db", &[(NETWORKS, &annotation)]).unwrap_or_else(|e| panic!("RunPodSandbox: {e}\n{}", c.log()));
+    let netns = c.pod_netns(&id);
+    let a = addresses_in(&netns);
+    assert!(has(&a, "net1", "198.18.150.") && has(&a, "net2", "198.18.152.77/24"), "{a:?}");
+    assert_eq!(mac_of(&netns, "net1"), "02:42:c6:12:96:0a");
+    // The default route moved to net1: in the kernel and in the result containerd keeps.
+    assert_eq!(default_routes(&netns), [("net1".to_string(), "198.18.150.1".to_string())]);
+    let s = c.cri().pod_sandbox_status(&id).unwrap();
+    let info: Value = s.info.get("info").and_then(|i| serde_json::from_str(i).ok()).unwrap_or(Value::Null);
+    let routes: Vec<(String, String)> = info["cniResult"]["Routes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["dst"] == "0.0.0.0/0")
+        .map(|r| (r["dst"].as_str().unwrap_or("").to_string(), r["gw"].as_str().unwrap_or("").to_string()))
+        .collect();
+    assert_eq!(routes, [("0.0.0.0/0".to_string(), "198.18.150.1".to_string())], "{info}");
+    let doc = status_document(&c, &id);
+    assert_status_matches_kernel(&doc, &netns);
+    assert_eq!(doc[1]["default-route"], json!(["198.18.150.1"]), "{doc}");
+    assert_eq!(doc[1]["mac"], "02:42:c6:12:96:0a", "{doc}");
+    assert_eq!(doc[2]["ips"], json!(["198.18.152.77"]), "{doc}");
+    assert!(doc[0].get("default-route").is_none() && doc[0]["default"] == true, "{doc}");
+    c.stop_and_remove(&id);
+    assert_nothing_left_k8s(&c);
+}
+
+#[test]
+fn containerd_kubernetes_refused_selections_leave_nothing() {
+    let Some(mut c) = k8s_start("containerd_kubernetes_refused_selections_leave_nothing", "ckr") else { return };
+    for (value, want) in [
+        ("loc,other-ns/secret", "element 1 (network other-ns/secret): namespace \"other-ns\" is not allowed"),
+        ("nosuch", "element 0 (network braid-test/nosuch): unknown network"),
+    ] {
+        let e = c.run_pod("refused", &[(NETWORKS, value)]).expect_err("RunPodSandbox succeeded");
+        assert!(e.message().contains(want), "{value}: {e}");
+        assert_nothing_left_k8s(&c);
+    }
+}

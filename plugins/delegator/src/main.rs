@@ -2,6 +2,7 @@
 //! returns the first delegate's result or all of them merged. See README.md for every key.
 
 mod config;
+mod kubernetes;
 mod plugin;
 
 /// Plugins live for milliseconds: keep small blocks instead of handing them back to the kernel.

@@ -1,13 +1,26 @@
 //! The CNI commands of the delegator, on top of the shared attach engine.
 
 use crate::config::{result_mode, ResultMode, SPEC};
+use crate::kubernetes::{self, status, Label, Pod};
 use braid_attach::{Meta, MetaConfig};
 use cni_skel::{CmdArgs, Plugin};
 use cni_types::merge::{merge, Attachment};
-use cni_types::{CniError, CniResult};
+use cni_types::result::{AnyResult, Route};
+use cni_types::{CniError, CniResult, Context as _, IpNet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
 
 /// The plugin.
 pub struct Delegator;
+
+/// What ADD decided before anything ran.
+struct Plan {
+    mode: ResultMode,
+    /// One per delegate: how it appears in the network-status document.
+    labels: Vec<Label>,
+    /// The network-status document's path (Kubernetes selection on, and a Kubernetes pod).
+    status: Option<PathBuf>,
+}
 
 impl Plugin for Delegator {
     fn about(&self) -> Option<String> {
@@ -15,32 +28,68 @@ impl Plugin for Delegator {
     }
 
     fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        let config = MetaConfig::parse(args, &SPEC)?;
+        let mut config = MetaConfig::parse(args, &SPEC)?;
+        let kube = kubernetes::Config::parse(&config.conf)?;
+        let mut labels: Vec<Label> = config
+            .delegates
+            .iter()
+            .enumerate()
+            .map(|(i, d)| Label { name: d.name().to_string(), default: i == 0, default_route: None })
+            .collect();
+        let mut info = None;
+        if let Some(k) = &kube {
+            let selection = kubernetes::select(k, &config.conf, &args.args, &config.delegates)?;
+            config.delegates.extend(selection.delegates);
+            labels.extend(selection.labels);
+            info = selection.info;
+            braid_attach::delegates::validate(&config.delegates)?;
+        }
         let mode = result_mode(&config.conf, config.delegates.len())?;
+        let status =
+            kube.as_ref().and_then(|k| status::path(&k.status_dir, &Pod::from_args(&args.args), &args.container_id));
+        let plan = Plan { mode, labels, status };
         let mut m = Meta::new(config, args, &SPEC)?;
-        let results = m.add()?;
-        let mut result = match mode {
-            ResultMode::Primary => results[0].to_latest(),
-            ResultMode::Merged => {
-                let atts: Vec<Attachment> = results
-                    .iter()
-                    .zip(&m.config.delegates)
-                    .map(|(r, d)| Attachment { result: r, ifname: &d.ifname, sandbox: &args.netns })
-                    .collect();
-                let merged = merge(&atts);
-                for w in &merged.warnings {
-                    m.log.warn(format_args!("merge: {w}"));
-                }
-                merged.result
+        if let Some(line) = info {
+            m.log.info(line);
+        }
+        if kube.is_some() && plan.status.is_none() {
+            m.log.info("no K8S_POD_NAMESPACE/K8S_POD_NAME in CNI_ARGS: no network-status document written");
+        }
+        let results = match m.add() {
+            Ok(r) => r,
+            Err(e) => {
+                remove_status(&plan, &mut m);
+                return Err(e);
             }
         };
-        let with_mtu = cni_types::version::greater_than_or_equal_to(m.config.conf.version(), "1.1.0").unwrap_or(false);
-        m.fill_links(&mut result, with_mtu)?;
-        Ok(result)
+        match finish(&mut m, args, &plan, &results) {
+            Ok(result) => Ok(result),
+            Err(e) => {
+                // Every delegate is in; undo them all, as for a delegate that failed.
+                let mut msg = e.msg;
+                if let Err(d) = m.del() {
+                    msg.push_str(&format!("; rollback incomplete, state kept for DEL: {}", d.msg));
+                }
+                remove_status(&plan, &mut m);
+                let e = CniError { code: e.code, msg, details: e.details };
+                m.log.error(&e);
+                Err(e)
+            }
+        }
     }
 
     fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
-        Meta::open(args, &SPEC)?.del()
+        // The document's path comes from today's configuration and the runtime's CNI_ARGS (the
+        // same on DEL for containerd and CRI-O); a configuration that no longer parses only
+        // loses the document, never the DEL.
+        let status = args
+            .conf()
+            .ok()
+            .and_then(|c| kubernetes::Config::parse(&c).ok().flatten())
+            .and_then(|k| status::path(&k.status_dir, &Pod::from_args(&args.args), &args.container_id));
+        let deleted = Meta::open(args, &SPEC).and_then(|mut m| m.del());
+        let removed = status.map_or(Ok(()), |p| status::remove(&p));
+        deleted.and(removed)
     }
 
     fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
@@ -53,5 +102,104 @@ impl Plugin for Delegator {
 
     fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
         Meta::open(args, &SPEC)?.status()
+    }
+}
+
+fn remove_status(plan: &Plan, m: &mut Meta) {
+    if let Some(p) = &plan.status {
+        if let Err(e) = status::remove(p) {
+            m.log.warn(&e);
+        }
+    }
+}
+
+/// After every delegate's ADD: the pod's default routes where `default-route` asked for them,
+/// the result, the network-status document.
+fn finish(m: &mut Meta, args: &CmdArgs, plan: &Plan, results: &[AnyResult]) -> Result<CniResult, CniError> {
+    let chosen = plan.labels.iter().enumerate().find_map(|(i, l)| l.default_route.as_ref().map(|g| (i, g)));
+    if let Some((i, gateways)) = chosen {
+        let ifname = m.config.delegates.get(i).map(|d| d.ifname.clone()).unwrap_or_default();
+        let others: Vec<String> =
+            m.config.delegates.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, d)| d.ifname.clone()).collect();
+        let removed = cni_skel::routes::move_default_routes(Path::new(&args.netns), &ifname, &others, gateways)
+            .context(format_args!("default-route of {}", plan.labels[i].name))?;
+        for r in removed {
+            m.log.info(format_args!(
+                "default-route of {}: removed the default route {} of {}",
+                plan.labels[i].name,
+                r.gateway.map_or_else(|| "without gateway".to_string(), |g| format!("via {g}")),
+                r.ifname
+            ));
+        }
+    }
+    let mut result = match plan.mode {
+        ResultMode::Primary => results[0].to_latest(),
+        ResultMode::Merged => {
+            let atts: Vec<Attachment> = results
+                .iter()
+                .zip(&m.config.delegates)
+                .map(|(r, d)| Attachment { result: r, ifname: &d.ifname, sandbox: &args.netns })
+                .collect();
+            let merged = merge(&atts);
+            for w in &merged.warnings {
+                m.log.warn(format_args!("merge: {w}"));
+            }
+            merged.result
+        }
+    };
+    if let Some((i, gateways)) = chosen {
+        // The result says what the kernel now has: the chosen attachment's own default routes
+        // (in a merged result) and the requested ones, no other.
+        let keep: Vec<Route> = match plan.mode {
+            ResultMode::Merged => results[i].to_latest().routes.into_iter().filter(|r| r.dst.is_default()).collect(),
+            ResultMode::Primary => Vec::new(),
+        };
+        set_default_routes(&mut result, &keep, gateways);
+    }
+    let with_mtu = cni_types::version::greater_than_or_equal_to(m.config.conf.version(), "1.1.0").unwrap_or(false);
+    m.fill_links(&mut result, with_mtu)?;
+    if let Some(path) = &plan.status {
+        let links = cni_skel::links::links(Path::new(&args.netns))?;
+        let atts: Vec<(&AnyResult, &str, &Label)> = results
+            .iter()
+            .zip(&m.config.delegates)
+            .zip(&plan.labels)
+            .map(|((r, d), l)| (r, d.ifname.as_str(), l))
+            .collect();
+        status::write(path, &status::document(&atts, &links))?;
+    }
+    Ok(result)
+}
+
+/// Drops every default route of `result` but `keep`, and adds one via each gateway.
+fn set_default_routes(result: &mut CniResult, keep: &[Route], gateways: &[IpAddr]) {
+    result.routes.retain(|r| !r.dst.is_default() || keep.contains(r));
+    for gw in gateways {
+        let any: IpAddr = if gw.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
+        let Some(dst) = IpNet::new(any, 0) else { continue };
+        let route = Route::new(dst, Some(*gw));
+        if !result.routes.contains(&route) {
+            result.routes.push(route);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_routes_of_the_result_are_replaced_by_the_requested_ones() {
+        let r = |dst: &str, gw: &str| Route::new(IpNet::parse(dst).unwrap(), Some(gw.parse().unwrap()));
+        let mut result = CniResult {
+            routes: vec![r("0.0.0.0/0", "198.18.0.1"), r("198.19.0.0/24", "198.18.0.1"), r("::/0", "2001:db8::1")],
+            ..CniResult::default()
+        };
+        let keep = [r("::/0", "2001:db8::1")];
+        set_default_routes(&mut result, &keep, &["198.18.5.1".parse().unwrap(), "198.18.5.1".parse().unwrap()]);
+        assert_eq!(
+            result.routes,
+            [r("198.19.0.0/24", "198.18.0.1"), r("::/0", "2001:db8::1"), r("0.0.0.0/0", "198.18.5.1")]
+        );
     }
 }

@@ -1,0 +1,195 @@
+//! Per-pod networks on Kubernetes, from the pod's own annotations, with no API server: the
+//! runtime (containerd ≥ 1.5, CRI-O ≥ 1.29) hands every pod annotation to a plugin that
+//! declares the capability `io.kubernetes.cri.pod-annotations`; the networks that
+//! `k8s.v1.cni.cncf.io/networks` selects are read from node-local files
+//! (`<networksDir>/<namespace>/<name>.conflist`), appended after the configured delegates, and
+//! the pod's NPWG network-status is written to `statusDir`. See the README's Kubernetes section.
+//!
+//! * [`annotation`]: the annotation's two forms, validated.
+//! * [`resolve`]: an element's definition file, turned into a delegate.
+//! * [`status`]: the network-status document, written atomically, removed on DEL.
+//! * [`error`]: why a selection is refused (code 7, before anything runs).
+
+pub mod annotation;
+pub mod error;
+pub mod resolve;
+pub mod status;
+
+use annotation::NETWORKS;
+use braid_attach::Delegate;
+use cni_types::NetConf;
+use error::{Problem, SelectionError};
+use serde_json::Value;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+/// The runtimeConfig key (capability) under which runtimes pass the pod's annotations.
+pub const POD_ANNOTATIONS: &str = "io.kubernetes.cri.pod-annotations";
+
+/// The `kubernetes` block: its presence turns selection on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// `networksDir`: where definitions live, one directory per namespace.
+    pub networks_dir: PathBuf,
+    /// `globalNamespaces`: namespaces whose networks every pod may select.
+    pub global_namespaces: Vec<String>,
+    /// `statusDir`: where the pods' network-status documents are written.
+    pub status_dir: PathBuf,
+}
+
+impl Config {
+    /// `kubernetes` of the delegator's configuration; `None` when absent or `null`.
+    pub fn parse(conf: &NetConf) -> Result<Option<Config>, SelectionError> {
+        let o = match conf.get("kubernetes") {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::Object(o)) => o,
+            Some(v) => return Err(SelectionError::Config(format!("must be an object, not {v}"))),
+        };
+        let path = |key: &str, default: &str| match o.get(key) {
+            None | Some(Value::Null) => Ok(PathBuf::from(default)),
+            Some(Value::String(s)) if !s.is_empty() => Ok(PathBuf::from(s)),
+            Some(v) => Err(SelectionError::Config(format!("{key} must be a non-empty path, not {v}"))),
+        };
+        let global_namespaces = match o.get("globalNamespaces") {
+            None | Some(Value::Null) => vec!["default".to_string()],
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| match v.as_str() {
+                    Some(s) if annotation::is_dns_label(s) => Ok(s.to_string()),
+                    _ => Err(SelectionError::Config(format!(
+                        "globalNamespaces must be a list of namespace names (DNS-1123 labels); {v} is not one"
+                    ))),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(v) => {
+                return Err(SelectionError::Config(format!("globalNamespaces must be a list of namespaces, not {v}")))
+            }
+        };
+        if let Some(k) = o.keys().find(|k| !["networksDir", "globalNamespaces", "statusDir"].contains(&k.as_str())) {
+            return Err(SelectionError::Config(format!(
+                "unknown key {k:?} (known: networksDir, globalNamespaces, statusDir)"
+            )));
+        }
+        Ok(Some(Config {
+            networks_dir: path("networksDir", "/etc/cni/braid.d")?,
+            global_namespaces,
+            status_dir: path("statusDir", "/run/braid/network-status")?,
+        }))
+    }
+}
+
+/// The pod as `CNI_ARGS` names it (last pair wins, as in Go's `LoadArgs`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Pod {
+    /// `K8S_POD_NAMESPACE`.
+    pub namespace: Option<String>,
+    /// `K8S_POD_NAME`.
+    pub name: Option<String>,
+}
+
+impl Pod {
+    /// From `CNI_ARGS` (malformed pairs were refused by the dispatcher already; here ignored).
+    pub fn from_args(args: &str) -> Pod {
+        let mut pod = Pod::default();
+        for pair in args.split(';') {
+            match pair.split_once('=') {
+                Some(("K8S_POD_NAMESPACE", v)) if !v.is_empty() => pod.namespace = Some(v.to_string()),
+                Some(("K8S_POD_NAME", v)) if !v.is_empty() => pod.name = Some(v.to_string()),
+                _ => {}
+            }
+        }
+        pod
+    }
+}
+
+/// How one attachment of the plan appears in the network-status document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Label {
+    /// `name`: the cluster network's (and other configured delegates') network name; a
+    /// selected one's `namespace/name`.
+    pub name: String,
+    /// `default`: the cluster network (the first configured delegate).
+    pub default: bool,
+    /// The gateways of `default-route`, when its element asked for it.
+    pub default_route: Option<Vec<IpAddr>>,
+}
+
+/// What the annotation selects: the delegates to append and their labels.
+#[derive(Debug, Default)]
+pub struct Selection {
+    /// The selected networks' delegates, in annotation order.
+    pub delegates: Vec<Delegate>,
+    /// Their labels, in the same order.
+    pub labels: Vec<Label>,
+    /// When the runtime passed no annotations: the line to log at info.
+    pub info: Option<String>,
+}
+
+/// The networks the pod's annotation selects, validated and resolved; `configured` are the
+/// configured delegates (their fixed interface names are taken). Nothing runs here.
+pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -> Result<Selection, SelectionError> {
+    let annotations = conf.runtime_config_raw().and_then(|rc| rc.get(POD_ANNOTATIONS));
+    let annotations = match annotations {
+        None | Some(Value::Null) => {
+            return Ok(Selection {
+                info: Some(format!(
+                    "runtimeConfig has no {POD_ANNOTATIONS} (a runtime older than containerd 1.5 or CRI-O 1.29, podman, or the capability is not declared on this plugin): configured delegates only"
+                )),
+                ..Selection::default()
+            })
+        }
+        Some(Value::Object(a)) => a,
+        Some(v) => return Err(SelectionError::Annotations(format!("got {v}"))),
+    };
+    let value = match annotations.get(NETWORKS) {
+        None | Some(Value::Null) => return Ok(Selection::default()),
+        Some(Value::String(s)) => s,
+        Some(v) => return Err(SelectionError::Annotations(format!("{NETWORKS} is {v}"))),
+    };
+    let elements = annotation::parse(value)?;
+    if elements.is_empty() {
+        return Ok(Selection::default());
+    }
+    let pod = Pod::from_args(args);
+    let pod_ns = pod.namespace.ok_or(SelectionError::NoPodNamespace)?;
+    let mut taken: Vec<(String, String)> = configured
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| !d.auto_ifname)
+        .map(|(i, d)| (d.ifname.clone(), format!("configured delegate {i} (network {:?})", d.name())))
+        .collect();
+    let mut autos = configured.iter().filter(|d| d.auto_ifname).count();
+    let mut out = Selection::default();
+    for (index, e) in elements.iter().enumerate() {
+        let namespace = e.namespace.clone().unwrap_or_else(|| pod_ns.clone());
+        let network = format!("{namespace}/{}", e.name);
+        let fail = |problem| SelectionError::Element { index, network: Some(network.clone()), problem };
+        if namespace != pod_ns && !k.global_namespaces.contains(&namespace) {
+            return Err(fail(Problem::Namespace {
+                namespace: namespace.clone(),
+                pod: pod_ns.clone(),
+                global: k.global_namespaces.clone(),
+            }));
+        }
+        let (ifname, auto) = match &e.interface {
+            Some(i) => {
+                if let Some((_, by)) = taken.iter().find(|(t, _)| t == i) {
+                    return Err(fail(Problem::InterfaceTaken { ifname: i.clone(), by: by.clone() }));
+                }
+                taken.push((i.clone(), format!("element {index} (network {network})")));
+                (i.clone(), false)
+            }
+            None => {
+                autos += 1;
+                (format!("net{autos}"), true)
+            }
+        };
+        let d = resolve::delegate(&k.networks_dir, &namespace, e, conf.version(), ifname, auto).map_err(&fail)?;
+        out.delegates.push(d);
+        out.labels.push(Label { name: network.clone(), default: false, default_route: e.default_route.clone() });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

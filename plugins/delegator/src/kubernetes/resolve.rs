@@ -1,0 +1,125 @@
+//! From a selection element to a delegate: the definition `<networksDir>/<namespace>/<name>`
+//! (`.conflist`, else `.conf`, else `.json`; NPWG §3.4.1's on-disk resolution, a
+//! NetworkAttachmentDefinition's `namespace/name`), its `name` checked or injected, the
+//! element's `cni-args` merged into every plugin's `args.cni`, its requests turned into the
+//! attachment's own `runtimeConfig`, each checked against the plugins' capabilities.
+
+use super::annotation::{Element, RUNTIME_KEYS};
+use super::error::Problem;
+use braid_attach::{Delegate, DelegateConfig};
+use cni_types::{NetConf, NetConfList};
+use serde_json::{Map, Value};
+use std::io::Read;
+use std::path::Path;
+
+/// A definition larger than this is refused (an operator's file, but never read unbounded).
+const MAX_DEFINITION: u64 = 1 << 20;
+
+/// Reads the first definition that exists; `Ok(None)` when none does.
+fn read_definition(dir: &Path, namespace: &str, name: &str) -> Result<Option<(String, Vec<u8>)>, Problem> {
+    for ext in ["conflist", "conf", "json"] {
+        let path = dir.join(namespace).join(format!("{name}.{ext}"));
+        let shown = path.display().to_string();
+        let bad = |why: String| Problem::BadDefinition { path: shown.clone(), why };
+        match std::fs::File::open(&path) {
+            Ok(f) => {
+                let mut bytes = Vec::new();
+                f.take(MAX_DEFINITION + 1).read_to_end(&mut bytes).map_err(|e| bad(e.to_string()))?;
+                if bytes.len() as u64 > MAX_DEFINITION {
+                    return Err(bad(format!("larger than {MAX_DEFINITION} bytes")));
+                }
+                return Ok(Some((shown, bytes)));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(bad(e.to_string())),
+        }
+    }
+    Ok(None)
+}
+
+/// The plugin objects of a definition (the object itself for a single plugin).
+fn plugins_mut(def: &mut Map<String, Value>) -> Vec<&mut Map<String, Value>> {
+    if def.contains_key("plugins") {
+        match def.get_mut("plugins") {
+            Some(Value::Array(items)) => items.iter_mut().filter_map(Value::as_object_mut).collect(),
+            _ => Vec::new(),
+        }
+    } else {
+        vec![def]
+    }
+}
+
+/// The delegate for element `e` of namespace `namespace`, found under `dir`; `version` is the
+/// delegator's `cniVersion` (for a definition without one), `ifname` the interface it gets
+/// (`auto`: braid's `net<N>`, `ifname` then a placeholder).
+pub fn delegate(
+    dir: &Path,
+    namespace: &str,
+    e: &Element,
+    version: &str,
+    ifname: String,
+    auto: bool,
+) -> Result<Delegate, Problem> {
+    let Some((path, bytes)) = read_definition(dir, namespace, &e.name)? else {
+        let base = dir.join(namespace).join(&e.name).display().to_string();
+        return Err(Problem::UnknownNetwork { looked_for: format!("{base}.conflist, {base}.conf or {base}.json") });
+    };
+    let bad = |why: String| Problem::BadDefinition { path: path.clone(), why };
+    let value = cni_types::gojson::parse(&bytes).map_err(|err| bad(err.to_string()))?;
+    let Value::Object(mut def) = value else {
+        return Err(bad(format!("a JSON {}, not an object", cni_types::gojson::type_name(&value))));
+    };
+    match def.get("name") {
+        None | Some(Value::Null) => {
+            def.insert("name".into(), Value::String(e.name.clone()));
+        }
+        Some(Value::String(n)) if *n == e.name => {}
+        Some(other) => return Err(bad(format!("its name is {other}, not {:?}", e.name))),
+    }
+    if !matches!(def.get("cniVersion"), Some(Value::String(_))) {
+        def.insert("cniVersion".into(), Value::String(version.to_string()));
+    }
+    let list = def.contains_key("plugins");
+    if list && !matches!(def.get("plugins"), Some(Value::Array(_))) {
+        return Err(bad("plugins must be a list of plugin configurations".into()));
+    }
+    if let Some(args) = &e.cni_args {
+        for plugin in plugins_mut(&mut def) {
+            let entry = plugin.entry("args").or_insert_with(|| Value::Object(Map::new()));
+            let Value::Object(a) = entry else {
+                return Err(bad(format!("args must be an object to take the element's cni-args, not {entry}")));
+            };
+            let cni = a.entry("cni").or_insert_with(|| Value::Object(Map::new()));
+            let Value::Object(c) = cni else {
+                return Err(bad(format!("args.cni must be an object to take the element's cni-args, not {cni}")));
+            };
+            c.extend(args.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    let config = if list {
+        let bytes = serde_json::to_vec(&def).unwrap_or_default();
+        DelegateConfig::List(NetConfList::parse(&bytes).map_err(|err| bad(err.to_string()))?)
+    } else {
+        DelegateConfig::Plugin(
+            cni_types::conflist::parse_plugin(Value::Object(def)).map_err(|err| bad(err.to_string()))?,
+        )
+    };
+    let plugins: Vec<&NetConf> = match &config {
+        DelegateConfig::Plugin(c) => vec![c],
+        DelegateConfig::List(l) => l.plugins.iter().collect(),
+    };
+    for cap in e.runtime.keys() {
+        if !plugins.iter().any(|p| p.capabilities().get(cap).copied().unwrap_or(false)) {
+            let key = RUNTIME_KEYS.iter().find(|(_, c)| c == cap).map_or(cap.as_str(), |(k, _)| k);
+            return Err(Problem::NoCapability { key: key.to_string(), capability: cap.clone() });
+        }
+    }
+    Ok(Delegate {
+        config,
+        ifname,
+        auto_ifname: auto,
+        runtime_config: e.runtime.clone(),
+        args: None,
+        own_runtime_config_only: true,
+    })
+}

@@ -1,0 +1,144 @@
+//! The pod's NPWG network-status document (`k8s.v1.cni.cncf.io/network-status`, §5): a JSON
+//! list with one entry per sandbox interface of every attachment, written after ADD to
+//! `<statusDir>/<K8S_POD_NAMESPACE>_<K8S_POD_NAME>_<CNI_CONTAINERID>.json` and removed by DEL.
+//!
+//! Written atomically (a temporary file in the same directory, fsynced, renamed over), mode
+//! 0644 in a 0755 directory: it holds what the pod's annotation would show anyone who may read
+//! the pod (names, IPs, MACs, DNS) and nothing secret, and a node agent that publishes it need
+//! not run as root.
+
+use super::{Label, Pod};
+use cni_skel::links::Link;
+use cni_types::result::AnyResult;
+use cni_types::{CniError, CniResult};
+use serde_json::{json, Map, Value};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Where the document of this pod's sandbox lives; `None` when `CNI_ARGS` does not name the
+/// pod (not a Kubernetes call), or names it with characters that do not belong in a file name.
+pub fn path(dir: &Path, pod: &Pod, container_id: &str) -> Option<PathBuf> {
+    let (ns, name) = (pod.namespace.as_deref()?, pod.name.as_deref()?);
+    // Namespaces are DNS-1123 labels, pod names DNS-1123 subdomains, container IDs checked by
+    // the dispatcher: anything else is refused rather than put into a path.
+    let safe = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 253
+            && !s.starts_with('.')
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+    };
+    (safe(ns) && safe(name) && safe(container_id)).then(|| dir.join(format!("{ns}_{name}_{container_id}.json")))
+}
+
+/// The document: for each attachment (its result, interface name and label) one entry per
+/// interface of its result that lives in the pod namespace (one for `ifname` when its result
+/// lists none, as 0.1.0/0.2.0 results never do), MACs missing from results filled from `links`.
+pub fn document(attachments: &[(&AnyResult, &str, &Label)], links: &[Link]) -> Value {
+    let mut out = Vec::new();
+    for (result, ifname, label) in attachments {
+        let r: CniResult = result.to_latest();
+        let mut sandboxed: Vec<(usize, &str, &str)> = r
+            .interfaces
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| !i.sandbox.is_empty())
+            .map(|(n, i)| (n, i.name.as_str(), i.mac.as_str()))
+            .collect();
+        if sandboxed.is_empty() {
+            sandboxed.push((usize::MAX, ifname, ""));
+        }
+        // An IP without a valid index belongs to the attachment's own interface; one on a
+        // host-side interface to none.
+        let own = sandboxed.iter().position(|(_, name, _)| name == ifname).unwrap_or(0);
+        let target = |ip: &cni_types::result::IpConfig| -> Option<usize> {
+            match ip.interface.and_then(|i| usize::try_from(i).ok()).filter(|i| *i < r.interfaces.len()) {
+                Some(i) => sandboxed.iter().position(|(n, _, _)| *n == i),
+                None => Some(own),
+            }
+        };
+        for (pos, (_, name, mac)) in sandboxed.iter().enumerate() {
+            let ips: Vec<String> =
+                r.ips.iter().filter(|ip| target(ip) == Some(pos)).map(|ip| ip.address.addr().to_string()).collect();
+            let mac = if mac.is_empty() {
+                links.iter().find(|l| l.name == *name).map(|l| l.mac.clone()).unwrap_or_default()
+            } else {
+                mac.to_string()
+            };
+            let mut e = Map::new();
+            e.insert("name".into(), label.name.clone().into());
+            e.insert("interface".into(), name.to_string().into());
+            if !ips.is_empty() {
+                e.insert("ips".into(), ips.into());
+            }
+            if !mac.is_empty() {
+                e.insert("mac".into(), mac.into());
+            }
+            e.insert("default".into(), label.default.into());
+            if pos == own {
+                if !r.dns.is_empty() {
+                    let mut dns = Map::new();
+                    if !r.dns.nameservers.is_empty() {
+                        dns.insert("nameservers".into(), json!(r.dns.nameservers));
+                    }
+                    if !r.dns.domain.is_empty() {
+                        dns.insert("domain".into(), json!(r.dns.domain));
+                    }
+                    if !r.dns.search.is_empty() {
+                        dns.insert("search".into(), json!(r.dns.search));
+                    }
+                    if !r.dns.options.is_empty() {
+                        dns.insert("options".into(), json!(r.dns.options));
+                    }
+                    e.insert("dns".into(), Value::Object(dns));
+                }
+                if let Some(gws) = &label.default_route {
+                    let gws: Vec<String> = gws.iter().map(|g| g.to_string()).collect();
+                    e.insert("default-route".into(), gws.into());
+                }
+            }
+            out.push(Value::Object(e));
+        }
+    }
+    Value::Array(out)
+}
+
+fn io(path: &Path, what: &str, e: std::io::Error) -> CniError {
+    CniError::new(cni_types::error::IO_FAILURE, format!("network-status {}: {what}: {e}", path.display()))
+}
+
+/// Writes `doc` to `path` atomically (0644; the directory is created 0755).
+pub fn write(path: &Path, doc: &Value) -> Result<(), CniError> {
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    std::fs::DirBuilder::new().recursive(true).mode(0o755).create(dir).map_err(|e| io(dir, "creating", e))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let bytes = serde_json::to_vec(doc).unwrap_or_default();
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o644).open(&tmp)?;
+        f.write_all(&bytes)?;
+        f.write_all(b"\n")?;
+        // The umask may have taken bits away: the file is meant to be world-readable.
+        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(path, "writing", e));
+    }
+    // The rename is durable once the directory is synced; a failure here is not worth failing the pod.
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Removes the document (absent is fine).
+pub fn remove(path: &Path) -> Result<(), CniError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(path, "removing", e)),
+    }
+}

@@ -1,0 +1,363 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::annotation::{self, parse, NETWORKS};
+use super::error::SelectionError;
+use super::*;
+use braid_attach::DelegateConfig;
+use cni_types::result::AnyResult;
+use serde_json::json;
+use std::path::Path;
+
+/// A networksDir of its own, removed on drop.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let p = std::env::temp_dir().join(format!("braid-k8s-{tag}-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        Dir(p)
+    }
+    fn put(&self, rel: &str, body: &str) {
+        let p = self.0.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn networks(dir: &Path) -> Dir {
+    let d = Dir(dir.to_path_buf());
+    d.put(
+        "default/global.conflist",
+        r#"{"cniVersion":"1.0.0","name":"global","plugins":[{"type":"bridge","capabilities":{"ips":true,"portMappings":true}},{"type":"tuning","capabilities":{"mac":true},"args":{"cni":{"keep":"yes","over":"file"}}}]}"#,
+    );
+    d.put("team-a/local.conf", r#"{"cniVersion":"0.4.0","type":"macvlan","capabilities":{"bandwidth":true,"infinibandGUID":true,"deviceID":true}}"#);
+    d.put("team-a/plain.json", r#"{"cniVersion":"1.0.0","name":"plain","type":"ptp"}"#);
+    d.put("team-a/misnamed.conflist", r#"{"cniVersion":"1.0.0","name":"other","plugins":[{"type":"ptp"}]}"#);
+    d.put("team-a/broken.conflist", r#"{"cniVersion":"1.0.0","plugins":[{"type":"ptp"}"#);
+    d.put("team-b/secret.conflist", r#"{"cniVersion":"1.0.0","name":"secret","plugins":[{"type":"ptp"}]}"#);
+    d
+}
+
+fn kconf(dir: &Path) -> Config {
+    Config {
+        networks_dir: dir.to_path_buf(),
+        global_namespaces: vec!["default".into()],
+        status_dir: dir.join("status"),
+    }
+}
+
+fn delegator(annotations: Option<Value>) -> NetConf {
+    let mut c = json!({"cniVersion": "1.0.0", "name": "braid", "type": "delegator", "delegates": [{"type": "ptp"}]});
+    if let Some(a) = annotations {
+        c["runtimeConfig"] = json!({ POD_ANNOTATIONS: a, "portMappings": [{"hostPort": 80, "containerPort": 80}] });
+    }
+    NetConf::parse(c.to_string().as_bytes()).unwrap()
+}
+
+fn cluster() -> Vec<Delegate> {
+    vec![Delegate { ifname: "eth0".into(), ..Delegate::default() }]
+}
+
+const ARGS: &str = "IgnoreUnknown=1;K8S_POD_NAMESPACE=team-a;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=abc";
+
+fn select_with(dir: &Path, value: &str) -> Result<Selection, SelectionError> {
+    select(&kconf(dir), &delegator(Some(json!({ NETWORKS: value }))), ARGS, &cluster())
+}
+
+fn refusal(dir: &Path, value: &str) -> String {
+    let e = select_with(dir, value).unwrap_err();
+    let c: cni_types::CniError = e.clone().into();
+    assert_eq!(c.code, cni_types::error::INVALID_NETWORK_CONFIG, "{e}");
+    assert!(c.msg.contains(NETWORKS) || matches!(e, SelectionError::Config(_)), "{c:?}");
+    c.msg
+}
+
+#[test]
+fn text_form_names_namespaces_and_interfaces() {
+    let e = parse(" a , ns-1/b ,c/d@net9,x@eth3").unwrap();
+    let got: Vec<_> = e.iter().map(|e| (e.namespace.as_deref(), e.name.as_str(), e.interface.as_deref())).collect();
+    assert_eq!(
+        got,
+        [(None, "a", None), (Some("ns-1"), "b", None), (Some("c"), "d", Some("net9")), (None, "x", Some("eth3"))]
+    );
+    assert!(parse("").unwrap().is_empty() && parse("  ").unwrap().is_empty());
+    for (bad, want) in [
+        ("a,,b", "element 1: empty network reference"),
+        ("A", "element 0: name \"A\" is not a DNS-1123 label"),
+        ("x/y/z", "element 0: name \"y/z\" is not a DNS-1123 label"),
+        ("Ns/y", "element 0: namespace \"Ns\" is not a DNS-1123 label"),
+        ("a@", "element 0: interface \"\" is not a valid interface name: interface name is empty"),
+        ("a@averyveryverylongname", "interface name is too long"),
+        ("a@x:y", "contains / or : or whitespace"),
+        ("-a", "\"-a\" is not a DNS-1123 label"),
+    ] {
+        let e = parse(bad).unwrap_err().to_string();
+        assert!(e.contains(want), "{bad}: {e}");
+        assert!(e.starts_with("pod annotation k8s.v1.cni.cncf.io/networks, element "), "{e}");
+    }
+}
+
+#[test]
+fn dns_labels() {
+    for ok in ["a", "a-b", "0", "x1", &"a".repeat(63)] {
+        assert!(annotation::is_dns_label(ok), "{ok}");
+    }
+    for bad in ["", "-a", "a-", "A", "a_b", "a.b", "é", &"a".repeat(64)] {
+        assert!(!annotation::is_dns_label(bad), "{bad}");
+    }
+}
+
+#[test]
+fn json_form_every_key() {
+    let v = json!([{
+        "name": "global", "namespace": "default", "interface": "side0", "mac": "02:00:00:00:00:0A",
+        "ips": ["198.18.9.5/24", "2001:db8::5"], "portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "UDP"}],
+        "bandwidth": {"ingressRate": 1000, "ingressBurst": 10, "egressRate": 5}, "infiniband-guid": "00:11:22:33:44:55:66:77",
+        "deviceID": "0000:00:1f.6", "cni-args": {"k": "v"}, "default-route": ["198.18.9.1"], "org.example.vendor": {"x": 1}
+    }]);
+    let e = parse(&v.to_string()).unwrap();
+    assert_eq!(e.len(), 1);
+    let e = &e[0];
+    assert_eq!(
+        (e.name.as_str(), e.namespace.as_deref(), e.interface.as_deref()),
+        ("global", Some("default"), Some("side0"))
+    );
+    assert_eq!(e.runtime["mac"], "02:00:00:00:00:0A");
+    assert_eq!(e.runtime["ips"], json!(["198.18.9.5/24", "2001:db8::5"]));
+    assert_eq!(e.runtime["portMappings"], json!([{"hostPort": 8080, "containerPort": 80, "protocol": "udp"}]));
+    assert_eq!(e.runtime["bandwidth"]["egressRate"], 5);
+    assert_eq!(e.runtime["infinibandGUID"], "00:11:22:33:44:55:66:77");
+    assert_eq!(e.runtime["deviceID"], "0000:00:1f.6");
+    assert_eq!(e.cni_args, Some(json!({"k": "v"}).as_object().unwrap().clone()));
+    assert_eq!(e.default_route, Some(vec!["198.18.9.1".parse().unwrap()]));
+    assert_eq!(e.runtime.len(), 6);
+    // An empty default-route is a request too (the pod's default routes go; none are added).
+    assert_eq!(parse(r#"[{"name":"a","default-route":[]}]"#).unwrap()[0].default_route, Some(vec![]));
+}
+
+#[test]
+fn json_form_refusals() {
+    for (bad, want) in [
+        ("[", "not a list of network selection elements"),
+        (r#"{"name":"a"}"#, "a JSON object where a list of selection elements belongs"),
+        (r#"["a"]"#, "element 0: must be an object, not a JSON string"),
+        (r#"[{}]"#, "element 0: has no \"name\""),
+        (r#"[{"name":5}]"#, "element 0: name must be a string, not 5"),
+        (r#"[{"name":"a"},{"name":"b","namespace":"B"}]"#, "element 1: namespace \"B\" is not a DNS-1123 label"),
+        (r#"[{"name":"a","interface":"a/b"}]"#, "interface \"a/b\" is not a valid interface name"),
+        (r#"[{"name":"a","mac":"02:00:00:00:00"}]"#, "mac \"02:00:00:00:00\" must be a 6-byte MAC address"),
+        (r#"[{"name":"a","mac":"00:11:22:33:44:55:66:77"}]"#, "must be a 6-byte MAC address"),
+        (r#"[{"name":"a","infiniband-guid":"02:00:00:00:00:01"}]"#, "must be an 8-byte GUID"),
+        (r#"[{"name":"a","ips":["198.18.0.300"]}]"#, "ips [\"198.18.0.300\"] must be a list of IP addresses"),
+        (r#"[{"name":"a","ips":"198.18.0.3"}]"#, "must be a list of IP addresses"),
+        (r#"[{"name":"a","portMappings":[{"hostPort":0,"containerPort":80}]}]"#, "portMappings"),
+        (r#"[{"name":"a","portMappings":[{"hostPort":80,"containerPort":80,"protocol":"icmp"}]}]"#, "portMappings"),
+        (r#"[{"name":"a","portMappings":[{"hostPort":80,"containerPort":80,"hostIP":"x"}]}]"#, "portMappings"),
+        (r#"[{"name":"a","bandwidth":{"ingressBurst":5}}]"#, "a burst only with its rate"),
+        (r#"[{"name":"a","bandwidth":{"ingressRate":-5}}]"#, "bandwidth"),
+        (r#"[{"name":"a","deviceID":""}]"#, "deviceID \"\" must be a device ID"),
+        (r#"[{"name":"a","cni-args":[1]}]"#, "cni-args must be an object, not [1]"),
+        (r#"[{"name":"a","default-route":["198.18.0.1/24"]}]"#, "must be a list of gateway IP addresses"),
+        (
+            r#"[{"name":"a","default-route":[]},{"name":"b","default-route":[]}]"#,
+            "element 1: default-route is already requested by element 0",
+        ),
+        (r#"[{"name":"a","interfaces":"x"}]"#, "unknown key \"interfaces\""),
+        (r#"[{"name":"a","ipam-claim-reference":"c"}]"#, "\"ipam-claim-reference\" is not supported"),
+    ] {
+        let e = parse(bad).unwrap_err().to_string();
+        assert!(e.contains(want), "{bad}: {e}");
+        assert!(e.starts_with("pod annotation k8s.v1.cni.cncf.io/networks"), "{e}");
+    }
+}
+
+#[test]
+fn hostile_annotations_never_panic() {
+    let alphabet: Vec<char> = "[]{}\",:/@ a-z0.\\\u{0}é\n".chars().collect();
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    for len in 0..400 {
+        let s: String = (0..len % 60)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                alphabet[(seed % alphabet.len() as u64) as usize]
+            })
+            .collect();
+        let _ = parse(&s);
+    }
+    let deep = "[".repeat(100_000);
+    assert!(parse(&deep).is_err());
+    let _ = parse(&format!("[{}]", vec![r#"{"name":"a"}"#; 5000].join(",")));
+    for v in [json!(null), json!(1), json!([]), json!({"a": 1}), json!("x"), json!({ NETWORKS: 5 })] {
+        let d = Dir::new("hostile");
+        let _ = select(&kconf(&d.0), &delegator(Some(v)), ARGS, &cluster());
+        let _ =
+            select(&kconf(&d.0), &delegator(Some(json!({ NETWORKS: "[{\"name\":\"a\"}]" }))), "garbage;;=", &cluster());
+    }
+}
+
+#[test]
+fn resolution_isolation_and_requests() {
+    let d = Dir::new("resolve");
+    let _n = networks(&d.0);
+    let s = select_with(
+        &d.0,
+        r#"[{"name":"global","namespace":"default","mac":"02:00:00:00:00:0a","ips":["198.18.9.5/24"],"cni-args":{"over":"annotation","new":1}},
+            {"name":"local","interface":"lan0","bandwidth":{"ingressRate":1},"infiniband-guid":"00:11:22:33:44:55:66:77","deviceID":"d1"},
+            {"name":"plain"},{"name":"plain","default-route":["198.18.7.1"]}]"#,
+    )
+    .unwrap();
+    assert!(s.info.is_none());
+    let names: Vec<_> = s.labels.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["default/global", "team-a/local", "team-a/plain", "team-a/plain"]);
+    assert!(s.labels.iter().all(|l| !l.default));
+    assert_eq!(s.labels[3].default_route, Some(vec!["198.18.7.1".parse().unwrap()]));
+    let ifs: Vec<_> = s.delegates.iter().map(|d| (d.ifname.as_str(), d.auto_ifname)).collect();
+    assert_eq!(ifs, [("net1", true), ("lan0", false), ("net2", true), ("net3", true)]);
+    assert!(s.delegates.iter().all(|d| d.own_runtime_config_only));
+    // The element's requests only, never the runtime's portMappings (those are the cluster network's).
+    assert_eq!(
+        Value::Object(s.delegates[0].runtime_config.clone()),
+        json!({"mac": "02:00:00:00:00:0a", "ips": ["198.18.9.5/24"]})
+    );
+    let call = cni_runtime::chain::RuntimeConf {
+        capability_args: json!({"portMappings": [1]}).as_object().unwrap().clone(),
+        ..Default::default()
+    };
+    assert!(!s.delegates[0].effective_capability_args(&call).contains_key("portMappings"));
+    // cni-args reach every plugin of the list, the annotation winning over the file.
+    let DelegateConfig::List(l) = &s.delegates[0].config else { panic!("a conflist") };
+    assert_eq!(l.plugins[0].get("args"), Some(&json!({"cni": {"over": "annotation", "new": 1}})));
+    assert_eq!(l.plugins[1].get("args"), Some(&json!({"cni": {"keep": "yes", "over": "annotation", "new": 1}})));
+    assert_eq!(l.name, "global");
+    // A .conf without a name gets it; its version is its own.
+    let DelegateConfig::Plugin(c) = &s.delegates[1].config else { panic!("one plugin") };
+    assert_eq!((c.name(), c.version(), c.plugin_type()), ("local", "0.4.0", "macvlan"));
+    assert_eq!(s.delegates[1].runtime_config.len(), 3);
+    // .json is the last resort.
+    assert_eq!(s.delegates[2].name(), "plain");
+
+    for (value, want) in [
+        ("team-b/secret", "element 0 (network team-b/secret): namespace \"team-b\" is not allowed: a pod of namespace \"team-a\" may select networks of its own namespace and of globalNamespaces [\"default\"] only"),
+        ("plain,nosuch", "element 1 (network team-a/nosuch): unknown network: no "),
+        ("misnamed", "misnamed.conflist: its name is \"other\", not \"misnamed\""),
+        ("broken", "broken.conflist: "),
+        (r#"[{"name":"plain","mac":"02:00:00:00:00:01"}]"#, "element 0 (network team-a/plain): mac requested, but no plugin of the network declares the capability \"mac\""),
+        (r#"[{"name":"global","namespace":"default","infiniband-guid":"00:11:22:33:44:55:66:77"}]"#, "infiniband-guid requested, but no plugin of the network declares the capability \"infinibandGUID\""),
+        (r#"[{"name":"plain","interface":"eth0"}]"#, "interface eth0 is already used by configured delegate 0"),
+        ("plain@x1,local@x1", "element 1 (network team-a/local): interface x1 is already used by element 0 (network team-a/plain)"),
+    ] {
+        let m = refusal(&d.0, value);
+        assert!(m.contains(want), "{value}: {m}");
+    }
+    // Another namespace is fine once it is global.
+    let mut k = kconf(&d.0);
+    k.global_namespaces.push("team-b".into());
+    let s = select(&k, &delegator(Some(json!({ NETWORKS: "team-b/secret" }))), ARGS, &cluster()).unwrap();
+    assert_eq!(s.labels[0].name, "team-b/secret");
+}
+
+#[test]
+fn without_annotations_configured_delegates_only() {
+    let d = Dir::new("none");
+    let s = select(&kconf(&d.0), &delegator(None), ARGS, &cluster()).unwrap();
+    assert!(s.delegates.is_empty() && s.info.as_deref().is_some_and(|i| i.contains(POD_ANNOTATIONS)));
+    let s = select(&kconf(&d.0), &delegator(Some(json!({"other": "x"}))), ARGS, &cluster()).unwrap();
+    assert!(s.delegates.is_empty() && s.info.is_none());
+    let e = select(&kconf(&d.0), &delegator(Some(json!({ NETWORKS: "a" }))), "K8S_POD_NAME=x", &cluster()).unwrap_err();
+    assert_eq!(e, SelectionError::NoPodNamespace);
+    let e = select(&kconf(&d.0), &delegator(Some(json!([1]))), ARGS, &cluster()).unwrap_err();
+    assert!(e.to_string().contains("must be an object of strings"), "{e}");
+}
+
+#[test]
+fn the_kubernetes_block() {
+    let conf = |k: Value| NetConf::parse(json!({"name": "n", "kubernetes": k}).to_string().as_bytes()).unwrap();
+    assert_eq!(Config::parse(&NetConf::parse(br#"{"name":"n"}"#).unwrap()).unwrap(), None);
+    assert_eq!(
+        Config::parse(&conf(json!({}))).unwrap(),
+        Some(Config {
+            networks_dir: "/etc/cni/braid.d".into(),
+            global_namespaces: vec!["default".into()],
+            status_dir: "/run/braid/network-status".into()
+        })
+    );
+    let c =
+        Config::parse(&conf(json!({"networksDir": "/n", "globalNamespaces": [], "statusDir": "/s"}))).unwrap().unwrap();
+    assert_eq!(
+        (c.networks_dir.to_str(), c.global_namespaces.len(), c.status_dir.to_str()),
+        (Some("/n"), 0, Some("/s"))
+    );
+    for (bad, want) in [
+        (json!(true), "kubernetes: must be an object, not true"),
+        (json!({"networksDir": ""}), "networksDir must be a non-empty path"),
+        (json!({"globalNamespaces": "default"}), "globalNamespaces must be a list"),
+        (json!({"globalNamespaces": ["Default"]}), "\"Default\" is not one"),
+        (json!({"networkDir": "/x"}), "unknown key \"networkDir\""),
+    ] {
+        let e = Config::parse(&conf(bad.clone())).unwrap_err().to_string();
+        assert!(e.contains(want), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn pods_and_status_paths() {
+    let p = Pod::from_args("K8S_POD_NAMESPACE=a;K8S_POD_NAME=web-0.x;K8S_POD_NAMESPACE=team-a");
+    assert_eq!((p.namespace.as_deref(), p.name.as_deref()), (Some("team-a"), Some("web-0.x")));
+    let dir = Path::new("/s");
+    assert_eq!(status::path(dir, &p, "c1"), Some(PathBuf::from("/s/team-a_web-0.x_c1.json")));
+    assert_eq!(status::path(dir, &Pod::from_args("K8S_POD_NAME=x"), "c1"), None);
+    for bad in ["..", "a/b", ".x", ""] {
+        let pod = Pod { namespace: Some("ns".into()), name: Some(bad.into()) };
+        assert_eq!(status::path(dir, &pod, "c1"), None, "{bad}");
+    }
+}
+
+#[test]
+fn status_documents_one_entry_per_sandbox_interface() {
+    let r1 = AnyResult::create_from_value(
+        "1.0.0",
+        &json!({"cniVersion": "1.0.0",
+            "interfaces": [{"name": "cni0", "mac": "02:00:00:00:00:01"}, {"name": "eth0", "mac": "02:00:00:00:00:02", "sandbox": "/ns"}],
+            "ips": [{"address": "198.18.0.5/24", "interface": 1}, {"address": "198.18.0.6/24", "interface": 0}],
+            "dns": {"nameservers": ["198.18.0.53"], "search": ["svc"]}}),
+    )
+    .unwrap();
+    let r2 =
+        AnyResult::create_from_value("0.2.0", &json!({"cniVersion": "0.2.0", "ip4": {"ip": "198.18.1.5/24"}})).unwrap();
+    let labels = [
+        Label { name: "cluster".into(), default: true, default_route: None },
+        Label { name: "team-a/plain".into(), default: false, default_route: Some(vec!["198.18.1.1".parse().unwrap()]) },
+    ];
+    let links = [cni_skel::links::Link { name: "net1".into(), mac: "02:00:00:00:00:09".into(), mtu: 1500, index: 3 }];
+    let doc = status::document(&[(&r1, "eth0", &labels[0]), (&r2, "net1", &labels[1])], &links);
+    assert_eq!(
+        doc,
+        json!([
+            {"name": "cluster", "interface": "eth0", "ips": ["198.18.0.5"], "mac": "02:00:00:00:00:02", "default": true,
+             "dns": {"nameservers": ["198.18.0.53"], "search": ["svc"]}},
+            {"name": "team-a/plain", "interface": "net1", "ips": ["198.18.1.5"], "mac": "02:00:00:00:00:09", "default": false,
+             "default-route": ["198.18.1.1"]}
+        ])
+    );
+    let d = Dir::new("status");
+    let path = d.0.join("deep/team-a_web_c.json");
+    status::write(&path, &doc).unwrap();
+    let back: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(back, doc);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o644);
+    assert_eq!(std::fs::read_dir(path.parent().unwrap()).unwrap().count(), 1, "no temporary file left");
+    status::remove(&path).unwrap();
+    status::remove(&path).unwrap();
+    assert!(!path.exists());
+}
