@@ -73,7 +73,7 @@ impl Node {
     fn braid(&self) -> Value {
         serde_json::from_slice(&std::fs::read(self.conf()).unwrap()).unwrap()
     }
-    fn args<'a>(&self, extra: &[&'a str]) -> Vec<String> {
+    fn args(&self, extra: &[&str]) -> Vec<String> {
         let mut a = vec![
             "--host-root".to_string(),
             self.root().display().to_string(),
