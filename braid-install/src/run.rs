@@ -9,6 +9,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use std::os::fd::AsFd;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -76,6 +77,19 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
         log("not copying plugin binaries (--skip-binaries)");
     } else {
         binaries::install(&source_dir(o)?, &o.host(&o.cni_bin_dir), BINARIES)?;
+    }
+    // The delegator's own directories, so that they exist (0700: state and pod names) before
+    // the first pod, whatever the node's umask.
+    for dir in [&o.state_dir, &o.status_dir] {
+        let path = o.host(dir);
+        if !path.is_dir() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&path)
+                .map_err(|e| InstallError::Config { path: path.clone(), source: e })?;
+            log(&format!("created {}", path.display()));
+        }
     }
     let conf_path = o.conf_path();
     let conf_dir = o.host(&o.cni_conf_dir);
