@@ -201,6 +201,12 @@ fn podman_ok(p: &Podman, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `podman logs`: the container's stdout and stderr.
+fn podman_logs(p: &Podman, name: &str) -> String {
+    let out = p.podman(&["logs", name]);
     String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
 }
 
@@ -282,9 +288,13 @@ fn the_image_is_small_and_installs_braid_into_a_host() {
     let run = |extra: &[&str]| {
         let mut a = vec!["run", "--rm", "--pull", "never", "--network", "none", "-v", &host_v, "-v", &cm_v, &tag];
         a.extend_from_slice(extra);
-        podman_ok(&p, &a)
+        let out = p.podman(&a);
+        let log = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "podman {a:?}:\n{log}");
+        log
     };
     let log = run(&["--once", "--networks-configmap", "/etc/braid/networks"]);
+    assert!(log.contains("braid-install: wrote"), "{log}");
     for b in ["delegator", "merger", "verifier"] {
         let installed = std::fs::read(host.join("opt/cni/bin").join(b)).unwrap();
         assert_eq!(installed, std::fs::read(release_dir().join(b)).unwrap(), "{b}\n{log}");
@@ -328,7 +338,7 @@ fn the_image_is_small_and_installs_braid_into_a_host() {
     podman_ok(&p, &["stop", "--time", "20", &name]);
     let took = start.elapsed();
     let code = podman_ok(&p, &["inspect", &name, "--format", "{{.State.ExitCode}}"]);
-    let logs = podman_ok(&p, &["logs", &name]);
+    let logs = podman_logs(&p, &name);
     assert!(took < Duration::from_secs(5), "podman stop took {took:?}: SIGTERM not handled\n{logs}");
     assert_eq!(code.trim(), "0", "{logs}");
     assert!(logs.contains("stopping on SIGTERM"), "{logs}");
@@ -415,8 +425,8 @@ fn node(test: &str, tag: &str) -> Option<Node> {
         "--global-namespaces",
         "default",
     ];
-    let log = podman_ok(&p, &args);
-    assert!(net.join("00-braid.conflist").exists(), "{log}");
+    podman_ok(&p, &args);
+    assert!(net.join("00-braid.conflist").exists());
     // The installer ran in its container: the directories it created there are not the node's.
     std::fs::create_dir_all(&state_dir).unwrap();
     c.wait_network_loaded(&name);
