@@ -48,6 +48,12 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked -q
 log "cargo build (plugin binaries the namespace tests run)"
 cargo build --workspace --bins --locked -q
 
+# The installer image's tests (integration/tests/install.rs) build deploy/Containerfile from the
+# static release binaries; build them once here rather than inside a test.
+log "release build (static binaries for the installer image)"
+BRAID_RELEASE_DIR="$(bash scripts/build-release.sh | tail -n1)"
+export BRAID_RELEASE_DIR
+
 log "cargo test"
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT

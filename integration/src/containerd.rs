@@ -130,6 +130,33 @@ impl Containerd {
         &self.networks
     }
 
+    /// The CNI configuration directory the daemon reads.
+    #[allow(dead_code)] // used by the install tests only
+    pub fn net_dir(&self) -> PathBuf {
+        self.dir.join("net.d")
+    }
+
+    /// The CNI bin directory the daemon runs plugins from.
+    #[allow(dead_code)] // used by the install tests only
+    pub fn bin_dir(&self) -> PathBuf {
+        self.dir.join("cni-bin")
+    }
+
+    /// Waits until CRI reports a network named `name` loaded (written into [`Self::net_dir`]
+    /// after the start, e.g. by an installer), and cleans its libcni cache entries on drop.
+    #[allow(dead_code)] // used by the install tests only
+    pub fn wait_network_loaded(&mut self, name: &str) {
+        let mut last = String::new();
+        let ok = wait_for(Duration::from_secs(20), || {
+            let conf = self.cri().status().ok()?.info.get("cniconfig").cloned().unwrap_or_default();
+            last = conf.clone();
+            (conf.contains(&format!("\"Name\": \"{name}\"")) || conf.contains(&format!("\"Name\":\"{name}\"")))
+                .then_some(())
+        });
+        assert!(ok.is_some(), "CRI never loaded the network {name:?}; cniconfig: {last}\n{}", self.log());
+        self.networks.push(name.to_string());
+    }
+
     /// containerd's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("containerd.log")).unwrap_or_default()

@@ -198,6 +198,7 @@ pub struct CriError {
 
 impl CriError {
     /// The message.
+    #[allow(dead_code)] // not every test binary that includes this file asks
     pub fn message(&self) -> &str {
         &self.message
     }

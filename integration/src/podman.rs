@@ -106,6 +106,22 @@ impl Podman {
         &self.networks
     }
 
+    /// The command line that runs this test's podman (`nsenter --net=… podman --root … --runroot …`),
+    /// for scripts that take a `PODMAN` variable; pair it with [`Podman::env`].
+    pub fn command_line(&self) -> String {
+        format!(
+            "nsenter --net={} podman --root {} --runroot {}",
+            self.h.host.path().display(),
+            self.root.display(),
+            self.runroot.display()
+        )
+    }
+
+    /// The environment this test's podman needs (`CONTAINERS_CONF`, `CONTAINERS_STORAGE_CONF`).
+    pub fn env(&self) -> [(&'static str, PathBuf); 2] {
+        [("CONTAINERS_CONF", self.conf.clone()), ("CONTAINERS_STORAGE_CONF", self.storage_conf.clone())]
+    }
+
     /// Runs `podman <args>` in the host namespace with this test's configuration.
     pub fn podman(&self, args: &[&str]) -> Output {
         let mut cmd = Command::new("nsenter");

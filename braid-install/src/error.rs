@@ -1,0 +1,102 @@
+//! The installer's failures and their exit codes.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Exit code: a bad command line.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: no primary network appeared within `--wait`, or `--primary` is unusable.
+pub const EXIT_NO_PRIMARY: u8 = 3;
+/// Exit code: a plugin binary could not be installed (or removed).
+pub const EXIT_BINARIES: u8 = 4;
+/// Exit code: braid's conflist could not be written (or removed).
+pub const EXIT_CONFIG: u8 = 5;
+/// Exit code: the ConfigMap directory could not be read, or the network definitions not written.
+pub const EXIT_NETWORKS: u8 = 6;
+/// Exit code: the installer could not set up its signal handling.
+pub const EXIT_INTERNAL: u8 = 1;
+
+/// Everything that stops the installer. Bad network definitions are not here: they are logged
+/// and skipped.
+#[derive(Debug)]
+pub enum InstallError {
+    /// A bad command line (the text says which flag).
+    Usage(String),
+    /// No primary network was found within the wait bound.
+    NoPrimary {
+        /// Where it was looked for (as the installer sees it).
+        dir: PathBuf,
+        /// The bound, in seconds.
+        waited: u64,
+        /// The last reason (a file that did not parse, none present).
+        last: String,
+    },
+    /// A plugin binary's source is missing or unreadable.
+    Source {
+        /// The source file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Writing, renaming or removing a plugin binary failed.
+    Binary {
+        /// The destination file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Writing or removing braid's conflist failed.
+    Config {
+        /// The conflist.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The ConfigMap directory could not be read, or networksDir not written.
+    Networks {
+        /// The directory or file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Blocking SIGTERM/SIGINT or waiting for them failed.
+    Signals(nix::Error),
+}
+
+impl InstallError {
+    /// The process exit code for this failure.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            InstallError::Usage(_) => EXIT_USAGE,
+            InstallError::NoPrimary { .. } => EXIT_NO_PRIMARY,
+            InstallError::Source { .. } | InstallError::Binary { .. } => EXIT_BINARIES,
+            InstallError::Config { .. } => EXIT_CONFIG,
+            InstallError::Networks { .. } => EXIT_NETWORKS,
+            InstallError::Signals(_) => EXIT_INTERNAL,
+        }
+    }
+}
+
+impl fmt::Display for InstallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InstallError::Usage(m) => write!(f, "{m} (see --help)"),
+            InstallError::NoPrimary { dir, waited, last } => write!(
+                f,
+                "no primary network in {} after {waited} s ({last}); braid's configuration was not written",
+                dir.display()
+            ),
+            InstallError::Source { path, source } => {
+                write!(f, "cannot read plugin binary {} (is --source-dir right?): {source}", path.display())
+            }
+            InstallError::Binary { path, source } => write!(f, "cannot install {}: {source}", path.display()),
+            InstallError::Config { path, source } => write!(f, "cannot write {}: {source}", path.display()),
+            InstallError::Networks { path, source } => {
+                write!(f, "network definitions: {}: {source}", path.display())
+            }
+            InstallError::Signals(e) => write!(f, "cannot set up SIGTERM/SIGINT handling: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for InstallError {}

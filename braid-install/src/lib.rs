@@ -1,0 +1,27 @@
+//! braid's node installer: run as a DaemonSet (or once, as an init container), it
+//!
+//! - copies braid's plugin binaries into the node's CNI bin dir atomically ([`binaries`]);
+//! - finds the node's primary network ([`primary`]) and writes `00-braid.conflist`, the
+//!   delegator with the primary as its first delegate by reference ([`config`]), keeping it
+//!   current when the primary's name, version or capabilities change;
+//! - mirrors network definitions from a mounted ConfigMap into the delegator's `networksDir`
+//!   ([`mirror`]).
+//!
+//! It needs no Kubernetes API access. See `braid-install/README.md` for the flags.
+
+pub mod binaries;
+pub mod config;
+pub mod error;
+pub mod fsutil;
+pub mod mirror;
+pub mod options;
+pub mod primary;
+pub mod run;
+
+pub use error::InstallError;
+pub use options::{Command, Options};
+
+/// One line on stderr per action.
+pub fn log(msg: &str) {
+    eprintln!("braid-install: {msg}");
+}

@@ -1,0 +1,324 @@
+//! The command line, parsed by hand (no argument-parsing dependency in a node binary).
+
+use crate::error::InstallError;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The plugin binaries the installer copies.
+pub const BINARIES: &[&str] = &["delegator", "merger", "verifier"];
+
+/// What the installer does and where. Paths named "host" are as the node (and so the runtime and
+/// the delegator) sees them; the installer itself reaches them below `host_root`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// Where the node's root is mounted in the installer's container (`--host-root`, `/host`).
+    pub host_root: PathBuf,
+    /// The node's CNI bin dir (`--cni-bin-dir`, `/opt/cni/bin`).
+    pub cni_bin_dir: PathBuf,
+    /// The node's CNI conf dir (`--cni-conf-dir`, `/etc/cni/net.d`).
+    pub cni_conf_dir: PathBuf,
+    /// The primary network's file on the node (`--primary`); else the lexically first in the conf dir.
+    pub primary: Option<PathBuf>,
+    /// The file braid writes in the conf dir (`--conf-file`, `00-braid.conflist`).
+    pub conf_file: String,
+    /// braid's network name (`--name`, `braid`).
+    pub name: String,
+    /// The delegator's `kubernetes.networksDir` (`--networks-dir`, `/etc/cni/braid.d`).
+    pub networks_dir: PathBuf,
+    /// The delegator's `kubernetes.statusDir` (`--status-dir`, `/run/braid/network-status`).
+    pub status_dir: PathBuf,
+    /// The delegator's `stateDir` (`--state-dir`, `/var/lib/cni/braid`).
+    pub state_dir: PathBuf,
+    /// The delegator's `kubernetes.globalNamespaces` (`--global-namespaces`, `default`).
+    pub global_namespaces: Vec<String>,
+    /// The mounted ConfigMap of network definitions (`--networks-configmap`), in the container.
+    pub configmap_dir: Option<PathBuf>,
+    /// Where the plugin binaries are taken from (`--source-dir`; the installer's own directory).
+    pub source_dir: Option<PathBuf>,
+    /// How long to wait for the primary network (`--wait`, 300 s; 0 = forever).
+    pub wait: Duration,
+    /// How often the long-running mode looks again (`--interval`, 1 s).
+    pub interval: Duration,
+    /// Install, write, mirror once and exit (`--once`).
+    pub once: bool,
+    /// Remove what the installer installed and exit (`--uninstall`).
+    pub uninstall: bool,
+    /// Do not copy plugin binaries (`--skip-binaries`).
+    pub skip_binaries: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            host_root: PathBuf::from("/host"),
+            cni_bin_dir: PathBuf::from("/opt/cni/bin"),
+            cni_conf_dir: PathBuf::from("/etc/cni/net.d"),
+            primary: None,
+            conf_file: "00-braid.conflist".into(),
+            name: "braid".into(),
+            networks_dir: PathBuf::from("/etc/cni/braid.d"),
+            status_dir: PathBuf::from("/run/braid/network-status"),
+            state_dir: PathBuf::from("/var/lib/cni/braid"),
+            global_namespaces: vec!["default".into()],
+            configmap_dir: None,
+            source_dir: None,
+            wait: Duration::from_secs(300),
+            interval: Duration::from_secs(1),
+            once: false,
+            uninstall: false,
+            skip_binaries: false,
+        }
+    }
+}
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Run with these options.
+    Run(Box<Options>),
+    /// Print the usage text.
+    Help,
+    /// Print the version.
+    Version,
+}
+
+/// The usage text (`--help`); braid-install/README.md has the long form.
+pub const USAGE: &str = "\
+usage: braid-install [flags]
+
+Installs braid on a Kubernetes node: copies the plugins into the node's CNI bin dir, writes
+00-braid.conflist wrapping the node's primary network, mirrors network definitions from a
+mounted ConfigMap, then keeps them current (or exits with --once).
+
+  --host-root DIR           the node's root as mounted here            [/host]
+  --cni-bin-dir DIR         the node's CNI bin dir (node path)          [/opt/cni/bin]
+  --cni-conf-dir DIR        the node's CNI conf dir (node path)         [/etc/cni/net.d]
+  --primary FILE            the primary network's file (node path)      [lexically first in the conf dir]
+  --conf-file NAME          braid's file in the conf dir                [00-braid.conflist]
+  --name NAME               braid's network name                       [braid]
+  --networks-dir DIR        kubernetes.networksDir (node path)          [/etc/cni/braid.d]
+  --status-dir DIR          kubernetes.statusDir (node path)            [/run/braid/network-status]
+  --state-dir DIR           the delegator's stateDir (node path)        [/var/lib/cni/braid]
+  --global-namespaces LIST  kubernetes.globalNamespaces, comma-separated [default]
+  --networks-configmap DIR  mounted ConfigMap of <namespace>.<name>.conflist keys [none]
+  --source-dir DIR          where delegator, merger, verifier are taken from [this program's dir]
+  --skip-binaries           do not copy the plugin binaries
+  --wait SECONDS            wait at most this long for the primary; 0 = forever [300]
+  --interval SECONDS        how often the long-running mode looks again [1]
+  --once                    install, write, mirror once, then exit
+  --uninstall               remove braid's conflist, binaries and mirrored networks, then exit
+  --help, --version
+
+exit codes: 0 done; 1 internal; 2 usage; 3 no primary network; 4 binaries; 5 braid's conflist;
+6 network definitions (ConfigMap unreadable or networks dir unwritable, --once only)
+";
+
+fn usage(msg: impl Into<String>) -> InstallError {
+    InstallError::Usage(msg.into())
+}
+
+fn abs_path(flag: &str, v: &str) -> Result<PathBuf, InstallError> {
+    let p = PathBuf::from(v);
+    if !p.is_absolute() {
+        return Err(usage(format!("{flag} must be an absolute path, not {v:?}")));
+    }
+    Ok(p)
+}
+
+fn seconds(flag: &str, v: &str) -> Result<Duration, InstallError> {
+    v.parse::<u64>()
+        .map(Duration::from_secs)
+        .map_err(|_| usage(format!("{flag} must be a whole number of seconds, not {v:?}")))
+}
+
+fn dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// Parses the arguments (without the program name). Flags take `--flag VALUE` or `--flag=VALUE`.
+pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, InstallError> {
+    let mut o = Options::default();
+    let mut it = args.into_iter();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (arg.clone(), None),
+        };
+        let switch = |o: &mut Options, set: fn(&mut Options)| -> Result<(), InstallError> {
+            if inline.is_some() {
+                return Err(usage(format!("{flag} takes no value")));
+            }
+            set(o);
+            Ok(())
+        };
+        match flag.as_str() {
+            "--help" | "-h" => return Ok(Command::Help),
+            "--version" => return Ok(Command::Version),
+            "--once" => switch(&mut o, |o| o.once = true)?,
+            "--uninstall" => switch(&mut o, |o| o.uninstall = true)?,
+            "--skip-binaries" => switch(&mut o, |o| o.skip_binaries = true)?,
+            "--host-root"
+            | "--cni-bin-dir"
+            | "--cni-conf-dir"
+            | "--primary"
+            | "--conf-file"
+            | "--name"
+            | "--networks-dir"
+            | "--status-dir"
+            | "--state-dir"
+            | "--global-namespaces"
+            | "--networks-configmap"
+            | "--source-dir"
+            | "--wait"
+            | "--interval" => {
+                let v = match inline {
+                    Some(v) => v,
+                    None => it.next().ok_or_else(|| usage(format!("{flag} needs a value")))?,
+                };
+                match flag.as_str() {
+                    "--host-root" => o.host_root = abs_path(&flag, &v)?,
+                    "--cni-bin-dir" => o.cni_bin_dir = abs_path(&flag, &v)?,
+                    "--cni-conf-dir" => o.cni_conf_dir = abs_path(&flag, &v)?,
+                    "--primary" => o.primary = Some(abs_path(&flag, &v)?),
+                    "--networks-dir" => o.networks_dir = abs_path(&flag, &v)?,
+                    "--status-dir" => o.status_dir = abs_path(&flag, &v)?,
+                    "--state-dir" => o.state_dir = abs_path(&flag, &v)?,
+                    "--networks-configmap" => o.configmap_dir = Some(abs_path(&flag, &v)?),
+                    "--source-dir" => o.source_dir = Some(abs_path(&flag, &v)?),
+                    "--conf-file" => {
+                        if v.contains('/') || !v.ends_with(".conflist") {
+                            return Err(usage(format!(
+                                "--conf-file must be a file name ending in .conflist, not {v:?}"
+                            )));
+                        }
+                        o.conf_file = v;
+                    }
+                    "--name" => {
+                        if v.is_empty() || v.contains('/') {
+                            return Err(usage(format!("--name must be a network name, not {v:?}")));
+                        }
+                        o.name = v;
+                    }
+                    "--global-namespaces" => {
+                        let list: Vec<String> =
+                            v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
+                        if let Some(bad) = list.iter().find(|n| !dns_label(n)) {
+                            return Err(usage(format!("--global-namespaces: {bad:?} is not a namespace name")));
+                        }
+                        o.global_namespaces = list;
+                    }
+                    "--wait" => o.wait = seconds(&flag, &v)?,
+                    _ => {
+                        o.interval = seconds(&flag, &v)?;
+                        if o.interval.is_zero() {
+                            return Err(usage("--interval must be at least 1 second"));
+                        }
+                    }
+                }
+            }
+            other => return Err(usage(format!("unknown argument {other:?}"))),
+        }
+    }
+    if o.once && o.uninstall {
+        return Err(usage("--once and --uninstall exclude each other"));
+    }
+    Ok(Command::Run(Box::new(o)))
+}
+
+/// `path` (absolute, as the node sees it) as the installer reaches it: below `host_root`.
+pub fn on_host(host_root: &Path, path: &Path) -> PathBuf {
+    host_root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+impl Options {
+    /// [`on_host`] with this host root.
+    pub fn host(&self, path: &Path) -> PathBuf {
+        on_host(&self.host_root, path)
+    }
+
+    /// The directory where the delegator looks its primary up by name (node path): the
+    /// `--primary` file's directory, else the conf dir.
+    pub fn primary_dir(&self) -> PathBuf {
+        self.primary
+            .as_ref()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+            .unwrap_or_else(|| self.cni_conf_dir.clone())
+    }
+
+    /// braid's conflist as the installer reaches it.
+    pub fn conf_path(&self) -> PathBuf {
+        self.host(&self.cni_conf_dir).join(&self.conf_file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<Options, InstallError> {
+        match parse(args.iter().map(|s| s.to_string()))? {
+            Command::Run(o) => Ok(*o),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_documented_paths() {
+        let o = run(&[]).unwrap();
+        assert_eq!(o.host(&o.cni_bin_dir), PathBuf::from("/host/opt/cni/bin"));
+        assert_eq!(o.conf_path(), PathBuf::from("/host/etc/cni/net.d/00-braid.conflist"));
+        assert_eq!(o.host(&o.networks_dir), PathBuf::from("/host/etc/cni/braid.d"));
+        assert_eq!(o.primary_dir(), PathBuf::from("/etc/cni/net.d"));
+        assert_eq!(o.wait, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn both_flag_forms_and_lists() {
+        let o = run(&[
+            "--host-root=/",
+            "--primary",
+            "/etc/cni/net.d-real/10-flannel.conflist",
+            "--global-namespaces",
+            "default, kube-system",
+            "--once",
+            "--wait=0",
+        ])
+        .unwrap();
+        assert_eq!(o.host_root, PathBuf::from("/"));
+        assert_eq!(o.conf_path(), PathBuf::from("/etc/cni/net.d/00-braid.conflist"));
+        assert_eq!(o.primary_dir(), PathBuf::from("/etc/cni/net.d-real"));
+        assert_eq!(o.global_namespaces, ["default", "kube-system"]);
+        assert!(o.once);
+        assert!(o.wait.is_zero());
+    }
+
+    #[test]
+    fn bad_command_lines_are_usage_errors() {
+        for bad in [
+            &["--bogus"][..],
+            &["--wait"],
+            &["--wait", "ten"],
+            &["--interval", "0"],
+            &["--cni-bin-dir", "relative/dir"],
+            &["--conf-file", "00-braid.conf"],
+            &["--conf-file", "a/b.conflist"],
+            &["--global-namespaces", "Not_A_Label"],
+            &["--once=yes"],
+            &["--once", "--uninstall"],
+            &["positional"],
+        ] {
+            let e = run(bad).expect_err(&format!("{bad:?} accepted"));
+            assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn help_and_version() {
+        assert_eq!(parse(["--help".to_string()]).unwrap(), Command::Help);
+        assert_eq!(parse(["--once".to_string(), "--version".to_string()]).unwrap(), Command::Version);
+    }
+}
