@@ -469,8 +469,6 @@ fn containerd_node_with_braid_installed_by_the_image() {
 }
 
 #[test]
-// Passes with the delegator of branch k8s (3bb3f8a) in BRAID_RELEASE_DIR: un-ignore when issue 14 merges.
-#[ignore = "needs issue 14: the delegator's `kubernetes` block (selection from k8s.v1.cni.cncf.io/networks) is not on this branch"]
 fn containerd_annotated_pod_gets_the_configmaps_networks() {
     let Some(mut n) = node("containerd_annotated_pod_gets_the_configmaps_networks", "kan") else { return };
     let id =
