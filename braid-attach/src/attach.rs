@@ -390,20 +390,49 @@ impl Attacher<'_> {
 
     /// DEL from the state (or, without a usable one, from `configured`), every delegate tried.
     pub fn del(&self, call: &RuntimeConf, configured: &[Delegate], log: &mut Logger) -> Result<(), CniError> {
+        self.del_with(call, configured, None, log)
+    }
+
+    /// DEL when the state directory itself is unusable (`why`): the configured delegates are
+    /// deleted, so that their IP reservations are released, and the state is left alone.
+    pub fn del_without_state(
+        &self,
+        call: &RuntimeConf,
+        configured: &[Delegate],
+        why: &CniError,
+        log: &mut Logger,
+    ) -> Result<(), CniError> {
+        self.del_with(call, configured, Some(why), log)
+    }
+
+    fn del_with(
+        &self,
+        call: &RuntimeConf,
+        configured: &[Delegate],
+        unusable_dir: Option<&CniError>,
+        log: &mut Logger,
+    ) -> Result<(), CniError> {
         let key = Self::key(call)?;
-        let _lock = match self.lock(call) {
+        // What made the state unusable: DEL then deletes the configured delegates, as for a
+        // corrupt state, and never blocks or gives up before they are released.
+        let mut unusable: Vec<String> = unusable_dir.map(|e| e.msg.clone()).into_iter().collect();
+        let _lock = match unusable_dir.map_or_else(|| self.lock(call).map(Some), |_| Ok(None)) {
             Ok(l) => l,
             // Nested, with the lock held above us: our ADD would have been refused by the same
             // rule, so there is nothing of ours to delete (a cycle's DEL must end too).
-            Err(e) if crate::meta::depth() > 0 && e.code == cni_types::error::INVALID_NETWORK_CONFIG => {
+            Err(e) if crate::meta::depth() > 0 && e.code == INVALID_NETWORK_CONFIG => {
                 log.info(format_args!("{e}; nothing of this network's own to delete"));
                 return Ok(());
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                unusable.push(e.msg);
+                None
+            }
         };
-        let state = match self.store.read(&key)? {
-            None => None,
-            Some(bytes) => match Plan::decode(&bytes) {
+        let read = if unusable_dir.is_some() { Ok(None) } else { self.store.read(&key) };
+        let state = match read {
+            Ok(None) => None,
+            Ok(Some(bytes)) => match Plan::decode(&bytes) {
                 Some(v) => Some(v),
                 None => {
                     log.error(format_args!(
@@ -415,7 +444,14 @@ impl Attacher<'_> {
                     None
                 }
             },
+            Err(e) => {
+                unusable.push(e.to_string());
+                None
+            }
         };
+        if !unusable.is_empty() {
+            log.error(format_args!("{}; deleting the configured delegates instead", unusable.join("; ")));
+        }
         let n;
         let errors = match state {
             Some(state) => {
@@ -428,15 +464,23 @@ impl Attacher<'_> {
                 self.del_configured(call, &state, log)
             }
         };
-        if errors.is_empty() {
-            self.store.remove(&key)?;
-            Ok(())
-        } else {
+        if !errors.is_empty() {
             let e =
                 CniError::new(INTERNAL, format!("{} of {n} delegates failed DEL: {}", errors.len(), errors.join("; ")));
             log.error(&e);
-            Err(e)
+            return Err(e);
         }
+        if unusable_dir.is_some() {
+            return Ok(());
+        }
+        // A state that could not be used is removed if it can be (a planted symlink or FIFO
+        // goes with it); one that cannot (a read-only directory) is reported, its delegates
+        // released.
+        self.store.remove(&key).map_err(|e| {
+            let e = CniError::new(IO_FAILURE, format!("the delegates were deleted, but {e}"));
+            log.error(&e);
+            e
+        })
     }
 
     /// CHECK every recorded delegate with its own result as prevResult; delegates below 0.4.0

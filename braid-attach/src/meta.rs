@@ -98,6 +98,7 @@ pub struct Meta {
     exec: RawExec,
     paths: Vec<PathBuf>,
     store: StateStore,
+    state_unusable: Option<CniError>,
 }
 
 impl Meta {
@@ -110,7 +111,15 @@ impl Meta {
     pub fn new(config: MetaConfig, args: &CmdArgs, spec: &Spec<'_>) -> Result<Meta, CniError> {
         let mut log = Logger::new(spec.plugin, args.command.as_str(), &args.container_id);
         log.configure(&config.conf);
-        let store = StateStore::open(&config.state_dir)?;
+        // DEL must release the delegates even when the state directory is unusable (replaced by
+        // a symlink, not ours): it then works from the configuration.
+        let (store, state_unusable) = match StateStore::open(&config.state_dir) {
+            Ok(s) => (s, None),
+            Err(e) if args.command == cni_types::version::Command::Del => {
+                (StateStore::unchecked(&config.state_dir), Some(CniError::from(e)))
+            }
+            Err(e) => return Err(e.into()),
+        };
         let capability_args = config.conf.runtime_config_raw().and_then(|v| v.as_object().cloned()).unwrap_or_default();
         let call = RuntimeConf::from_invocation(&args.invocation(), capability_args);
         let depth = depth();
@@ -125,7 +134,7 @@ impl Meta {
         }
         let env = vec![(DEPTH_ENV.to_string(), (depth + 1).to_string())];
         let exec = RawExec { timeout: Some(config.timeout), env };
-        Ok(Meta { config, log, call, exec, paths: args.path_list(), store })
+        Ok(Meta { config, log, call, exec, paths: args.path_list(), store, state_unusable })
     }
 
     /// ADD every delegate (rolled back on failure); their results in order. Auto-named
@@ -156,7 +165,11 @@ impl Meta {
         if let Some(e) = &self.config.delegates_error {
             self.log.warn(format_args!("{e}; deleting what the state records"));
         }
-        attacher(&self.exec, &self.paths, &self.store).del(&self.call, &self.config.delegates, &mut self.log)
+        let a = attacher(&self.exec, &self.paths, &self.store);
+        match &self.state_unusable {
+            Some(why) => a.del_without_state(&self.call, &self.config.delegates, why, &mut self.log),
+            None => a.del(&self.call, &self.config.delegates, &mut self.log),
+        }
     }
 
     /// CHECK every recorded delegate with its own result.

@@ -25,6 +25,20 @@ fn create_new(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
+/// State is replayed as root: what DEL runs comes from it. So a state directory or file must
+/// belong to this process's user and be writable by nobody else — otherwise anyone who could
+/// write there could make the next DEL run a plugin of their choosing with a config of theirs.
+fn trusted(meta: &fs::Metadata) -> std::io::Result<()> {
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(std::io::Error::other(format!("owned by uid {}, not by this plugin's uid {me}", meta.uid())));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(std::io::Error::other(format!("writable by group or others (mode {:o})", meta.mode() & 0o7777)));
+    }
+    Ok(())
+}
+
 /// A state-store failure, naming the file.
 #[derive(Debug)]
 pub struct StateError {
@@ -135,12 +149,19 @@ impl StateStore {
                 return Err(err("use", &dir, std::io::Error::other("is a symlink")));
             }
             Ok(m) if !m.is_dir() => return Err(err("use", &dir, std::io::Error::other("not a directory"))),
-            Ok(_) => {}
+            Ok(m) => trusted(&m).map_err(|e| err("use", &dir, e))?,
             Err(_) => {
                 fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(|e| err("create", &dir, e))?
             }
         }
         Ok(StateStore { dir })
+    }
+
+    /// A store at `dir` taken as it is, without creating or checking it: for a DEL that must
+    /// still release the delegates when the directory is unusable (every file operation then
+    /// fails and is reported).
+    pub fn unchecked(dir: impl Into<PathBuf>) -> StateStore {
+        StateStore { dir: dir.into() }
     }
 
     /// The directory.
@@ -167,12 +188,19 @@ impl StateStore {
     /// Reads a state file; `None` when there is none.
     pub fn read(&self, key: &Key) -> Result<Option<Vec<u8>>, StateError> {
         let path = self.path(key);
-        let file = OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC).open(&path);
+        // O_NONBLOCK: a FIFO planted in place of the state must not hang DEL in open(2).
+        let flags = nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC | nix::libc::O_NONBLOCK;
+        let file = OpenOptions::new().read(true).custom_flags(flags).open(&path);
         let mut file = match file {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(err("open", &path, e)),
         };
+        let meta = file.metadata().map_err(|e| err("stat", &path, e))?;
+        if !meta.is_file() {
+            return Err(err("read", &path, std::io::Error::other("not a regular file")));
+        }
+        trusted(&meta).map_err(|e| err("trust", &path, e))?;
         let mut buf = Vec::new();
         file.read_to_end(&mut buf).map_err(|e| err("read", &path, e))?;
         Ok(Some(buf))

@@ -535,3 +535,60 @@ fn what_cannot_be_read_back_is_not_recorded_and_long_ids_are_named() {
     assert_eq!(e.code, 4);
     assert!(e.msg.contains("CNI_CONTAINERID is 5000 characters long"), "{e}");
 }
+
+#[test]
+fn unusable_state_never_blocks_del_and_planted_state_is_not_replayed() {
+    use std::os::unix::fs::PermissionsExt;
+    let key_file = |w: &World| w.dir.join("ctr1@eth0");
+    // A FIFO (DEL must not hang in open), a symlink, and a state writable by others (planted:
+    // it names a plugin of someone else's choosing).
+    for (tag, plant) in [("fifo", 0), ("symlink", 1), ("planted", 2)] {
+        let w = World::new(tag);
+        let exec = FakeExec::default();
+        let a = w.attacher(&exec);
+        match plant {
+            0 => assert!(std::process::Command::new("mkfifo").arg(key_file(&w)).status().unwrap().success()),
+            1 => std::os::unix::fs::symlink("/etc/hostname", key_file(&w)).unwrap(),
+            _ => {
+                let mut evil = Plan::decode(
+                    &std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/state-v1-with-list.state"))
+                        .unwrap(),
+                )
+                .unwrap();
+                evil.attachments[0].plugin_type = "evil".into();
+                std::fs::write(key_file(&w), evil.to_line()).unwrap();
+                std::fs::set_permissions(key_file(&w), std::fs::Permissions::from_mode(0o666)).unwrap();
+            }
+        }
+        let mut log = Logger::recording("test", "DEL");
+        // Should DEL block in open(2) on the FIFO, a writer arriving after 3 s releases it (so
+        // the test fails instead of hanging).
+        let fifo = key_file(&w);
+        let unblock = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(3));
+            let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+        });
+        let started = std::time::Instant::now();
+        a.del(&call(), &three(), &mut log).unwrap_or_else(|e| panic!("{tag}: {e}"));
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "{tag}: DEL blocked on the state path");
+        if plant != 0 {
+            drop(unblock);
+        } else {
+            unblock.join().unwrap();
+        }
+        let order: Vec<String> = calls(&exec).into_iter().map(|c| format!("{} {}", c.0, c.1)).collect();
+        assert_eq!(order, ["macvlan DEL", "ptp DEL", "bridge DEL"], "{tag}: the configured delegates, nothing planted");
+        assert!(
+            log.lines().iter().any(|l| l.contains("deleting the configured delegates instead")),
+            "{tag}: {:?}",
+            log.lines()
+        );
+        assert!(std::fs::symlink_metadata(key_file(&w)).is_err(), "{tag}: the unusable state is removed");
+    }
+    // A state directory others can write to is refused, naming why.
+    let w = World::new("open");
+    std::fs::create_dir_all(&w.dir).unwrap();
+    std::fs::set_permissions(&w.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let e = StateStore::open(&w.dir).unwrap_err().to_string();
+    assert!(e.contains("writable by group or others (mode 777)"), "{e}");
+}
