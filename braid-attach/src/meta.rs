@@ -99,6 +99,8 @@ pub struct Meta {
     paths: Vec<PathBuf>,
     store: StateStore,
     state_unusable: Option<CniError>,
+    /// Set when `stateDir` belongs to another braid plugin (see [`claim`]).
+    foreign: Option<CniError>,
 }
 
 impl Meta {
@@ -120,6 +122,10 @@ impl Meta {
             }
             Err(e) => return Err(e.into()),
         };
+        let foreign = match &state_unusable {
+            None => claim(&config.state_dir, spec.plugin)?,
+            Some(_) => None,
+        };
         let capability_args = config.conf.runtime_config_raw().and_then(|v| v.as_object().cloned()).unwrap_or_default();
         let call = RuntimeConf::from_invocation(&args.invocation(), capability_args);
         let depth = depth();
@@ -134,13 +140,14 @@ impl Meta {
         }
         let env = vec![(DEPTH_ENV.to_string(), (depth + 1).to_string())];
         let exec = RawExec { timeout: Some(config.timeout), env };
-        Ok(Meta { config, log, call, exec, paths: args.path_list(), store, state_unusable })
+        Ok(Meta { config, log, call, exec, paths: args.path_list(), store, state_unusable, foreign })
     }
 
     /// ADD every delegate (rolled back on failure); their results in order. Auto-named
     /// delegates get their `net<N>` first, under the pod namespace's lock (see
     /// [`crate::ifnames`]), held until the last delegate's ADD returned.
     pub fn add(&mut self) -> Result<Vec<AnyResult>, CniError> {
+        self.refuse_foreign()?;
         let names = crate::ifnames::assign(
             &self.call.netns,
             &mut self.config.delegates,
@@ -162,6 +169,12 @@ impl Meta {
 
     /// DEL what ADD recorded (or the configured delegates, without a usable state).
     pub fn del(&mut self) -> Result<(), CniError> {
+        if let Some(e) = &self.foreign {
+            // Our ADD was refused for the same reason: nothing here is ours to delete, and the
+            // other plugin's state must not be touched.
+            self.log.warn(format_args!("{e}; nothing of this plugin's to delete"));
+            return Ok(());
+        }
         if let Some(e) = &self.config.delegates_error {
             self.log.warn(format_args!("{e}; deleting what the state records"));
         }
@@ -174,11 +187,13 @@ impl Meta {
 
     /// CHECK every recorded delegate with its own result.
     pub fn check(&mut self) -> Result<(), CniError> {
+        self.refuse_foreign()?;
         attacher(&self.exec, &self.paths, &self.store).check(&self.call, &mut self.log)
     }
 
     /// GC with the configuration's valid attachments.
     pub fn gc(&mut self) -> Result<(), CniError> {
+        self.refuse_foreign()?;
         let valid = self.config.conf.valid_attachments()?;
         attacher(&self.exec, &self.paths, &self.store).gc(&self.config.delegates, &valid, &mut self.log)
     }
@@ -187,6 +202,60 @@ impl Meta {
     pub fn status(&self) -> Result<(), CniError> {
         attacher(&self.exec, &self.paths, &self.store).status(&self.config.delegates)
     }
+}
+
+impl Meta {
+    fn refuse_foreign(&self) -> Result<(), CniError> {
+        self.foreign.clone().map_or(Ok(()), Err)
+    }
+}
+
+/// The file naming the plugin a state directory belongs to.
+pub const OWNER_FILE: &str = ".braid-owner";
+
+/// Claims `dir` for `plugin`, or says which other braid plugin owns it. The delegator and the
+/// merger key their states alike (`<containerID>@<ifname>`), so two of them sharing a
+/// `stateDir` in one chain would overwrite each other's record — and the second one's rollback
+/// or DEL would undo the first one's delegates. So a directory serves one plugin kind.
+fn claim(dir: &std::path::Path, plugin: &str) -> Result<Option<CniError>, CniError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(OWNER_FILE);
+    let io = |e: std::io::Error| CniError::new(cni_types::error::IO_FAILURE, format!("{}: {e}", path.display()));
+    let owner = match std::fs::read_to_string(&path) {
+        Ok(o) => o,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let created = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(nix::libc::O_NOFOLLOW)
+                .open(&path);
+            match created {
+                Ok(mut f) => {
+                    f.write_all(plugin.as_bytes()).map_err(io)?;
+                    return Ok(None);
+                }
+                // Claimed at the same moment by someone else: read whom.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    std::fs::read_to_string(&path).map_err(io)?
+                }
+                Err(e) => return Err(io(e)),
+            }
+        }
+        Err(e) => return Err(io(e)),
+    };
+    let owner = owner.trim();
+    if owner == plugin || owner.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(CniError::new(
+        cni_types::error::INVALID_NETWORK_CONFIG,
+        format!(
+            "stateDir {} holds the {owner}'s state: give the {plugin} a stateDir of its own (they key state alike and would overwrite each other)",
+            dir.display()
+        ),
+    )))
 }
 
 fn attacher<'a>(exec: &'a RawExec, paths: &[PathBuf], store: &StateStore) -> Attacher<'a> {

@@ -1,0 +1,43 @@
+//! The shared meta-plugin setup: one state directory serves one plugin kind.
+#![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
+
+use braid_attach::{Meta, Spec};
+use cni_skel::CmdArgs;
+use cni_types::version::Command;
+
+const DELEGATOR: Spec<'static> = Spec { plugin: "delegator", delegates_optional: false, fixed_ifname: &|_, _| None };
+const MERGER: Spec<'static> = Spec { plugin: "merger", delegates_optional: true, fixed_ifname: &|_, _| None };
+
+fn args(command: Command, dir: &std::path::Path) -> CmdArgs {
+    let conf = serde_json::json!({"cniVersion": "1.0.0", "name": "n", "type": "x", "stateDir": dir,
+        "delegates": [{"type": "ptp"}]});
+    CmdArgs {
+        command,
+        container_id: "ctr1".into(),
+        netns: "/run/netns/braid-absent".into(),
+        ifname: "eth0".into(),
+        path: "/opt/cni/bin".into(),
+        stdin_data: conf.to_string().into_bytes(),
+        ..CmdArgs::default()
+    }
+}
+
+#[test]
+fn a_state_dir_serves_one_plugin_kind() {
+    let dir = std::env::temp_dir().join(format!("braid-meta-owner-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // The first plugin to use the directory claims it; it may keep using it.
+    Meta::open(&args(Command::Check, &dir), &DELEGATOR).unwrap();
+    assert_eq!(std::fs::read_to_string(dir.join(braid_attach::meta::OWNER_FILE)).unwrap(), "delegator");
+    Meta::open(&args(Command::Check, &dir), &DELEGATOR).unwrap();
+    // Another kind is refused on ADD (before anything runs) and CHECK, and its DEL touches
+    // nothing: whatever state is there belongs to the delegator.
+    let e = Meta::open(&args(Command::Add, &dir), &MERGER).unwrap().add().unwrap_err();
+    assert_eq!(e.code, 7);
+    assert!(e.msg.contains("holds the delegator's state: give the merger a stateDir of its own"), "{e}");
+    assert_eq!(Meta::open(&args(Command::Check, &dir), &MERGER).unwrap().check().unwrap_err().code, 7);
+    std::fs::write(dir.join("ctr1@eth0"), b"the delegator's").unwrap();
+    Meta::open(&args(Command::Del, &dir), &MERGER).unwrap().del().unwrap();
+    assert_eq!(std::fs::read(dir.join("ctr1@eth0")).unwrap(), b"the delegator's");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
