@@ -23,7 +23,13 @@ fn reservations(h: &Harness) -> Vec<String> {
 }
 
 fn state_files(h: &Harness) -> Vec<String> {
-    h.dir.files().into_iter().filter(|f| f.starts_with("state/") && !f.starts_with("state/cache")).collect()
+    h.dir
+        .files()
+        .into_iter()
+        .filter(|f| {
+            f.starts_with("state/") && !f.starts_with("state/cache") && !f.ends_with(braid_attach::meta::OWNER_FILE)
+        })
+        .collect()
 }
 
 #[test]
@@ -520,7 +526,11 @@ fn nested_braid_networks_work_and_cycles_are_refused_at_once() {
     }
     assert_eq!(ctr.links(), ["lo"]);
     assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
-    let left: Vec<String> =
-        h.dir.files().into_iter().filter(|f| f.contains("state/") && !f.contains("/cache")).collect();
+    let left: Vec<String> = h
+        .dir
+        .files()
+        .into_iter()
+        .filter(|f| f.contains("state/") && !f.contains("/cache") && !f.ends_with(".braid-owner"))
+        .collect();
     assert!(left.is_empty(), "{left:?}");
 }

@@ -22,7 +22,9 @@ fn leftovers(h: &Harness) -> Vec<String> {
         .into_iter()
         .filter(|f| {
             (f.starts_with("ipam/") && f.contains("198.18."))
-                || (f.starts_with("state/") && !f.starts_with("state/cache"))
+                || (f.starts_with("state/")
+                    && !f.starts_with("state/cache")
+                    && !f.ends_with(braid_attach::meta::OWNER_FILE))
         })
         .collect()
 }

@@ -162,6 +162,14 @@ pub fn verify(s: &Subject<'_>, opts: Options) -> Vec<Item> {
         items.extend(check_interface(s, iface, opts));
     }
     for ip in &r.ips {
+        // An index that names no interface is a broken result, whatever the kernel has:
+        // containerd and podman refuse it (go-cni, containers/common `CNIResultToStatus`).
+        if let Some(i) = ip.interface.filter(|i| usize::try_from(*i).map_or(true, |i| i >= r.interfaces.len())) {
+            let n = r.interfaces.len();
+            let why = format!("index {i} names no interface of the result (it lists {n})");
+            items.push(Item::new(format!("ip {}", ip.address), format!("interface {i}"), Outcome::Mismatch(why)));
+            continue;
+        }
         let target = ip
             .interface
             .and_then(|i| usize::try_from(i).ok())
@@ -623,6 +631,8 @@ mod tests {
         let mut v = good();
         v["ips"] =
             json!([{"address": "198.18.0.5/24", "interface": -4}, {"address": "198.18.0.5/24", "interface": 99}]);
-        assert!(bad(&result(v), &pod(), FULL).is_empty());
+        let wrong = bad(&result(v), &pod(), FULL);
+        assert_eq!(wrong.len(), 2, "{wrong:?}");
+        assert!(wrong[1].contains("index 99 names no interface of the result"), "{wrong:?}");
     }
 }
