@@ -88,6 +88,14 @@ pub trait Plugin {
     /// ADD: returns the result in the 1.1 model; the skel prints it in the config's version.
     fn add(&self, args: &CmdArgs) -> Result<cni_types::CniResult, CniError>;
 
+    /// ADD, for a plugin that hands on a result made by another plugin: the result in the
+    /// family it was made in, which the skel converts to the configuration's version as Go's
+    /// `GetAsVersion` does — within a family without loss. (Through the 1.x model, a 0.2.0
+    /// result with routes but no IPs could not come back to 0.2.0.) The default is [`Plugin::add`].
+    fn add_any(&self, args: &CmdArgs) -> Result<cni_types::AnyResult, CniError> {
+        self.add(args).map(cni_types::AnyResult::V1)
+    }
+
     /// DEL: must succeed when what it would remove is already gone.
     fn del(&self, args: &CmdArgs) -> Result<(), CniError>;
 
@@ -271,8 +279,8 @@ fn dispatch(plugin: &dyn Plugin, env: &mut dyn Environment) -> Result<Option<Str
             let config = decode_version(&args.stdin_data)?;
             reconcile(&config, &supported)?;
             check_not_own_netns(&args)?;
-            let result = plugin.add(&args)?;
-            let printed = result.to_json_pretty_as(&config).map_err(|e| {
+            let result = plugin.add_any(&args)?;
+            let printed = result.convert_to(&config).map(|r| r.to_json_pretty()).map_err(|e| {
                 CniError::new(INTERNAL, format!("cannot express the result in cniVersion {config}: {e}"))
             })?;
             Ok(Some(printed))

@@ -534,3 +534,58 @@ fn nested_braid_networks_work_and_cycles_are_refused_at_once() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A 0.2.0 delegate whose result has routes and DNS but no IPs, under a 0.2.0 delegator: Go
+/// hands such a result on within its family unchanged (`types020.Result.GetAsVersion`), and so
+/// does braid. A result that really cannot be printed in the configuration's version rolls the
+/// delegates back instead of leaving the pod half-attached.
+#[test]
+fn legacy_results_pass_within_their_family_and_unprintable_ones_roll_back() {
+    if !require_root("legacy_results_pass_within_their_family_and_unprintable_ones_roll_back") {
+        return;
+    }
+    let h = Harness::new("leg");
+    let ctr = h.container("leg");
+    let routes_only = json!({"cniVersion": "0.2.0", "ip4": null, "dns": {"nameservers": ["198.18.0.53"]}});
+    let fault =
+        json!({"cniVersion": "0.2.0", "name": "legacy", "type": "braid-fault", "link": true, "result": routes_only});
+    let list = delegator_list(&h, "0.2.0", "primary", json!([fault]));
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let r = h.add(&list, &rt).unwrap_or_else(|e| panic!("ADD: {e}"));
+    assert_eq!(r.version(), "0.2.0");
+    assert_eq!(r.to_latest().dns.nameservers, ["198.18.0.53"]);
+    h.del(&list, &rt).unwrap();
+
+    // 1.0.0 delegate without IPs, 0.2.0 configuration: cannot be printed; nothing is left.
+    let no_ips = json!({"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": rt.netns}]});
+    let fault = json!({"cniVersion": "1.0.0", "name": "modern", "type": "braid-fault", "link": true, "result": no_ips});
+    let list = delegator_list(&h, "0.2.0", "primary", json!([fault]));
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let e = h.add(&list, &rt).unwrap_err();
+    assert!(e.msg.contains("cannot express the result in cniVersion 0.2.0"), "{}", e.msg);
+    assert!(ctr.link("eth0").is_none(), "the delegate's link was rolled back");
+    assert!(state_files(&h).is_empty(), "{:?}", h.dir.files());
+}
+
+/// `CNI_NETNS` naming a regular file or a namespace of another type is refused with code 4
+/// before any delegate runs.
+#[test]
+fn a_netns_that_is_not_a_network_namespace_is_refused_before_anything_runs() {
+    if !require_root("a_netns_that_is_not_a_network_namespace_is_refused_before_anything_runs") {
+        return;
+    }
+    let h = Harness::new("nsk");
+    let ctr = h.container("nsk");
+    let log = h.dir.path().join("calls.log");
+    let list = delegator_list(&h, "1.0.0", "primary", json!([{"type": "braid-fault", "log": log}]));
+    let file = h.dir.path().join("not-a-netns");
+    std::fs::write(&file, b"").unwrap();
+    for path in [file.display().to_string(), "/proc/self/ns/pid".to_string()] {
+        let mut rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+        rt.netns = path.clone();
+        let e = h.add(&list, &rt).unwrap_err();
+        assert_eq!(e.cause.as_ref().map(|c| c.code), Some(4), "{path}: {e}");
+        assert!(!log.exists(), "{path}: a delegate ran");
+        assert!(state_files(&h).is_empty(), "{path}: {:?}", h.dir.files());
+    }
+}

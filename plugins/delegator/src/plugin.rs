@@ -28,6 +28,10 @@ impl Plugin for Delegator {
     }
 
     fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
+        Ok(self.add_any(args)?.to_latest())
+    }
+
+    fn add_any(&self, args: &CmdArgs) -> Result<AnyResult, CniError> {
         let mut config = MetaConfig::parse(args, &SPEC)?;
         let kube = kubernetes::Config::parse(&config.conf)?;
         let mut labels: Vec<Label> = config
@@ -115,7 +119,7 @@ fn remove_status(plan: &Plan, m: &mut Meta) {
 
 /// After every delegate's ADD: the pod's default routes where `default-route` asked for them,
 /// the result, the network-status document.
-fn finish(m: &mut Meta, args: &CmdArgs, plan: &Plan, results: &[AnyResult]) -> Result<CniResult, CniError> {
+fn finish(m: &mut Meta, args: &CmdArgs, plan: &Plan, results: &[AnyResult]) -> Result<AnyResult, CniError> {
     let chosen = plan.labels.iter().enumerate().find_map(|(i, l)| l.default_route.as_ref().map(|g| (i, g)));
     if let Some((i, gateways)) = chosen {
         let ifname = m.config.delegates.get(i).map(|d| d.ifname.clone()).unwrap_or_default();
@@ -158,6 +162,21 @@ fn finish(m: &mut Meta, args: &CmdArgs, plan: &Plan, results: &[AnyResult]) -> R
     }
     let with_mtu = cni_types::version::greater_than_or_equal_to(m.config.conf.version(), "1.1.0").unwrap_or(false);
     m.fill_links(&mut result, with_mtu)?;
+    let version = m.config.conf.version().to_string();
+    // The primary result handed on as its delegate made it, when its family is the
+    // configuration's and nothing changed it: Go converts within a family without loss.
+    let result = match (plan.mode, chosen) {
+        (ResultMode::Primary, None)
+            if results[0].family() == cni_types::version::Family::of(&version).unwrap_or(results[0].family()) =>
+        {
+            results[0].clone()
+        }
+        _ => AnyResult::V1(result),
+    };
+    // What cannot be printed must fail now, while the caller can still undo the delegates.
+    result.convert_to(&version).map_err(|e| {
+        CniError::new(cni_types::error::INTERNAL, format!("cannot express the result in cniVersion {version}: {e}"))
+    })?;
     if let Some(path) = &plan.status {
         let links = cni_skel::links::links(Path::new(&args.netns))?;
         let atts: Vec<(&AnyResult, &str, &Label)> = results
