@@ -16,7 +16,7 @@
 //!   corrupt one, the configured delegates are deleted best-effort, so IPAM is released.
 //! * One lock per container serialises ADD/DEL of that container.
 
-use crate::plan::{Attachment, Kind, Phase, Plan, Progress};
+use crate::plan::{Attachment, Kind, Phase, Plan, Process, Progress};
 use crate::state::{Key, StateStore};
 use cni_runtime::chain::{build_one_config, Chain, RuntimeConf};
 use cni_runtime::invoke::{self, Exec};
@@ -138,6 +138,7 @@ impl Delegate {
             capability_args: Some(caps),
             result: None,
             phase: Phase::Planned,
+            process: None,
         })
     }
 }
@@ -154,6 +155,26 @@ pub fn ignore_unknown(args: &str) -> String {
         (true, _) => args.to_string(),
         (false, true) => "IgnoreUnknown=1".to_string(),
         (false, false) => format!("IgnoreUnknown=1;{args}"),
+    }
+}
+
+/// An [`Exec`] that reports every process it starts.
+struct Watched<'a> {
+    inner: &'a dyn Exec,
+    spawned: &'a dyn Fn(u32),
+}
+
+impl Exec for Watched<'_> {
+    fn exec(
+        &self,
+        plugin: &std::path::Path,
+        stdin: &[u8],
+        env: &[(String, String)],
+    ) -> Result<Vec<u8>, cni_runtime::InvokeError> {
+        self.inner.exec_observed(plugin, stdin, env, self.spawned)
+    }
+    fn find(&self, name: &str, paths: &[PathBuf]) -> Result<PathBuf, cni_runtime::InvokeError> {
+        self.inner.find(name, paths)
     }
 }
 
@@ -217,14 +238,24 @@ impl Attacher<'_> {
 
     /// Runs one delegate's ADD. The error says whether the delegate was started at all: one
     /// whose binary was not found or could not be executed did nothing, and needs no DEL.
-    fn add_one(&self, call: &RuntimeConf, d: &Delegate) -> Result<AnyResult, (CniError, bool)> {
+    /// Every process it starts is recorded (pid and start time) before it is sent its
+    /// configuration, so that a DEL after a crash can end it first.
+    fn add_one(&self, call: &RuntimeConf, d: &Delegate, key: &Key, i: usize) -> Result<AnyResult, (CniError, bool)> {
+        let record = |pid: u32| {
+            let Some(started) = cni_runtime::procs::Started::of(pid) else { return };
+            let process = Some(Process { pid, start: started.start });
+            let line = Progress { index: i, phase: Phase::Running, result: Value::Null, process }.to_line();
+            // Best effort: without the record a crash right now leaves what it always did.
+            let _ = self.store.append(key, &line);
+        };
+        let exec = Watched { inner: self.exec, spawned: &record };
         let args = d.effective_args(call);
         match &d.config {
             DelegateConfig::Plugin(c) => {
                 let stdin = plugin_stdin(c, &d.effective_capability_args(call), None);
                 let inv = self.invocation(Command::Add, call, &d.ifname, &args);
                 let path = self.exec.find(c.plugin_type(), &self.paths).map_err(|e| (e.into(), false))?;
-                invoke::add(self.exec, &path, &stdin, &inv).map_err(|e| {
+                invoke::add(&exec, &path, &stdin, &inv).map_err(|e| {
                     let started = !matches!(e, cni_runtime::InvokeError::Spawn { .. });
                     (e.into(), started)
                 })
@@ -237,9 +268,28 @@ impl Attacher<'_> {
                     ..call.clone()
                 };
                 // Some plugins of the list may have run: always worth a DEL.
-                self.chain().add(l, &rt).map_err(|e| (e.into(), true))
+                let chain = Chain { exec: &exec, paths: self.paths.clone(), cache_dir: self.store.dir().join("cache") };
+                chain.add(l, &rt).map_err(|e| (e.into(), true))
             }
         }
+    }
+
+    /// Ends every delegate process a crashed ADD left running (recorded, same start time, still
+    /// alive), with what it spawned, before DEL undoes its work: otherwise it could finish after
+    /// the DEL and leave an attachment nobody knows of.
+    fn end_leftovers(&self, state: &Plan, log: &mut Logger) -> Result<(), CniError> {
+        for (i, a) in state.attachments.iter().enumerate() {
+            let Some(p) = a.process.filter(|_| a.phase == Phase::Running) else { continue };
+            let leftover = cni_runtime::procs::Started { pid: p.pid, start: p.start };
+            match leftover.kill_group(std::time::Duration::from_secs(5)) {
+                Ok(true) => {
+                    log.warn(format_args!("{}: its ADD (pid {}) was still running: killed", describe(i, a), p.pid))
+                }
+                Ok(false) => {}
+                Err(e) => return Err(CniError::new(INTERNAL, format!("{}: {e}", describe(i, a)))),
+            }
+        }
+        Ok(())
     }
 
     /// ADD every delegate in order; on failure everything attempted is rolled back.
@@ -279,9 +329,9 @@ impl Attacher<'_> {
         for (i, d) in delegates.iter().enumerate() {
             // A result that cannot be recorded fails like the delegate itself: DEL could not
             // replay what it does not know, so this delegate is rolled back with the others.
-            let outcome = self.add_one(call, d).and_then(|result| {
+            let outcome = self.add_one(call, d, &key, i).and_then(|result| {
                 let value = result.to_value();
-                let record = Progress { index: i, phase: Phase::Added, result: value.clone() };
+                let record = Progress { index: i, phase: Phase::Added, result: value.clone(), process: None };
                 self.store
                     .append(&key, &record.to_line())
                     .map_err(|e| (CniError::new(IO_FAILURE, format!("its result could not be recorded: {e}")), true))?;
@@ -456,6 +506,7 @@ impl Attacher<'_> {
         let errors = match state {
             Some(state) => {
                 n = state.attachments.len();
+                self.end_leftovers(&state, log)?;
                 self.del_recorded(call, &state, n, log)
             }
             None => {
@@ -523,6 +574,7 @@ impl Attacher<'_> {
         let Some(bytes) = self.store.read(key)? else { return Ok(()) };
         if let Some(state) = Plan::decode(&bytes) {
             let call = RuntimeConf { netns: state.netns.clone(), ..call };
+            self.end_leftovers(&state, log)?;
             let errors = self.del_recorded(&call, &state, state.attachments.len(), log);
             if !errors.is_empty() {
                 return Err(CniError::new(

@@ -38,6 +38,9 @@ pub enum Phase {
     /// In the plan; it may have started (and done anything) or not.
     #[default]
     Planned,
+    /// Its process (recorded in `process`) was started and had not finished when this was
+    /// written: if the plugin that started it was killed, it may still run.
+    Running,
     /// Its ADD returned the recorded result.
     Added,
 }
@@ -74,17 +77,34 @@ pub struct Attachment {
     /// How far it got.
     #[serde(default)]
     pub phase: Phase,
+    /// Its last started process (a conflist starts one per plugin), while `Running`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<Process>,
 }
 
-/// One appended line: delegate `index` finished its ADD with `result`.
+/// A delegate process: its pid (also its process group) and start time, so that DEL after a
+/// crash can end exactly that process and nothing else (see `cni_runtime::procs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Process {
+    /// The pid and process group.
+    pub pid: u32,
+    /// Start time in clock ticks since boot (`/proc/<pid>/stat` field 22).
+    pub start: u64,
+}
+
+/// One appended line: delegate `index` started a process, or finished its ADD with `result`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Progress {
     /// Its index in the plan.
     pub index: usize,
-    /// Always [`Phase::Added`] today.
+    /// [`Phase::Running`] with `process`, or [`Phase::Added`] with `result`.
     pub phase: Phase,
     /// The result it returned.
+    #[serde(default)]
     pub result: Value,
+    /// The process it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<Process>,
 }
 
 impl Plan {
@@ -101,7 +121,13 @@ impl Plan {
         for l in lines.filter(|l| l.ends_with(b"\n")) {
             let Ok(p) = serde_json::from_slice::<Progress>(l) else { continue };
             if let Some(a) = plan.attachments.get_mut(p.index) {
-                a.result = Some(p.result).filter(|r| !r.is_null());
+                match p.phase {
+                    Phase::Running => a.process = p.process,
+                    _ => {
+                        a.result = Some(p.result).filter(|r| !r.is_null());
+                        a.process = None;
+                    }
+                }
                 a.phase = p.phase;
             }
         }

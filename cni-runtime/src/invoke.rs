@@ -118,6 +118,21 @@ pub trait Exec {
     /// stdout on success.
     fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError>;
 
+    /// [`Exec::exec`], telling `spawned` the child's pid (also its process group) once it
+    /// exists and before it is sent its stdin — a plugin acts only after reading its
+    /// configuration, so a caller that records the pid there can always find what it started,
+    /// even if it is killed right after. The default never calls `spawned`.
+    fn exec_observed(
+        &self,
+        plugin: &Path,
+        stdin: &[u8],
+        env: &[(String, String)],
+        spawned: &dyn Fn(u32),
+    ) -> Result<Vec<u8>, InvokeError> {
+        let _ = spawned;
+        self.exec(plugin, stdin, env)
+    }
+
     /// Finds a plugin binary; the default is [`find_in_path`].
     fn find(&self, name: &str, paths: &[PathBuf]) -> Result<PathBuf, InvokeError> {
         find_in_path(name, paths)
@@ -148,6 +163,16 @@ fn status_text(status: std::process::ExitStatus) -> String {
 
 impl Exec for RawExec {
     fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
+        self.exec_observed(plugin, stdin, env, &|_| {})
+    }
+
+    fn exec_observed(
+        &self,
+        plugin: &Path,
+        stdin: &[u8],
+        env: &[(String, String)],
+        spawned: &dyn Fn(u32),
+    ) -> Result<Vec<u8>, InvokeError> {
         let mut attempt = 0;
         let mut child = loop {
             let mut cmd = std::process::Command::new(plugin);
@@ -167,6 +192,7 @@ impl Exec for RawExec {
             }
         };
         let pid = child.id();
+        spawned(pid);
         let deadline = self.timeout.map(|t| Instant::now() + t);
         let spawn_err = |e: std::io::Error| InvokeError::Spawn { path: plugin.to_path_buf(), reason: e.to_string() };
         let outcome = crate::child_io::communicate(&mut child, stdin, deadline).map_err(spawn_err)?;

@@ -6,6 +6,7 @@
 //! * [`chain`]: running a conflist with libcni's semantics (`libcni/api.go`: `AddNetworkList`,
 //!   `CheckNetworkList`, `DelNetworkList`, `GCNetworkList`, `GetStatusNetworkList`) and its
 //!   `cniCacheV1` result cache.
+//! * [`procs`]: finding and ending a plugin process that outlived the one that started it.
 //! * [`child_io`]: a child's three pipes and its exit, served on the calling thread with a
 //!   deadline (no helper threads).
 //!
@@ -19,6 +20,7 @@
 pub mod chain;
 pub mod child_io;
 pub mod invoke;
+pub mod procs;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -589,3 +589,60 @@ fn a_netns_that_is_not_a_network_namespace_is_refused_before_anything_runs() {
         assert!(state_files(&h).is_empty(), "{path}: {:?}", h.dir.files());
     }
 }
+
+/// SIGKILL of the delegator at any moment of an ADD whose second delegate is slow, then DEL:
+/// once DEL returns nothing is left — also not later, when a delegate the killed delegator had
+/// started would have finished on its own (it is ended by DEL first).
+#[test]
+fn sigkill_at_any_moment_then_del_leaves_nothing_even_later() {
+    if !require_root("sigkill_at_any_moment_then_del_leaves_nothing_even_later") {
+        return;
+    }
+    let h = Harness::new("kl");
+    let ctr = h.container("kl");
+    let slow = json!({"cniVersion": "1.0.0", "name": "slow", "type": "braid-fault", "link": true, "sleepOn": "ADD", "sleepMs": 300,
+        "result": {"cniVersion": "1.0.0", "interfaces": [{"name": "net1"}]}});
+    let fast = json!({"cniVersion": "1.0.0", "name": "fast", "type": "ptp", "ipam": h.host_local(175)});
+    let list = delegator_list(&h, "1.0.0", "merged", json!([fast, slow]));
+    let bin = braid_integration::build_dir().join("delegator");
+    let path = h.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":");
+    let mut stdin = list["plugins"][0].as_object().unwrap().clone();
+    stdin.insert("name".into(), list["name"].clone());
+    stdin.insert("cniVersion".into(), list["cniVersion"].clone());
+    let stdin = serde_json::to_vec(&stdin).unwrap();
+    for round in 0..20u64 {
+        let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+        // Spread the kills over the whole ADD (~0–450 ms), deterministically.
+        let after = std::time::Duration::from_millis((round * 97) % 450);
+        let (rt_c, bin, path, stdin) = (rt.clone(), bin.clone(), path.clone(), stdin.clone());
+        cni_skel::netns::run_in(&h.host.path(), move || {
+            use std::io::Write;
+            let mut child = std::process::Command::new(&bin)
+                .env("CNI_COMMAND", "ADD")
+                .env("CNI_CONTAINERID", &rt_c.container_id)
+                .env("CNI_NETNS", &rt_c.netns)
+                .env("CNI_IFNAME", "eth0")
+                .env("CNI_PATH", &path)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(&stdin).unwrap();
+            std::thread::sleep(after);
+            let _ = child.kill();
+            child.wait().unwrap();
+        })
+        .unwrap();
+        h.del(&list, &rt).unwrap_or_else(|e| panic!("round {round}: DEL after SIGKILL at {after:?}: {e}"));
+        let check = |when: &str| {
+            assert_eq!(ctr.links(), ["lo"], "round {round} (kill at {after:?}), {when}");
+            assert!(reservations(&h).is_empty(), "round {round}, {when}: {:?}", h.dir.files());
+            assert!(state_files(&h).is_empty(), "round {round}, {when}: {:?}", h.dir.files());
+        };
+        check("right after DEL");
+        // Longer than the slow delegate's sleep: an orphan would have attached by now.
+        std::thread::sleep(std::time::Duration::from_millis(350));
+        check("after an orphan would have finished");
+    }
+}

@@ -1,0 +1,78 @@
+//! Finding and ending a plugin process that outlived the one that started it.
+//!
+//! A meta-plugin killed with SIGKILL leaves its running delegate behind: it has its own process
+//! group (so that a timeout can kill what it spawned) and gets no signal. A later DEL must end
+//! it before undoing its work, or the orphan finishes afterwards and leaves an attachment
+//! nobody knows of. A pid alone could name a new process by then; with its start time (field 22
+//! of `/proc/<pid>/stat`, `proc(5)`) it names exactly the one that was started.
+
+use std::time::{Duration, Instant};
+
+/// A process, named so that it cannot be confused with a later one of the same pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Started {
+    /// Its pid, which is also its process group (`RawExec` starts plugins in their own).
+    pub pid: u32,
+    /// Its start time, in clock ticks since boot.
+    pub start: u64,
+}
+
+/// `(state, starttime)` from `/proc/<pid>/stat`, `None` when there is no such process.
+fn stat(pid: u32) -> Option<(char, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may contain anything, so fields count from the
+    // last ')': state is field 3, starttime field 22.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some((fields.first()?.chars().next()?, fields.get(19)?.parse().ok()?))
+}
+
+impl Started {
+    /// The process with this pid as it runs now, if any.
+    pub fn of(pid: u32) -> Option<Started> {
+        stat(pid).map(|(_, start)| Started { pid, start })
+    }
+
+    /// Whether this very process still runs (a zombie has finished: nothing more it can do).
+    pub fn alive(&self) -> bool {
+        stat(self.pid).is_some_and(|(state, start)| start == self.start && state != 'Z')
+    }
+
+    /// Kills its whole process group if it still runs, and waits (up to `wait`) until it has
+    /// ended. Returns whether it was running; an error when it survived the wait.
+    pub fn kill_group(&self, wait: Duration) -> Result<bool, String> {
+        if !self.alive() {
+            return Ok(false);
+        }
+        let pgid = i32::try_from(self.pid).map_err(|e| e.to_string())?;
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::SIGKILL);
+        let deadline = Instant::now() + wait;
+        while self.alive() {
+            if Instant::now() > deadline {
+                return Err(format!("process {} survived SIGKILL for {wait:?}", self.pid));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    #[test]
+    fn a_process_is_named_by_pid_and_start_time_and_its_group_killed() {
+        let me = Started::of(std::process::id()).unwrap();
+        assert!(me.alive());
+        assert!(!Started { start: me.start + 1, ..me }.alive(), "another start time is another process");
+        let mut child = std::process::Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
+        let c = Started::of(child.id()).unwrap();
+        // Reaped by us, so wait from another thread while killing.
+        let waiter = std::thread::spawn(move || child.wait());
+        assert_eq!(c.kill_group(Duration::from_secs(5)), Ok(true));
+        waiter.join().unwrap().unwrap();
+        assert_eq!(c.kill_group(Duration::from_secs(1)), Ok(false));
+    }
+}
