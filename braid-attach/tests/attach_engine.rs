@@ -592,3 +592,41 @@ fn unusable_state_never_blocks_del_and_planted_state_is_not_replayed() {
     let e = StateStore::open(&w.dir).unwrap_err().to_string();
     assert!(e.contains("writable by group or others (mode 777)"), "{e}");
 }
+
+#[test]
+fn foreign_state_dirs_are_refused_and_read_only_ones_still_release_the_delegates() {
+    use std::os::unix::fs::PermissionsExt;
+    if !cni_skel::testing::require_root("foreign_state_dirs_are_refused_and_read_only_ones_still_release_the_delegates")
+    {
+        return;
+    }
+    // Owned by another user: refused, though nobody else may write to it.
+    let w = World::new("foreign");
+    std::fs::create_dir_all(&w.dir).unwrap();
+    std::fs::set_permissions(&w.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(&w.dir, Some(65534), Some(65534)).unwrap();
+    let e = StateStore::open(&w.dir).unwrap_err().to_string();
+    assert!(e.contains("owned by uid 65534"), "{e}");
+
+    // Read-only (a bind mount: root ignores mode bits): DEL still releases every delegate
+    // from the recorded state, and reports the state it could not remove.
+    let w = World::new("ro");
+    let exec = FakeExec::default();
+    let a = w.added_three(&exec);
+    let dir = w.dir.to_str().unwrap().to_string();
+    let mount = |args: &[&str]| assert!(std::process::Command::new("mount").args(args).status().unwrap().success());
+    mount(&["--bind", &dir, &dir]);
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir.clone());
+    mount(&["-o", "remount,bind,ro", &dir]);
+    let e = a.del(&call(), &[], &mut Logger::recording("test", "DEL")).unwrap_err();
+    assert_eq!(e.code, 5, "{e}");
+    assert!(e.msg.starts_with("the delegates were deleted, but"), "{e}");
+    let order: Vec<String> = calls(&exec).into_iter().map(|c| format!("{} {}", c.0, c.1)).collect();
+    assert_eq!(order, ["macvlan DEL", "ptp DEL", "bridge DEL"]);
+}
