@@ -502,3 +502,67 @@ pub fn rss_child() -> Result<u64, String> {
         nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).map_err(|e| e.to_string())?;
     Ok(u64::try_from(usage.max_rss()).unwrap_or(0))
 }
+
+/// ADD+DEL of a pod with the cluster network and two networks selected by its annotation,
+/// beside the same three networks as configured delegates: what selection itself costs
+/// (reading the annotation, resolving the files, the network-status document).
+pub fn selection(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
+    let nets = w.dir.path().join("braid.d");
+    let io = |e: std::io::Error| e.to_string();
+    std::fs::create_dir_all(nets.join("default")).map_err(io)?;
+    for (n, subnet) in [("a", 111u8), ("b", 112)] {
+        let conf = json!({"cniVersion": "1.0.0", "name": n, "plugins": [{"type": "ptp", "ipam": w.ipam(subnet)}]});
+        std::fs::write(nets.join("default").join(format!("{n}.conflist")), conf.to_string()).map_err(io)?;
+    }
+    let cluster = json!({"cniVersion": "1.0.0", "name": "cluster", "type": "ptp", "ipam": w.ipam(110)});
+    let annotations = "io.kubernetes.cri.pod-annotations";
+    let selected = json!({"cniVersion": "1.0.0", "name": "bench", "type": "delegator",
+        "stateDir": w.dir.path().join("selstate"), "delegates": [cluster],
+        "capabilities": {annotations: true},
+        "runtimeConfig": {annotations: {"k8s.v1.cni.cncf.io/networks": "a, b"}},
+        "kubernetes": {"networksDir": nets, "statusDir": w.dir.path().join("status")}});
+    let configured = json!({"cniVersion": "1.0.0", "name": "bench", "type": "delegator",
+        "stateDir": w.dir.path().join("cfgstate"), "confDir": nets.join("default"),
+        "delegates": [cluster, "a", "b"]});
+    let g = "ADD+DEL: cluster + 2 networks";
+    let mut by_config = Sample::new(g, "configured delegates", "ms");
+    let mut by_annotation = Sample::new(g, "selected by annotation", "ms");
+    let cycle = |conf: &Value, id: &str| -> Result<Duration, String> {
+        let with_pod = |mut c: Call| {
+            c.req.args = "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=bench".into();
+            c
+        };
+        let add = with_pod(w.call(w.bin("delegator"), Command::Add, id, "eth0", conf));
+        let del = with_pod(w.call(w.bin("delegator"), Command::Del, id, "eth0", conf));
+        let start = Instant::now();
+        add.run()?;
+        del.run()?;
+        Ok(start.elapsed())
+    };
+    w.in_host(|| -> Result<(), String> {
+        cycle(&configured, "warm-c")?;
+        cycle(&selected, "warm-s")?;
+        for i in 0..w.reps(200) {
+            let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+            for k in order {
+                if k == 0 {
+                    by_config.push(cycle(&configured, &format!("c{i}"))?);
+                } else {
+                    by_annotation.push(cycle(&selected, &format!("s{i}"))?);
+                }
+            }
+        }
+        Ok(())
+    })??;
+    let mut paired = Sample::new(g, "paired difference", "ms");
+    paired.values = by_annotation.values.iter().zip(&by_config.values).map(|(s, c)| s - c).collect();
+    let diff = paired.median();
+    let verdict = Verdict {
+        what: "ADD+DEL with two networks selected by annotation, beyond configured (median of paired differences)"
+            .into(),
+        measured: format!("{} (medians {} vs {})", ms(diff), ms(by_annotation.median()), ms(by_config.median())),
+        budget: "≤ 1 ms".into(),
+        holds: diff <= 1.0,
+    };
+    Ok((vec![by_config, by_annotation], vec![verdict]))
+}

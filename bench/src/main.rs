@@ -58,6 +58,8 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>) -> Result<bool, Stri
     take(cases::version(&w)?);
     say("ADD+DEL of [bridge, ptp]: delegator vs direct");
     take(cases::delegator_overhead(&w)?);
+    say("ADD+DEL with networks selected by the pod annotation vs configured");
+    take(cases::selection(&w)?);
     say("conflist with and without the merger");
     take(cases::merger_added(&w)?);
     say("verifier CHECK for 1, 8, 64 interfaces");
