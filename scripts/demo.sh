@@ -2,6 +2,9 @@
 # braid's main job, shown on real plugins in throwaway namespaces. Usage: sudo scripts/demo.sh
 # Installs what it needs, builds the release binaries, and cleans up in every case. It never
 # touches this machine's own network namespace: everything runs in namespaces it creates.
+# Part 1 drives the plugins with braid-cnitool; part 2 is a Kubernetes node: containerd's CRI
+# (a daemon of the demo's own, in a throwaway namespace, as the integration tests run it) with
+# braid installed by braid-install, and a pod annotated with two networks of the example ConfigMap.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,22 +14,84 @@ step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 need=()
 command -v ip >/dev/null || need+=(iproute2)
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+command -v jq >/dev/null || need+=(jq)
+command -v pgrep >/dev/null || need+=(procps)
+command -v containerd >/dev/null || need+=(containerd)
+command -v runc >/dev/null || need+=(runc)
+# The pod's sandbox image is built around static busybox (the dynamic one cannot run alone).
+dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "ok installed" || need+=(busybox-static)
 if [ ${#need[@]} -gt 0 ]; then
   step "installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-step "building release binaries"
+step "building release binaries (and braid-crictl, the demo's stand-in for the kubelet)"
 bin="$(bash scripts/build-release.sh | tail -n1)"
+# An example of the integration crate (its CRI client's gRPC stack is no dependency of the plugins).
+cargo build -q --locked -p braid-integration --example braid-crictl
+crictl="$PWD/target/debug/examples/braid-crictl"
 
 id="demo$$"
 host="braid-demo-host-$$"
 ctr="braid-demo-ctr-$$"
+node="braid-demo-node-$$"
 work="$(mktemp -d /tmp/braid-demo.XXXXXX)"
+k="$work/node"                      # part 2: containerd's and braid's directories
+sock="$k/containerd.sock"
+cd_pid=""                           # containerd's PID once started
+shims=/run/containerd/s             # containerd 1.6 keeps shim sockets there whatever its config says
+made_dirs=()                        # of /run/containerd and the cgroup trees, those the demo created
+for d in /run/containerd "$shims" /sys/fs/cgroup/k8s.io /sys/fs/cgroup/*/; do
+  case "$d" in */) d="${d}k8s.io" ;; esac    # runc's cgroup parent, per v1 controller
+  [ -e "$d" ] || made_dirs+=("$d")
+done
+cri() { "$crictl" "$sock" "$@"; }
+# The sandboxes of the demo's containerd: the pod it ran and any other it knows of.
+sandboxes() {
+  { cat "$k/pods" 2>/dev/null; ctr --address "$sock" -n k8s.io containers ls -q 2>/dev/null; } | sort -u
+}
+stop_pid() {  # SIGTERM, then SIGKILL after $2 seconds
+  local pid="$1" i
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < $2 * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && return 0
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+stop_node() {
+  [ -n "$cd_pid" ] || return 0
+  local ids id pid
+  ids="$(sandboxes)"
+  for id in $ids; do
+    cri stopp "$id" >/dev/null 2>&1 || true
+    cri rmp "$id" >/dev/null 2>&1 || true
+  done
+  stop_pid "$cd_pid" 10
+  wait "$cd_pid" 2>/dev/null || true
+  cd_pid=""
+  # Shims outlive the daemon; their command lines name its socket (a path of the demo's own).
+  for pid in $(pgrep -f -- "$sock" || true); do stop_pid "$pid" 3; done
+  for id in $ids; do
+    rm -f "$shims/$(printf '%s/k8s.io/%s' "$sock" "$id" | sha256sum | cut -d' ' -f1)"
+    rm -f /var/lib/cni/results/*-"$id"-*
+    for c in /sys/fs/cgroup/*/k8s.io/"$id" /sys/fs/cgroup/k8s.io/"$id"; do [ -d "$c" ] && rmdir "$c" 2>/dev/null; done
+  done
+  return 0
+}
 cleanup() {
+  stop_node
+  # What containerd mounted below the demo's directory (pod namespaces, shm, rootfs), innermost first.
+  awk -v p="$work/" 'index($5, p) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
+    umount -l "$m" 2>/dev/null || true
+  done
+  local i
+  for ((i = ${#made_dirs[@]} - 1; i >= 0; i--)); do rmdir "${made_dirs[$i]}" 2>/dev/null || true; done
   ip netns delete "$ctr" 2>/dev/null || true
   ip netns delete "$host" 2>/dev/null || true
+  ip netns delete "$node" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -113,7 +178,146 @@ done
 if ip -n "$host" -br link | grep -q '^veth'; then echo "a veth is still on the node"; left=1; fi
 if find "$work/ipam" -name '198.18.*' 2>/dev/null | grep -q .; then echo "an IP reservation is left"; left=1; fi
 if [ -n "$(ls -A "$work/cache/results" 2>/dev/null)" ]; then echo "a cache file is left"; left=1; fi
-if find "$work/state" -maxdepth 1 -type f 2>/dev/null | grep -q .; then echo "a delegator state file is left"; left=1; fi
+# .braid-owner records which plugin kind the stateDir serves; it stays by design.
+if find "$work/state" -maxdepth 1 -type f ! -name .braid-owner 2>/dev/null | grep -q .; then echo "a delegator state file is left"; left=1; fi
 [ "$left" -eq 0 ] || exit 1
 echo "no interface, no IP reservation, no state or cache file left (bridge leaves its bridge device on the node by design; it goes with the node namespace)"
+
+step "part 2, a Kubernetes node: containerd's CRI in a throwaway namespace $node, a bridge cluster network"
+ip netns add "$node"
+ip -n "$node" link set lo up
+# The example "storage" network's macvlan master, in the node namespace only.
+ip -n "$node" link add eth1 type veth peer name eth1p
+ip -n "$node" link set eth1 up
+mkdir -p "$k"/{net.d,cni-bin,braid.d,ipam,configmap,image/rootfs/bin}
+for p in /usr/lib/cni/*; do ln -s "$p" "$k/cni-bin/"; done
+cat > "$k/net.d/10-cluster.conflist" <<JSON
+{"cniVersion": "1.0.0", "name": "cluster", "plugins": [
+  {"type": "bridge", "bridge": "cluster0", "isGateway": true,
+   "ipam": {"type": "host-local", "dataDir": "$k/ipam", "ranges": [[{"subnet": "198.18.30.0/24"}]],
+            "routes": [{"dst": "0.0.0.0/0"}]}},
+  {"type": "tuning", "capabilities": {"mac": true}}]}
+JSON
+cat > "$k/config.toml" <<TOML
+version = 2
+root = "$k/root"
+state = "$k/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs",
+  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+[grpc]
+  address = "$sock"
+[ttrpc]
+  address = "$sock.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$k/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "localhost/braid-demo-sandbox:1"
+  disable_apparmor = true
+  netns_mounts_under_state_dir = true
+  restrict_oom_score_adj = true
+  disable_tcp_service = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "$k/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "$k/cni-bin"
+    conf_dir = "$k/net.d"
+    max_conf_num = 1
+TOML
+nsenter --net="/run/netns/$node" containerd --config "$k/config.toml" </dev/null >"$k/containerd.log" 2>&1 &
+cd_pid=$!   # nsenter execs containerd: this is the daemon's PID
+for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.1; done
+[ -S "$sock" ] || { echo "containerd did not start:" >&2; cat "$k/containerd.log" >&2; exit 1; }
+# The pod's sandbox ("pause") image: static busybox sleeping, built here and imported (no registry).
+cp /bin/busybox "$k/image/rootfs/bin/busybox"
+ln -s busybox "$k/image/rootfs/bin/sleep"
+tar -C "$k/image/rootfs" -cf "$k/image/layer.tar" .
+digest="$(sha256sum "$k/image/layer.tar" | cut -d' ' -f1)"
+cat > "$k/image/config.json" <<JSON
+{"architecture": "amd64", "os": "linux", "config": {"Entrypoint": ["/bin/sleep"], "Cmd": ["2147483647"]},
+ "rootfs": {"type": "layers", "diff_ids": ["sha256:$digest"]}}
+JSON
+echo '[{"Config": "config.json", "RepoTags": ["localhost/braid-demo-sandbox:1"], "Layers": ["layer.tar"]}]' > "$k/image/manifest.json"
+tar -C "$k/image" -cf "$k/sandbox.tar" manifest.json config.json layer.tar
+ctr --address "$sock" -n k8s.io images import "$k/sandbox.tar" >/dev/null
+cri wait-network cluster
+echo "containerd (PID $cd_pid) runs pods on the cluster network ($k/net.d/10-cluster.conflist: bridge, 198.18.30.0/24)"
+
+step "the example ConfigMap (deploy/kubernetes/networks-configmap.json) as the kubelet mounts it: keys behind a ..data symlink"
+# host-local's reservations go into the demo's directory (not /var/lib/cni/networks); nothing else changes.
+mkdir "$k/configmap/..v1"
+for key in $(jq -r '.data | keys[]' deploy/kubernetes/networks-configmap.json); do
+  jq -r --arg k "$key" '.data[$k]' deploy/kubernetes/networks-configmap.json \
+    | jq --arg d "$k/ipam" '.plugins |= map(if .ipam then .ipam.dataDir = $d else . end)' > "$k/configmap/..v1/$key"
+  ln -s "..data/$key" "$k/configmap/$key"
+done
+ln -s ..v1 "$k/configmap/..data"
+ls -lA "$k/configmap" | sed 1d
+
+step "braid-install --once: plugins into the CNI bin dir, the ConfigMap mirrored, 00-braid.conflist over the primary"
+"$bin/braid-install" --once --host-root / --source-dir "$bin" --wait 20 \
+  --cni-bin-dir "$k/cni-bin" --cni-conf-dir "$k/net.d" --networks-dir "$k/braid.d" \
+  --state-dir "$k/braid-state" --status-dir "$k/status" --networks-configmap "$k/configmap"
+cri wait-network braid
+echo "containerd reloaded its CNI configuration: pods now start through braid"
+cat "$k/net.d/00-braid.conflist"
+(cd "$k/braid.d" && find . -name '*.conflist' | sort)
+
+step "a pod in namespace default annotated k8s.v1.cni.cncf.io/networks: isolated, storage (RunPodSandbox)"
+t0=$EPOCHREALTIME
+pod="$(cri runp default/web "k8s.v1.cni.cncf.io/networks=isolated, storage")"
+echo "$pod" > "$k/pods"
+ms=$(( (${EPOCHREALTIME//[.,]/} - ${t0//[.,]/}) / 1000 ))   # µs → ms (the separator follows the locale)
+echo "sandbox ${pod:0:12} ready in $ms ms; its pod IP (the cluster network's: what Kubernetes sees): $(cri ips "$pod" | paste -sd' ')"
+netns="$(cri netns "$pod")"
+status="$k/status/default_web_$pod.json"
+step "the pod's interfaces (ip -br -4 addr in its namespace) beside the network-status braid wrote"
+echo "(<statusDir>/<namespace>_<pod>_<sandbox ID>.json: $status)"
+addrs="$(nsenter --net="$netns" ip -br -4 addr)"
+while read -r ifname _ addr; do
+  ifname="${ifname%@*}"
+  [ "$ifname" = lo ] && continue
+  entry="$(jq -c --arg i "$ifname" '.[] | select(.interface == $i) | {name, ips, default}' "$status")"
+  printf '%-5s %-18s | %s\n' "$ifname" "$addr" "${entry:-(not in the network-status)}"
+done <<<"$addrs"
+ok=1
+for want in "eth0 198.18.30." "net1 198.18.100." "net2 198.19.10."; do
+  set -- $want
+  grep -Eq "^$1[@ ].* ${2//./\\.}" <<<"$addrs" || { echo "the pod has no $1 with an address in $2*" >&2; ok=0; }
+done
+for want in "net1 default/isolated" "net2 default/storage"; do
+  set -- $want
+  jq -e --arg i "$1" --arg n "$2" 'any(.[]; .interface == $i and .name == $n)' "$status" >/dev/null \
+    || { echo "the network-status lacks $2 on $1" >&2; ok=0; }
+done
+[ "$ok" -eq 1 ] || { echo "the pod did not get its networks; containerd's log: $k/containerd.log" >&2; tail -20 "$k/containerd.log" >&2; exit 1; }
+echo "eth0 is the cluster network; net1 and net2 are the ConfigMap's isolated (bridge) and storage (macvlan on eth1)"
+
+step "the pod is removed (StopPodSandbox, RemovePodSandbox), containerd stopped"
+cri stopp "$pod"
+cri rmp "$pod"
+left=0
+[ -e "$netns" ] && { echo "the pod's network namespace is left: $netns"; left=1; }
+[ -n "$(ls -A "$k/state/io.containerd.grpc.v1.cri/netns" 2>/dev/null)" ] && { echo "a pod namespace is left"; left=1; }
+find "$k/ipam" -name '198.1*' | grep -q . && { echo "an IP reservation is left"; left=1; }
+find "$k/braid-state" "$k/status" -type f ! -name .braid-owner | grep -q . && { echo "braid state or status is left"; left=1; }
+ls /var/lib/cni/results/ 2>/dev/null | grep -q -- "-$pod-" && { echo "a libcni cache entry is left"; left=1; }
+ip -n "$node" -br link | grep -Eq '^(veth|net|mac)' && { echo "a pod interface is left on the node"; left=1; }
+shim="$shims/$(printf '%s/k8s.io/%s' "$sock" "$pod" | sha256sum | cut -d' ' -f1)"
+[ -e "$shim" ] && { echo "the shim socket is left"; left=1; }
+stop_node
+pgrep -f -- "$sock" >/dev/null && { echo "a containerd process is left"; left=1; }
+awk -v p="$work/" 'index($5, p) == 1' /proc/self/mountinfo | grep -q . && { echo "a mount is left"; left=1; }
+[ "$left" -eq 0 ] || exit 1
+echo "no pod namespace, interface, IP reservation, braid state or network-status, libcni cache entry, shim,"
+echo "mount or containerd process left (braid's conflist stays, as on a node; it goes with the demo's directory)"
+
 step "demo finished"
