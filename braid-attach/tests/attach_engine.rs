@@ -630,3 +630,40 @@ fn foreign_state_dirs_are_refused_and_read_only_ones_still_release_the_delegates
     let order: Vec<String> = calls(&exec).into_iter().map(|c| format!("{} {}", c.0, c.1)).collect();
     assert_eq!(order, ["macvlan DEL", "ptp DEL", "bridge DEL"]);
 }
+
+#[test]
+fn a_plan_that_does_not_fit_on_the_disk_leaves_no_empty_state() {
+    if !cni_skel::testing::require_root("a_plan_that_does_not_fit_on_the_disk_leaves_no_empty_state") {
+        return;
+    }
+    let w = World::new("full");
+    std::fs::create_dir_all(&w.dir).unwrap();
+    let dir = w.dir.to_str().unwrap().to_string();
+    // A 4 KiB tmpfs: the plan below does not fit.
+    assert!(std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4k,mode=0700", "tmpfs", &dir])
+        .status()
+        .unwrap()
+        .success());
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir);
+    let exec = FakeExec::default();
+    let a = w.attacher(&exec);
+    let big =
+        NetConf::from_value(json!({"cniVersion": "1.0.0", "name": "big", "type": "ptp", "pad": "x".repeat(64 * 1024)}))
+            .unwrap();
+    let d = Delegate { config: DelegateConfig::Plugin(big), ifname: "eth0".into(), ..Delegate::default() };
+    let e = a.add(&call(), &[d], &mut Logger::recording("test", "ADD")).unwrap_err();
+    assert_eq!(e.code, 5, "{e}");
+    assert!(calls(&exec).is_empty(), "nothing ran");
+    assert!(
+        a.store.keys().unwrap().is_empty(),
+        "no empty state left: {:?}",
+        std::fs::read_dir(&w.dir).unwrap().collect::<Vec<_>>()
+    );
+}

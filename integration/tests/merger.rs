@@ -168,3 +168,65 @@ fn macvlan_and_legacy_ptp_then_a_failing_delegate_rolls_back() {
     assert!(ctr.link("eth0").is_none());
     assert!(leftovers(&h).is_empty(), "{:?}", h.dir.files());
 }
+
+/// The merger killed at any moment of its ADD (its delegate is slow), then DEL as libcni sends
+/// it: nothing is left right after DEL, nor once an orphaned delegate would have finished.
+#[test]
+fn sigkill_of_the_merger_at_any_moment_then_del_leaves_nothing() {
+    if !require_root("sigkill_of_the_merger_at_any_moment_then_del_leaves_nothing") {
+        return;
+    }
+    let h = Harness::new("mkl");
+    let ctr = h.container("mkl");
+    let slow = json!({"cniVersion": "1.0.0", "name": "slow", "type": "braid-fault", "link": true, "sleepOn": "ADD", "sleepMs": 300,
+        "result": {"cniVersion": "1.0.0", "interfaces": [{"name": "net1"}]}});
+    let prev = json!({"cniVersion": "1.0.0", "interfaces": [{"name": "eth0"}], "ips": [{"address": "198.18.176.2/24", "interface": 0}]});
+    let conf = json!({"cniVersion": "1.0.0", "name": "mnet", "type": "merger", "stateDir": h.dir.path().join("state"),
+        "delegates": [slow], "prevResult": prev});
+    let stdin = serde_json::to_vec(&conf).unwrap();
+    let bin = braid_integration::build_dir().join("merger");
+    let path = h.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":");
+    for round in 0..20u64 {
+        let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+        let after = std::time::Duration::from_millis((round * 89) % 400);
+        let (rt_c, bin, path, input) = (rt.clone(), bin.clone(), path.clone(), stdin.clone());
+        cni_skel::netns::run_in(&h.host.path(), move || {
+            use std::io::Write;
+            let mut child = std::process::Command::new(&bin)
+                .env("CNI_COMMAND", "ADD")
+                .env("CNI_CONTAINERID", &rt_c.container_id)
+                .env("CNI_NETNS", &rt_c.netns)
+                .env("CNI_IFNAME", "eth0")
+                .env("CNI_PATH", &path)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(&input).unwrap();
+            std::thread::sleep(after);
+            let _ = child.kill();
+            child.wait().unwrap();
+        })
+        .unwrap();
+        h.exec_plugin("merger", cni_types::version::Command::Del, &rt, &stdin)
+            .unwrap_or_else(|e| panic!("round {round}: DEL after SIGKILL at {after:?}: {e}"));
+        let check = |when: &str| {
+            assert_eq!(ctr.links(), ["lo"], "round {round} (kill at {after:?}), {when}");
+            let state: Vec<String> = h
+                .dir
+                .files()
+                .into_iter()
+                .filter(|f| {
+                    f.starts_with("state/")
+                        && !f.starts_with("state/cache")
+                        && !f.ends_with(braid_attach::meta::OWNER_FILE)
+                })
+                .collect();
+            assert!(state.is_empty(), "round {round}, {when}: {state:?}");
+        };
+        check("right after DEL");
+        std::thread::sleep(std::time::Duration::from_millis(350));
+        check("after an orphan would have finished");
+    }
+}
