@@ -427,7 +427,7 @@ pub fn peak_rss(w: &World, me: &Path) -> Result<(Vec<Sample>, Vec<Verdict>), Str
         },
         {
             let conf = json!({"cniVersion": "1.0.0", "name": "r", "type": "merger", "prevResult": canned,
-                "stateDir": w.dir.path().join("rstate"), "delegates": [fault(1)]});
+                "stateDir": w.dir.path().join("rstate-merger"), "delegates": [fault(1)]});
             (
                 "merger (1 braid-fault delegate)",
                 w.call(w.bin("merger"), Command::Add, "rss-m", "eth0", &conf),
