@@ -427,7 +427,7 @@ pub fn peak_rss(w: &World, me: &Path) -> Result<(Vec<Sample>, Vec<Verdict>), Str
         },
         {
             let conf = json!({"cniVersion": "1.0.0", "name": "r", "type": "merger", "prevResult": canned,
-                "stateDir": w.dir.path().join("rstate"), "delegates": [fault(1)]});
+                "stateDir": w.dir.path().join("rstate-merger"), "delegates": [fault(1)]});
             (
                 "merger (1 braid-fault delegate)",
                 w.call(w.bin("merger"), Command::Add, "rss-m", "eth0", &conf),
@@ -565,4 +565,192 @@ pub fn selection(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
         holds: diff <= 1.0,
     };
     Ok((vec![by_config, by_annotation], vec![verdict]))
+}
+
+/// The group of the ADD+DEL of `n` ptp delegates.
+fn ptp_group(n: usize) -> &'static str {
+    match n {
+        1 => "ADD+DEL of 1 ptp",
+        4 => "ADD+DEL of 4 ptp",
+        _ => "ADD+DEL of 8 ptp",
+    }
+}
+
+/// The median of the paired ratios `a[i] / b[i]` (each pair measured back to back).
+fn paired_ratio(a: &Sample, b: &Sample) -> f64 {
+    let mut r = Sample::new("", "", "×");
+    r.values = a.values.iter().zip(&b.values).map(|(x, y)| x / y).collect();
+    r.median()
+}
+
+/// ADD+DEL of 1, 4 and 8 `ptp` delegates, interleaved: called directly one after another,
+/// started at once by a bare launcher (threads of this program, each spawning one delegate the
+/// way the delegator does), through the delegator one after another and with `"parallel":
+/// true`; at 4, the sequential delegator's merged result beside its primary one.
+pub fn parallel_attach(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
+    const DIRECT: usize = 0;
+    const LAUNCHER: usize = 1;
+    const SEQUENTIAL: usize = 2;
+    const PARALLEL: usize = 3;
+    const MERGED: usize = 4;
+    let names = [
+        "direct, one after another",
+        "direct, started at once (bare launcher)",
+        "delegator",
+        "delegator, parallel",
+        "delegator, merged result",
+    ];
+    let mut samples = Vec::new();
+    let mut verdicts = Vec::new();
+    for n in [1usize, 4, 8] {
+        let g = ptp_group(n);
+        let ptps: Vec<Value> = (0..n)
+            .map(|i| json!({"cniVersion": "1.0.0", "name": format!("p{i}"), "type": "ptp", "ipam": w.ipam(120 + i as u8)}))
+            .collect();
+        // The names the delegator gives them: CNI_IFNAME, then the first free net<N>.
+        let ifnames: Vec<String> = (0..n).map(|i| if i == 0 { "eth0".into() } else { format!("net{i}") }).collect();
+        let delegator = |parallel: bool, result: &str| {
+            json!({"cniVersion": "1.0.0", "name": "benchp", "type": "delegator", "result": result, "parallel": parallel,
+                "stateDir": w.dir.path().join("pstate"), "delegates": ptps})
+        };
+        let confs = [delegator(false, "primary"), delegator(true, "primary"), delegator(false, "merged")];
+        let modes: Vec<usize> = if n == 4 { vec![0, 1, 2, 3, 4] } else { vec![0, 1, 2, 3] };
+        let mut s: Vec<Sample> = names.iter().map(|m| Sample::new(g, *m, "ms")).collect();
+        let with_prev = |conf: &Value, out: &[u8]| {
+            let mut c = conf.clone();
+            c["prevResult"] = serde_json::from_slice(out).unwrap_or(Value::Null);
+            c
+        };
+        let ptp = w.reference("ptp");
+        let direct = |id: &str| -> Result<Duration, String> {
+            let start = Instant::now();
+            let mut outs = Vec::new();
+            for (conf, ifname) in ptps.iter().zip(&ifnames) {
+                outs.push(w.call(ptp.clone(), Command::Add, id, ifname, conf).run()?.1);
+            }
+            for ((conf, ifname), out) in ptps.iter().zip(&ifnames).zip(&outs).rev() {
+                w.call(ptp.clone(), Command::Del, id, ifname, &with_prev(conf, out)).run()?;
+            }
+            Ok(start.elapsed())
+        };
+        let launcher = |id: &str| -> Result<Duration, String> {
+            let adds: Vec<Call> =
+                ptps.iter().zip(&ifnames).map(|(c, i)| w.call(ptp.clone(), Command::Add, id, i, c)).collect();
+            let start = Instant::now();
+            let outs = at_once(&adds)?;
+            let dels: Vec<Call> = ptps
+                .iter()
+                .zip(&ifnames)
+                .zip(&outs)
+                .map(|((c, i), out)| w.call(ptp.clone(), Command::Del, id, i, &with_prev(c, out)))
+                .collect();
+            at_once(&dels)?;
+            Ok(start.elapsed())
+        };
+        let via = |conf: &Value, id: &str| -> Result<Duration, String> {
+            let add = w.call(w.bin("delegator"), Command::Add, id, "eth0", conf);
+            let del = w.call(w.bin("delegator"), Command::Del, id, "eth0", conf);
+            let start = Instant::now();
+            add.run()?;
+            del.run()?;
+            Ok(start.elapsed())
+        };
+        let cycle = |mode: usize, id: &str| match mode {
+            DIRECT => direct(id),
+            LAUNCHER => launcher(id),
+            SEQUENTIAL => via(&confs[0], id),
+            PARALLEL => via(&confs[1], id),
+            _ => via(&confs[2], id),
+        };
+        // Fewer rounds for more delegates: each one is longer.
+        let reps = w.reps(match n {
+            1 => 150,
+            4 => 80,
+            _ => 50,
+        });
+        w.in_host(|| -> Result<(), String> {
+            for &m in &modes {
+                cycle(m, &format!("warm{n}-{m}"))?;
+            }
+            for i in 0..reps {
+                // Rotate which mode goes first, so that none always follows the same one.
+                for k in 0..modes.len() {
+                    let m = modes[(i + k) % modes.len()];
+                    s[m].push(cycle(m, &format!("p{n}-{m}-{i}"))?);
+                }
+            }
+            Ok(())
+        })??;
+        let ratio = |a: usize, b: usize| paired_ratio(&s[a], &s[b]);
+        let medians = |a: usize, b: usize| format!("medians {} vs {}", ms(s[a].median()), ms(s[b].median()));
+        if n > 1 {
+            let r = ratio(SEQUENTIAL, DIRECT);
+            verdicts.push(Verdict {
+                what: format!("ADD+DEL of {n} ptp: delegator ÷ direct one after another (median of paired ratios)"),
+                measured: format!("{r:.3} ({})", medians(SEQUENTIAL, DIRECT)),
+                budget: "≤ 1.03".into(),
+                holds: r <= 1.03,
+            });
+            let r = ratio(PARALLEL, DIRECT);
+            verdicts.push(Verdict {
+                what: format!("ADD+DEL of {n} ptp: parallel delegator ÷ direct one after another"),
+                measured: format!("{r:.3} ({})", medians(PARALLEL, DIRECT)),
+                budget: "≤ 0.65".into(),
+                holds: r <= 0.65,
+            });
+        }
+        let r = ratio(PARALLEL, LAUNCHER);
+        verdicts.push(Verdict {
+            what: format!("ADD+DEL of {n} ptp: parallel delegator ÷ started at once by a bare launcher"),
+            measured: format!("{r:.3} ({})", medians(PARALLEL, LAUNCHER)),
+            budget: "≤ 1.05".into(),
+            holds: r <= 1.05,
+        });
+        if n == 4 {
+            let r = ratio(MERGED, SEQUENTIAL);
+            verdicts.push(Verdict {
+                what: "ADD+DEL of 4 ptp: delegator merged ÷ primary result".into(),
+                measured: format!("{r:.3} ({})", medians(MERGED, SEQUENTIAL)),
+                budget: "≤ 1.01".into(),
+                holds: r <= 1.01,
+            });
+        }
+        samples.extend(s.into_iter().filter(|x| !x.values.is_empty()));
+    }
+    Ok((samples, verdicts))
+}
+
+/// Runs every call at once, a thread each, as a bare launcher would; their outputs in order.
+fn at_once(calls: &[Call]) -> Result<Vec<Vec<u8>>, String> {
+    std::thread::scope(|s| {
+        let threads: Vec<_> = calls.iter().map(|c| s.spawn(move || c.run())).collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().map_err(|_| "a launcher thread panicked".to_string()).and_then(|r| r.map(|(_, out)| out)))
+            .collect()
+    })
+}
+
+/// The exec floor — an empty static binary spawned and reaped as a plugin is — beside the
+/// delegator's VERSION, interleaved: what any plugin call costs on this machine at least (no
+/// budget of its own: every other figure is read against it).
+pub fn exec_floor(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
+    let g = "exec floor";
+    let plugins = [w.bin("braid-exec-floor"), w.bin("delegator")];
+    let labels = ["empty static binary", "delegator VERSION"];
+    let stdin = json!({"cniVersion": "1.0.0"});
+    let calls: Vec<Call> =
+        plugins.iter().map(|p| w.call(p.clone(), Command::Version, "", "dummy", &stdin).in_netns("dummy")).collect();
+    let mut s: Vec<Sample> = labels.iter().map(|l| Sample::new(g, *l, "ms")).collect();
+    for c in &calls {
+        c.run()?;
+    }
+    for i in 0..w.reps(300) {
+        for k in 0..calls.len() {
+            let j = (i + k) % calls.len();
+            s[j].push(calls[j].run()?.0);
+        }
+    }
+    // No budget: it is the machine's figure, the yardstick for the others.
+    Ok((s, Vec::new()))
 }

@@ -35,7 +35,7 @@ fn say(msg: &str) {
 fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>) -> Result<bool, String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let bins = me.parent().map(PathBuf::from).ok_or("cannot tell where braid's binaries are")?;
-    for b in ["delegator", "merger", "verifier", "braid-fault"] {
+    for b in ["delegator", "merger", "verifier", "braid-fault", "braid-exec-floor"] {
         if !bins.join(b).exists() {
             return Err(format!("{} is missing: build the release binaries first", bins.join(b).display()));
         }
@@ -56,10 +56,14 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>) -> Result<bool, Stri
     };
     say("VERSION exec latency");
     take(cases::version(&w)?);
+    say("the exec floor: an empty static binary beside the delegator's VERSION");
+    take(cases::exec_floor(&w)?);
     say("ADD+DEL of [bridge, ptp]: delegator vs direct");
     take(cases::delegator_overhead(&w)?);
     say("ADD+DEL with networks selected by the pod annotation vs configured");
     take(cases::selection(&w)?);
+    say("ADD+DEL of 1, 4, 8 ptp: direct, at once, delegator sequential and parallel");
+    take(cases::parallel_attach(&w)?);
     say("conflist with and without the merger");
     take(cases::merger_added(&w)?);
     say("verifier CHECK for 1, 8, 64 interfaces");

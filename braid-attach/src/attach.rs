@@ -15,6 +15,13 @@
 //!   every delegate and reporting all failures together. Without a state file, or with a
 //!   corrupt one, the configured delegates are deleted best-effort, so IPAM is released.
 //! * One lock per container serialises ADD/DEL of that container.
+//! * With `parallel` ([`Attacher::parallel`]) every delegate's ADD starts at once, each on a
+//!   scoped thread of its own running the same path as a sequential one (its process recorded
+//!   before it is sent its stdin, its result appended as it arrives — each record one
+//!   `write(2)` with `O_APPEND`, so records from several threads stay whole lines). The results
+//!   are returned in plan order, whatever order they arrived in. If any fails, the others are
+//!   waited for, then every attempted one is deleted in reverse plan order, as above. The plan
+//!   records that it was parallel: DEL and CHECK of it run the delegates at once too.
 
 use crate::plan::{Attachment, Kind, Phase, Plan, Process, Progress};
 use crate::state::{Key, StateStore};
@@ -180,18 +187,44 @@ impl Exec for Watched<'_> {
 
 /// Runs delegates and keeps their state.
 pub struct Attacher<'a> {
-    /// How delegates are executed.
-    pub exec: &'a dyn Exec,
+    /// How delegates are executed (from several threads at once with [`Attacher::parallel`]).
+    pub exec: &'a (dyn Exec + Sync),
     /// `CNI_PATH`.
     pub paths: Vec<PathBuf>,
     /// Where state lives.
     pub store: StateStore,
+    /// Start every delegate's ADD at once (the `parallel` key); recorded in the plan, which
+    /// decides how its DEL and CHECK run. A DEL without a usable state follows this instead.
+    pub parallel: bool,
 }
 
 /// The state of a plan: every delegate with the exact configuration it is (to be) sent.
-fn plan(call: &RuntimeConf, delegates: &[Delegate]) -> Result<Plan, CniError> {
+fn plan(call: &RuntimeConf, delegates: &[Delegate], parallel: bool) -> Result<Plan, CniError> {
     let attachments = delegates.iter().map(|d| d.planned(call)).collect::<Result<_, _>>()?;
-    Ok(Plan { kind: Kind::V1, netns: call.netns.clone(), attachments })
+    Ok(Plan { kind: Kind::V1, netns: call.netns.clone(), attachments, parallel })
+}
+
+/// Runs `f` for every index of `indices`: one after another in that order, or with `parallel`
+/// all at once, a scoped thread each (a thread that cannot be created runs its `f` on the
+/// calling thread once the others are started). The outcomes come back in the order of
+/// `indices`; `None` for one whose thread panicked.
+fn each<T: Send>(parallel: bool, indices: &[usize], f: &(dyn Fn(usize) -> T + Sync)) -> Vec<Option<T>> {
+    if !parallel || indices.len() < 2 {
+        return indices.iter().map(|&i| Some(f(i))).collect();
+    }
+    std::thread::scope(|s| {
+        let started: Vec<_> = indices
+            .iter()
+            .map(|&i| (i, std::thread::Builder::new().name(format!("delegate-{i}")).spawn_scoped(s, move || f(i)).ok()))
+            .collect();
+        started
+            .into_iter()
+            .map(|(i, thread)| match thread {
+                Some(t) => t.join().ok(),
+                None => Some(f(i)),
+            })
+            .collect()
+    })
 }
 
 /// `delegate 1 (network "p2p", type "ptp", interface net1)`: how errors and logs name one.
@@ -314,7 +347,7 @@ impl Attacher<'_> {
                 ),
             ));
         }
-        let mut state = plan(call, delegates)?;
+        let mut state = plan(call, delegates, self.parallel)?;
         let line = state.to_line();
         // Read back what is written: a plan that would not decode (a configuration nested
         // deeper than the JSON reader allows) could never be replayed by DEL.
@@ -325,44 +358,115 @@ impl Attacher<'_> {
             ));
         }
         self.store.create(&key, &line)?;
+        if state.parallel {
+            return self.add_parallel(call, delegates, &key, state, log);
+        }
         let mut results = Vec::new();
         for (i, d) in delegates.iter().enumerate() {
-            // A result that cannot be recorded fails like the delegate itself: DEL could not
-            // replay what it does not know, so this delegate is rolled back with the others.
-            let outcome = self.add_one(call, d, &key, i).and_then(|result| {
-                let value = result.to_value();
-                let record = Progress { index: i, phase: Phase::Added, result: value.clone(), process: None };
-                self.store
-                    .append(&key, &record.to_line())
-                    .map_err(|e| (CniError::new(IO_FAILURE, format!("its result could not be recorded: {e}")), true))?;
-                Ok((result, value))
-            });
-            match outcome {
+            match self.add_recorded(call, d, &key, i) {
                 Ok((result, value)) => {
                     state.attachments[i].result = Some(value);
                     state.attachments[i].phase = Phase::Added;
                     results.push(result);
                 }
                 Err((e, started)) => {
-                    let what = describe(i, &state.attachments[i]);
                     // The failed delegate gets a best-effort DEL (it may have half-attached),
                     // unless it never started; only failures of those that returned a result
                     // keep the state.
-                    let attempted = if started { i + 1 } else { i };
-                    let rollback = self.del_recorded(call, &state, attempted, log);
-                    let mut msg = format!("{what} failed: {}", e.msg);
-                    if rollback.is_empty() {
-                        self.store.remove(&key)?;
-                    } else {
-                        msg.push_str(&format!("; rollback incomplete, state kept for DEL: {}", rollback.join("; ")));
-                    }
-                    let e = CniError { code: e.code, msg, details: e.details };
-                    log.error(&e);
-                    return Err(e);
+                    let attempted: Vec<bool> = (0..delegates.len()).map(|j| j < i || (j == i && started)).collect();
+                    return Err(self.roll_back(call, &key, &state, &attempted, (i, e), Vec::new(), log));
                 }
             }
         }
         Ok(results)
+    }
+
+    /// ADD of delegate `i` with its result recorded. A result that cannot be recorded fails
+    /// like the delegate itself: DEL could not replay what it does not know, so this delegate
+    /// is rolled back with the others.
+    fn add_recorded(
+        &self,
+        call: &RuntimeConf,
+        d: &Delegate,
+        key: &Key,
+        i: usize,
+    ) -> Result<(AnyResult, Value), (CniError, bool)> {
+        let result = self.add_one(call, d, key, i)?;
+        let value = result.to_value();
+        let record = Progress { index: i, phase: Phase::Added, result: value.clone(), process: None };
+        self.store
+            .append(key, &record.to_line())
+            .map_err(|e| (CniError::new(IO_FAILURE, format!("its result could not be recorded: {e}")), true))?;
+        Ok((result, value))
+    }
+
+    /// Every delegate's ADD at once; once all have returned, the results in plan order, or —
+    /// when any failed — the rollback of every attempted one, as for a sequential ADD.
+    fn add_parallel(
+        &self,
+        call: &RuntimeConf,
+        delegates: &[Delegate],
+        key: &Key,
+        mut state: Plan,
+        log: &mut Logger,
+    ) -> Result<Vec<AnyResult>, CniError> {
+        let indices: Vec<usize> = (0..delegates.len()).collect();
+        let outcomes = each(true, &indices, &|i| self.add_recorded(call, &delegates[i], key, i));
+        let mut results = Vec::new();
+        let mut attempted = Vec::new();
+        let mut failures = Vec::new();
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            let outcome = outcome.unwrap_or_else(|| Err((CniError::new(INTERNAL, "its thread panicked"), true)));
+            match outcome {
+                Ok((result, value)) => {
+                    state.attachments[i].result = Some(value);
+                    state.attachments[i].phase = Phase::Added;
+                    results.push(result);
+                    attempted.push(true);
+                }
+                Err((e, started)) => {
+                    attempted.push(started);
+                    failures.push((i, e));
+                }
+            }
+        }
+        let mut failures = failures.into_iter();
+        match failures.next() {
+            None => Ok(results),
+            Some(first) => Err(self.roll_back(call, key, &state, &attempted, first, failures.collect(), log)),
+        }
+    }
+
+    /// After delegate `first.0` failed (and, in a parallel ADD, the `others` too): DEL every
+    /// `attempted` delegate in reverse plan order, remove the state once that succeeded, and
+    /// return the error — the first failure's code, naming every failed delegate.
+    #[allow(clippy::too_many_arguments)]
+    fn roll_back(
+        &self,
+        call: &RuntimeConf,
+        key: &Key,
+        state: &Plan,
+        attempted: &[bool],
+        first: (usize, CniError),
+        others: Vec<(usize, CniError)>,
+        log: &mut Logger,
+    ) -> CniError {
+        let (i, e) = first;
+        let rollback = self.del_recorded(call, state, attempted, false, log);
+        let mut msg = format!("{} failed: {}", describe(i, &state.attachments[i]), e.msg);
+        for (j, other) in &others {
+            msg.push_str(&format!("; {} failed too: {}", describe(*j, &state.attachments[*j]), other.msg));
+        }
+        if rollback.is_empty() {
+            if let Err(removed) = self.store.remove(key) {
+                return removed.into();
+            }
+        } else {
+            msg.push_str(&format!("; rollback incomplete, state kept for DEL: {}", rollback.join("; ")));
+        }
+        let e = CniError { code: e.code, msg, details: e.details };
+        log.error(&e);
+        e
     }
 
     /// Sends DEL or CHECK to one recorded attachment: what ADD sent, with its recorded result
@@ -395,10 +499,22 @@ impl Attacher<'_> {
     /// best-effort DEL whose failure is logged: otherwise a delegate whose DEL fails as its ADD
     /// did (a typo'd type, a vanished macvlan master) would make every later DEL of the pod
     /// fail, and the runtime could never finish its teardown.
-    fn del_recorded(&self, call: &RuntimeConf, state: &Plan, count: usize, log: &mut Logger) -> Vec<String> {
+    fn del_recorded(
+        &self,
+        call: &RuntimeConf,
+        state: &Plan,
+        attempted: &[bool],
+        parallel: bool,
+        log: &mut Logger,
+    ) -> Vec<String> {
+        let indices: Vec<usize> =
+            (0..state.attachments.len()).rev().filter(|&i| attempted.get(i).copied().unwrap_or(false)).collect();
+        let outcomes = each(parallel, &indices, &|i| self.replay(Command::Del, call, &state.attachments[i]));
         let mut errors = Vec::new();
-        for (i, a) in state.attachments.iter().enumerate().take(count).rev() {
-            if let Err(e) = self.replay(Command::Del, call, a) {
+        for (&i, outcome) in indices.iter().zip(outcomes) {
+            let a = &state.attachments[i];
+            let outcome = outcome.unwrap_or_else(|| Err(CniError::new(INTERNAL, "its thread panicked")));
+            if let Err(e) = outcome {
                 let line = format!("{}: {}", describe(i, a), e.msg);
                 if a.phase == Phase::Added {
                     errors.push(line);
@@ -414,14 +530,19 @@ impl Attacher<'_> {
     /// nothing recorded says which of them may hold something — except a delegate whose binary
     /// does not exist, which cannot have attached anything and cannot be asked to DEL.
     fn del_configured(&self, call: &RuntimeConf, state: &Plan, log: &mut Logger) -> Vec<String> {
-        let mut errors = Vec::new();
+        let mut indices = Vec::new();
         for (i, a) in state.attachments.iter().enumerate().rev() {
-            if let Some(e) = self.missing_binary(a) {
-                log.warn(format_args!("{}: not deleted: {e}", describe(i, a)));
-                continue;
+            match self.missing_binary(a) {
+                Some(e) => log.warn(format_args!("{}: not deleted: {e}", describe(i, a))),
+                None => indices.push(i),
             }
-            if let Err(e) = self.replay(Command::Del, call, a) {
-                errors.push(format!("{}: {}", describe(i, a), e.msg));
+        }
+        let outcomes = each(state.parallel, &indices, &|i| self.replay(Command::Del, call, &state.attachments[i]));
+        let mut errors = Vec::new();
+        for (&i, outcome) in indices.iter().zip(outcomes) {
+            let outcome = outcome.unwrap_or_else(|| Err(CniError::new(INTERNAL, "its thread panicked")));
+            if let Err(e) = outcome {
+                errors.push(format!("{}: {}", describe(i, &state.attachments[i]), e.msg));
             }
         }
         errors
@@ -507,10 +628,10 @@ impl Attacher<'_> {
             Some(state) => {
                 n = state.attachments.len();
                 self.end_leftovers(&state, log)?;
-                self.del_recorded(call, &state, n, log)
+                self.del_recorded(call, &state, &vec![true; n], state.parallel, log)
             }
             None => {
-                let state = plan(call, configured)?;
+                let state = plan(call, configured, self.parallel)?;
                 n = state.attachments.len();
                 self.del_configured(call, &state, log)
             }
@@ -550,13 +671,27 @@ impl Attacher<'_> {
                 format!("corrupt attachment state for {}@{} ({} bytes)", call.container_id, call.ifname, bytes.len()),
             )
         })?;
+        let mut indices = Vec::new();
         for (i, a) in state.attachments.iter().enumerate() {
-            if !version::greater_than_or_equal_to(&a.cni_version, "0.4.0").unwrap_or(false) {
+            if version::greater_than_or_equal_to(&a.cni_version, "0.4.0").unwrap_or(false) {
+                indices.push(i);
+            } else {
                 log.info(format_args!("{} speaks {}: CHECK skipped", describe(i, a), a.cni_version));
-                continue;
             }
-            self.replay(Command::Check, call, a)
-                .map_err(|e| e.context(format_args!("{} CHECK failed", describe(i, a))))?;
+        }
+        if !state.parallel {
+            for &i in &indices {
+                let a = &state.attachments[i];
+                self.replay(Command::Check, call, a)
+                    .map_err(|e| e.context(format_args!("{} CHECK failed", describe(i, a))))?;
+            }
+            return Ok(());
+        }
+        // All at once; the first failure in plan order is the answer.
+        let outcomes = each(true, &indices, &|i| self.replay(Command::Check, call, &state.attachments[i]));
+        for (&i, outcome) in indices.iter().zip(outcomes) {
+            let outcome = outcome.unwrap_or_else(|| Err(CniError::new(INTERNAL, "its thread panicked")));
+            outcome.map_err(|e| e.context(format_args!("{} CHECK failed", describe(i, &state.attachments[i]))))?;
         }
         Ok(())
     }
@@ -575,7 +710,8 @@ impl Attacher<'_> {
         if let Some(state) = Plan::decode(&bytes) {
             let call = RuntimeConf { netns: state.netns.clone(), ..call };
             self.end_leftovers(&state, log)?;
-            let errors = self.del_recorded(&call, &state, state.attachments.len(), log);
+            // GC stays as it was: one stale attachment after another, its delegates in turn.
+            let errors = self.del_recorded(&call, &state, &vec![true; state.attachments.len()], false, log);
             if !errors.is_empty() {
                 return Err(CniError::new(
                     INTERNAL,

@@ -1,5 +1,5 @@
 //! The setup every braid meta-plugin runs for every command, written once: parse the shared
-//! keys (`delegates`, `stateDir`, `timeout`, `confDir`), open the state store, build the
+//! keys (`delegates`, `stateDir`, `timeout`, `parallel`, `confDir`), open the state store, build the
 //! executor, the logger and the runtime view of the call, and hand the commands to the engine.
 
 use crate::attach::{Attacher, Delegate};
@@ -50,6 +50,9 @@ pub struct MetaConfig {
     pub state_dir: PathBuf,
     /// `timeout`: seconds per delegate call (default 60).
     pub timeout: Duration,
+    /// `parallel`: start every delegate's ADD at once (default false; NPWG §7.3 says
+    /// attachments are not parallelised, so it is the operator's choice).
+    pub parallel: bool,
     /// For DEL only: why `delegates` could not be read. DEL works from the recorded state and
     /// must not fail because today's configuration is broken (an ADD it refused recorded
     /// nothing); without a state there is then nothing to delete.
@@ -83,7 +86,8 @@ impl MetaConfig {
         let default_dir = format!("/var/lib/cni/{}", spec.plugin);
         let state_dir = cni_skel::keys::path(&conf, "stateDir", &default_dir)?;
         let timeout = cni_skel::keys::seconds(&conf, "timeout", Duration::from_secs(60), MAX_TIMEOUT_SECS)?;
-        Ok(MetaConfig { conf, delegates, state_dir, timeout, delegates_error })
+        let parallel = cni_skel::keys::flag(&conf, "parallel", false)?;
+        Ok(MetaConfig { conf, delegates, state_dir, timeout, parallel, delegates_error })
     }
 }
 
@@ -156,7 +160,11 @@ impl Meta {
         // Nested braid plugins must not wait for the lock held here on their behalf.
         self.exec.env.retain(|(k, _)| k != crate::ifnames::HELD_ENV);
         self.exec.env.push((crate::ifnames::HELD_ENV.to_string(), names.held().to_string()));
-        attacher(&self.exec, &self.paths, &self.store).add(&self.call, &self.config.delegates, &mut self.log)
+        attacher(&self.exec, &self.paths, &self.store, self.config.parallel).add(
+            &self.call,
+            &self.config.delegates,
+            &mut self.log,
+        )
     }
 
     /// Gives every interface of `result` that lives in the pod namespace but lacks a MAC (the
@@ -178,7 +186,7 @@ impl Meta {
         if let Some(e) = &self.config.delegates_error {
             self.log.warn(format_args!("{e}; deleting what the state records"));
         }
-        let a = attacher(&self.exec, &self.paths, &self.store);
+        let a = attacher(&self.exec, &self.paths, &self.store, self.config.parallel);
         match &self.state_unusable {
             Some(why) => a.del_without_state(&self.call, &self.config.delegates, why, &mut self.log),
             None => a.del(&self.call, &self.config.delegates, &mut self.log),
@@ -188,19 +196,23 @@ impl Meta {
     /// CHECK every recorded delegate with its own result.
     pub fn check(&mut self) -> Result<(), CniError> {
         self.refuse_foreign()?;
-        attacher(&self.exec, &self.paths, &self.store).check(&self.call, &mut self.log)
+        attacher(&self.exec, &self.paths, &self.store, self.config.parallel).check(&self.call, &mut self.log)
     }
 
     /// GC with the configuration's valid attachments.
     pub fn gc(&mut self) -> Result<(), CniError> {
         self.refuse_foreign()?;
         let valid = self.config.conf.valid_attachments()?;
-        attacher(&self.exec, &self.paths, &self.store).gc(&self.config.delegates, &valid, &mut self.log)
+        attacher(&self.exec, &self.paths, &self.store, self.config.parallel).gc(
+            &self.config.delegates,
+            &valid,
+            &mut self.log,
+        )
     }
 
     /// STATUS of every delegate.
     pub fn status(&self) -> Result<(), CniError> {
-        attacher(&self.exec, &self.paths, &self.store).status(&self.config.delegates)
+        attacher(&self.exec, &self.paths, &self.store, self.config.parallel).status(&self.config.delegates)
     }
 }
 
@@ -258,6 +270,6 @@ fn claim(dir: &std::path::Path, plugin: &str) -> Result<Option<CniError>, CniErr
     )))
 }
 
-fn attacher<'a>(exec: &'a RawExec, paths: &[PathBuf], store: &StateStore) -> Attacher<'a> {
-    Attacher { exec, paths: paths.to_vec(), store: store.clone() }
+fn attacher<'a>(exec: &'a RawExec, paths: &[PathBuf], store: &StateStore, parallel: bool) -> Attacher<'a> {
+    Attacher { exec, paths: paths.to_vec(), store: store.clone(), parallel }
 }

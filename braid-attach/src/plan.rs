@@ -29,6 +29,11 @@ pub struct Plan {
     pub netns: String,
     /// The delegates, in ADD order.
     pub attachments: Vec<Attachment>,
+    /// Whether the delegates were started all at once (the `parallel` key): DEL and CHECK of
+    /// this attachment then run them at once too. Absent (false) in sequential plans, so their
+    /// state files read and are written exactly as before the key existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parallel: bool,
 }
 
 /// How far a delegate got.

@@ -244,9 +244,12 @@ impl StateStore {
         self.sync_dir()
     }
 
-    /// Appends one record (a single `write(2)` with `O_APPEND`) to an existing state file.
-    /// Not fsynced: a record lost to a power failure leaves the durable part intact, and a torn
-    /// last record is recognisable (it does not end in a newline).
+    /// Appends one record to an existing state file with a single `write(2)` and `O_APPEND`:
+    /// records appended at the same time (a parallel ADD's delegates, each on its own thread)
+    /// land whole, one after the other, never interleaved. A short write (a full disk) is an
+    /// error, never completed by a second write another record could slip in before. Not
+    /// fsynced: a record lost to a power failure leaves the durable part intact, and a torn
+    /// record is recognisable (it does not end in a newline, or does not decode).
     pub fn append(&self, key: &Key, record: &[u8]) -> Result<(), StateError> {
         let path = self.path(key);
         let mut f = OpenOptions::new()
@@ -254,7 +257,17 @@ impl StateStore {
             .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
             .open(&path)
             .map_err(|e| err("open", &path, e))?;
-        f.write_all(record).map_err(|e| err("append to", &path, e))
+        loop {
+            match f.write(record) {
+                Ok(n) if n == record.len() => return Ok(()),
+                Ok(n) => {
+                    let short = format!("short write: {n} of {} bytes", record.len());
+                    return Err(err("append to", &path, std::io::Error::other(short)));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(err("append to", &path, e)),
+            }
+        }
     }
 
     /// Removes a state file; a missing one is fine. Not fsynced: a removal lost to a power

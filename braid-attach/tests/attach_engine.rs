@@ -25,7 +25,12 @@ impl World {
         World { dir }
     }
     fn attacher<'a>(&self, exec: &'a FakeExec) -> Attacher<'a> {
-        Attacher { exec, paths: vec!["/opt/cni/bin".into()], store: StateStore::open(&self.dir).unwrap() }
+        Attacher {
+            exec,
+            paths: vec!["/opt/cni/bin".into()],
+            store: StateStore::open(&self.dir).unwrap(),
+            parallel: false,
+        }
     }
 
     /// An attacher that has ADDed `three()` successfully, with those calls forgotten.
@@ -339,7 +344,12 @@ fn a_result_that_cannot_be_recorded_rolls_back_like_a_failure() {
         fake.reply(ok_result(a));
     }
     let exec = LosesState { inner: &fake, dir: w.dir.clone(), on_call: 2, seen: Default::default() };
-    let a = Attacher { exec: &exec, paths: vec!["/opt/cni/bin".into()], store: StateStore::open(&w.dir).unwrap() };
+    let a = Attacher {
+        exec: &exec,
+        paths: vec!["/opt/cni/bin".into()],
+        store: StateStore::open(&w.dir).unwrap(),
+        parallel: false,
+    };
     let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
     assert_eq!(e.code, 5, "{e:?}");
     assert!(e.msg.starts_with("delegate 1 (network \"ptpnet\", type \"ptp\", interface net1) failed"), "{}", e.msg);
@@ -443,7 +453,12 @@ fn a_delegate_that_never_started_gets_no_del_and_keeps_no_state() {
     let w = World::new("neverstarted");
     let fake = FakeExec::default();
     let exec = Missing { inner: &fake, name: "macvlan" };
-    let a = Attacher { exec: &exec, paths: vec!["/opt/cni/bin".into()], store: StateStore::open(&w.dir).unwrap() };
+    let a = Attacher {
+        exec: &exec,
+        paths: vec!["/opt/cni/bin".into()],
+        store: StateStore::open(&w.dir).unwrap(),
+        parallel: false,
+    };
     fake.reply(ok_result("198.18.0.2/24"));
     fake.reply(ok_result("198.18.1.2/24"));
     let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
