@@ -308,6 +308,49 @@ impl Harness {
         (out.status.code().unwrap_or(-1), text(out.stdout), text(out.stderr))
     }
 
+    /// Starts braid's `plugin` (from the build dir) with ADD for `rt` inside the host
+    /// namespace, feeds it `stdin`, and SIGKILLs it once `until` returns true (polled every
+    /// 20 ms, at most 10 s): a crash at a moment the test chooses. Returns when it is reaped.
+    pub fn kill_during_add(&self, plugin: &str, rt: &RuntimeConf, stdin: &[u8], until: impl Fn() -> bool + Send) {
+        let bin = build_dir().join(plugin);
+        let path = cni_types::invocation::join_path(&self.paths);
+        let stdin = stdin.to_vec();
+        let ran = cni_skel::netns::run_in(&self.host.path(), move || {
+            use std::io::Write;
+            let mut child = Command::new(&bin)
+                .env("CNI_COMMAND", "ADD")
+                .env("CNI_CONTAINERID", &rt.container_id)
+                .env("CNI_NETNS", &rt.netns)
+                .env("CNI_IFNAME", &rt.ifname)
+                .env("CNI_ARGS", &rt.args)
+                .env("CNI_PATH", &path)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+            if let Some(mut input) = child.stdin.take() {
+                let _ = input.write_all(&stdin);
+            }
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !until() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        });
+        ran.unwrap_or_else(|e| panic!("host namespace: {e}"));
+    }
+
+    /// The stdin a runtime sends the first plugin of `list` (its object with the list's `name`
+    /// and `cniVersion`).
+    pub fn first_plugin_stdin(list: &Value) -> Vec<u8> {
+        let mut conf = list["plugins"][0].as_object().cloned().unwrap_or_default();
+        conf.insert("name".into(), list["name"].clone());
+        conf.insert("cniVersion".into(), list["cniVersion"].clone());
+        serde_json::to_vec(&conf).unwrap_or_default()
+    }
+
     /// The runtime parameters for a container namespace.
     pub fn runtime(&self, ns: &Netns, container_id: &str, ifname: &str) -> RuntimeConf {
         RuntimeConf {

@@ -218,44 +218,15 @@ fn sigkill_during_the_second_delegate_then_del_cleans_up() {
     delegates[1] = json!({"type": "braid-fault", "sleepOn": "ADD", "sleepMs": 3000});
     let list = delegator_list(&h, "1.0.0", "primary", delegates);
     let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
-    let conf = list["plugins"][0].clone();
-    let mut stdin = conf.as_object().unwrap().clone();
-    stdin.insert("name".into(), list["name"].clone());
-    stdin.insert("cniVersion".into(), list["cniVersion"].clone());
-    let stdin = serde_json::to_vec(&stdin).unwrap();
-    let bin = braid_integration::build_dir().join("delegator");
-    let path = h.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":");
-    let (rt_c, ns, state_dir) = (rt.clone(), h.host.path(), h.dir.path().join("state"));
-    cni_skel::netns::run_in(&ns, move || {
-        use std::io::Write;
-        let mut child = std::process::Command::new(&bin)
-            .env("CNI_COMMAND", "ADD")
-            .env("CNI_CONTAINERID", &rt_c.container_id)
-            .env("CNI_NETNS", &rt_c.netns)
-            .env("CNI_IFNAME", "eth0")
-            .env("CNI_PATH", &path)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(&stdin).unwrap();
-        // Wait until the bridge is attached and the fault plugin is sleeping.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::time::Instant::now() < deadline {
-            let state = std::fs::read_dir(&state_dir)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .any(|e| std::fs::read_to_string(e.path()).is_ok_and(|s| s.contains("\"phase\":\"added\"")));
-            if state {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
-    })
-    .unwrap();
+    let state_dir = h.dir.path().join("state");
+    // Killed once the bridge is attached and the fault plugin is sleeping.
+    h.kill_during_add("delegator", &rt, &Harness::first_plugin_stdin(&list), move || {
+        std::fs::read_dir(&state_dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| std::fs::read_to_string(e.path()).is_ok_and(|s| s.contains("\"phase\":\"added\"")))
+    });
     assert_eq!(ctr.addresses("eth0").len(), 1, "the first delegate should have attached before the kill");
     h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL after crash: {e}"));
     assert!(ctr.link("eth0").is_none());
@@ -604,36 +575,13 @@ fn sigkill_at_any_moment_then_del_leaves_nothing_even_later() {
         "result": {"cniVersion": "1.0.0", "interfaces": [{"name": "net1"}]}});
     let fast = json!({"cniVersion": "1.0.0", "name": "fast", "type": "ptp", "ipam": h.host_local(175)});
     let list = delegator_list(&h, "1.0.0", "merged", json!([fast, slow]));
-    let bin = braid_integration::build_dir().join("delegator");
-    let path = h.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":");
-    let mut stdin = list["plugins"][0].as_object().unwrap().clone();
-    stdin.insert("name".into(), list["name"].clone());
-    stdin.insert("cniVersion".into(), list["cniVersion"].clone());
-    let stdin = serde_json::to_vec(&stdin).unwrap();
+    let stdin = Harness::first_plugin_stdin(&list);
     for round in 0..20u64 {
         let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
         // Spread the kills over the whole ADD (~0–450 ms), deterministically.
         let after = std::time::Duration::from_millis((round * 97) % 450);
-        let (rt_c, bin, path, stdin) = (rt.clone(), bin.clone(), path.clone(), stdin.clone());
-        cni_skel::netns::run_in(&h.host.path(), move || {
-            use std::io::Write;
-            let mut child = std::process::Command::new(&bin)
-                .env("CNI_COMMAND", "ADD")
-                .env("CNI_CONTAINERID", &rt_c.container_id)
-                .env("CNI_NETNS", &rt_c.netns)
-                .env("CNI_IFNAME", "eth0")
-                .env("CNI_PATH", &path)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
-            child.stdin.take().unwrap().write_all(&stdin).unwrap();
-            std::thread::sleep(after);
-            let _ = child.kill();
-            child.wait().unwrap();
-        })
-        .unwrap();
+        let started = std::time::Instant::now();
+        h.kill_during_add("delegator", &rt, &stdin, move || started.elapsed() >= after);
         h.del(&list, &rt).unwrap_or_else(|e| panic!("round {round}: DEL after SIGKILL at {after:?}: {e}"));
         let check = |when: &str| {
             assert_eq!(ctr.links(), ["lo"], "round {round} (kill at {after:?}), {when}");

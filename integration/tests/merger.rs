@@ -184,31 +184,11 @@ fn sigkill_of_the_merger_at_any_moment_then_del_leaves_nothing() {
     let conf = json!({"cniVersion": "1.0.0", "name": "mnet", "type": "merger", "stateDir": h.dir.path().join("state"),
         "delegates": [slow], "prevResult": prev});
     let stdin = serde_json::to_vec(&conf).unwrap();
-    let bin = braid_integration::build_dir().join("merger");
-    let path = h.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":");
     for round in 0..20u64 {
         let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
         let after = std::time::Duration::from_millis((round * 89) % 400);
-        let (rt_c, bin, path, input) = (rt.clone(), bin.clone(), path.clone(), stdin.clone());
-        cni_skel::netns::run_in(&h.host.path(), move || {
-            use std::io::Write;
-            let mut child = std::process::Command::new(&bin)
-                .env("CNI_COMMAND", "ADD")
-                .env("CNI_CONTAINERID", &rt_c.container_id)
-                .env("CNI_NETNS", &rt_c.netns)
-                .env("CNI_IFNAME", "eth0")
-                .env("CNI_PATH", &path)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
-            child.stdin.take().unwrap().write_all(&input).unwrap();
-            std::thread::sleep(after);
-            let _ = child.kill();
-            child.wait().unwrap();
-        })
-        .unwrap();
+        let started = std::time::Instant::now();
+        h.kill_during_add("merger", &rt, &stdin, move || started.elapsed() >= after);
         h.exec_plugin("merger", cni_types::version::Command::Del, &rt, &stdin)
             .unwrap_or_else(|e| panic!("round {round}: DEL after SIGKILL at {after:?}: {e}"));
         let check = |when: &str| {

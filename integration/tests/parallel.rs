@@ -117,36 +117,13 @@ fn sigkill_during_a_parallel_add_then_del_leaves_nothing_even_later() {
         slow("slow2", 200)
     ]);
     let list = delegator_list(&h, &unique("par"), "merged", true, delegates);
-    let bin = braid_integration::build_dir().join("delegator");
-    let path = h.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":");
-    let mut stdin = list["plugins"][0].as_object().unwrap().clone();
-    stdin.insert("name".into(), list["name"].clone());
-    stdin.insert("cniVersion".into(), list["cniVersion"].clone());
-    let stdin = serde_json::to_vec(&stdin).unwrap();
+    let stdin = Harness::first_plugin_stdin(&list);
     for round in 0..24u64 {
         let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
         // Spread the kills over the whole ADD (~0–400 ms), deterministically.
         let after = Duration::from_millis((round * 37) % 400);
-        let (rt_c, bin, path, stdin) = (rt.clone(), bin.clone(), path.clone(), stdin.clone());
-        cni_skel::netns::run_in(&h.host.path(), move || {
-            use std::io::Write;
-            let mut child = std::process::Command::new(&bin)
-                .env("CNI_COMMAND", "ADD")
-                .env("CNI_CONTAINERID", &rt_c.container_id)
-                .env("CNI_NETNS", &rt_c.netns)
-                .env("CNI_IFNAME", "eth0")
-                .env("CNI_PATH", &path)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
-            child.stdin.take().unwrap().write_all(&stdin).unwrap();
-            std::thread::sleep(after);
-            let _ = child.kill();
-            child.wait().unwrap();
-        })
-        .unwrap();
+        let started = std::time::Instant::now();
+        h.kill_during_add("delegator", &rt, &stdin, move || started.elapsed() >= after);
         h.del(&list, &rt).unwrap_or_else(|e| panic!("round {round}: DEL after SIGKILL at {after:?}: {e}"));
         let check = |when: &str| {
             assert_eq!(ctr.links(), ["lo"], "round {round} (kill at {after:?}), {when}");
