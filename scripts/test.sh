@@ -73,6 +73,8 @@ if [ "$(id -u)" -eq 0 ]; then
     tail -n 3 "$out.demo"
   fi
   rm -f "$out.demo"
+else
+  echo "*** SKIPPED scripts/demo.sh: needs root ***"
 fi
 # One closing line over every test binary (cargo prints one per binary, the last often a crate's
 # empty doc-tests).
