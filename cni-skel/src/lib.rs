@@ -25,6 +25,7 @@ pub mod links;
 pub mod log;
 pub mod netns;
 pub mod routes;
+mod rtnl;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -7,24 +7,17 @@
 //! of a default route via each requested gateway on the chosen interface.
 
 use crate::netns::{run_in, NetnsError};
-use nix::sys::socket::{
-    bind, recv, send, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType,
-};
+use crate::rtnl;
 use std::fmt;
 use std::net::IpAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 const RTM_NEWROUTE: u16 = 24;
 const RTM_DELROUTE: u16 = 25;
 const RTM_GETROUTE: u16 = 26;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-const NLM_F_REQUEST: u16 = 0x1;
 const NLM_F_ACK: u16 = 0x4;
 const NLM_F_EXCL: u16 = 0x200;
 const NLM_F_CREATE: u16 = 0x400;
-const NLM_F_DUMP: u16 = 0x300;
 const RTA_DST: u16 = 1;
 const RTA_OIF: u16 = 4;
 const RTA_GATEWAY: u16 = 5;
@@ -38,7 +31,6 @@ const RT_SCOPE_NOWHERE: u8 = 255;
 const AF_INET: u8 = 2;
 const AF_INET6: u8 = 10;
 /// `sizeof(struct nlmsghdr)` and `sizeof(struct rtmsg)`.
-const NLMSG_HDR: usize = 16;
 const RTMSG: usize = 12;
 
 /// A main-table default route as the kernel reports it.
@@ -120,7 +112,7 @@ pub fn move_default_routes(
             }
             r.ifname = links.iter().find(|l| l.index == r.oif).map(|l| l.name.clone()).unwrap_or_default();
             let what = format!("deleting the default route {} of {}", describe_gw(r.gateway), r.ifname);
-            match request(&route_message(RTM_DELROUTE, NLM_F_REQUEST | NLM_F_ACK, &r)) {
+            match request(&route_message(RTM_DELROUTE, rtnl::NLM_F_REQUEST | NLM_F_ACK, &r)) {
                 Ok(()) | Err(nix::Error::ESRCH) => removed.push(r),
                 Err(e) => return Err(nl(what)(e)),
             }
@@ -128,7 +120,7 @@ pub fn move_default_routes(
         for gw in gateways {
             let r =
                 DefaultRoute { ipv6: gw.is_ipv6(), oif, ifname: ifname.to_string(), gateway: Some(*gw), priority: 0 };
-            let flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
+            let flags = rtnl::NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
             match request(&route_message(RTM_NEWROUTE, flags, &r)) {
                 Ok(()) | Err(nix::Error::EEXIST) => {}
                 Err(e) => return Err(nl(format!("adding the default route via {gw} on {ifname}"))(e)),
@@ -159,34 +151,6 @@ fn describe_gw(gw: Option<IpAddr>) -> String {
     gw.map_or_else(|| "without gateway".to_string(), |g| format!("via {g}"))
 }
 
-fn open() -> Result<OwnedFd, nix::Error> {
-    let fd: OwnedFd =
-        socket(AddressFamily::Netlink, SockType::Raw, SockFlag::SOCK_CLOEXEC, SockProtocol::NetlinkRoute)?;
-    bind(fd.as_raw_fd(), &NetlinkAddr::new(0, 0))?;
-    Ok(fd)
-}
-
-fn header(out: &mut Vec<u8>, kind: u16, flags: u16) {
-    out.extend_from_slice(&0u32.to_ne_bytes()); // length, set at the end
-    out.extend_from_slice(&kind.to_ne_bytes());
-    out.extend_from_slice(&flags.to_ne_bytes());
-    out.extend_from_slice(&1u32.to_ne_bytes()); // sequence
-    out.extend_from_slice(&0u32.to_ne_bytes()); // port: the kernel fills it in
-}
-
-fn attr(out: &mut Vec<u8>, kind: u16, value: &[u8]) {
-    out.extend_from_slice(&((4 + value.len()) as u16).to_ne_bytes());
-    out.extend_from_slice(&kind.to_ne_bytes());
-    out.extend_from_slice(value);
-    out.resize(align(out.len()), 0);
-}
-
-fn finish(mut out: Vec<u8>) -> Vec<u8> {
-    let len = (out.len() as u32).to_ne_bytes();
-    out[..4].copy_from_slice(&len);
-    out
-}
-
 fn ip_bytes(ip: &IpAddr) -> Vec<u8> {
     match ip {
         IpAddr::V4(a) => a.octets().to_vec(),
@@ -196,85 +160,38 @@ fn ip_bytes(ip: &IpAddr) -> Vec<u8> {
 
 /// An `RTM_NEWROUTE`/`RTM_DELROUTE` for a main-table default route.
 fn route_message(kind: u16, flags: u16, r: &DefaultRoute) -> Vec<u8> {
-    let mut m = Vec::with_capacity(64);
-    header(&mut m, kind, flags);
+    let mut m = rtnl::header(kind, flags);
     let (protocol, scope, rtype) =
         if kind == RTM_NEWROUTE { (RTPROT_BOOT, RT_SCOPE_UNIVERSE, RTN_UNICAST) } else { (0, RT_SCOPE_NOWHERE, 0) };
     let family = if r.ipv6 { AF_INET6 } else { AF_INET };
     m.extend_from_slice(&[family, 0, 0, 0, RT_TABLE_MAIN as u8, protocol, scope, rtype]);
     m.extend_from_slice(&0u32.to_ne_bytes()); // rtm_flags
     if let Some(gw) = &r.gateway {
-        attr(&mut m, RTA_GATEWAY, &ip_bytes(gw));
+        rtnl::attr(&mut m, RTA_GATEWAY, &ip_bytes(gw));
     }
-    attr(&mut m, RTA_OIF, &r.oif.to_ne_bytes());
+    rtnl::attr(&mut m, RTA_OIF, &r.oif.to_ne_bytes());
     if r.priority != 0 {
-        attr(&mut m, RTA_PRIORITY, &r.priority.to_ne_bytes());
+        rtnl::attr(&mut m, RTA_PRIORITY, &r.priority.to_ne_bytes());
     }
-    finish(m)
+    rtnl::finish(m)
 }
 
 /// Sends one request and reads its acknowledgement.
 fn request(msg: &[u8]) -> Result<(), nix::Error> {
-    let fd = open()?;
-    send(fd.as_raw_fd(), msg, MsgFlags::empty())?;
-    let mut buf = vec![0u8; 8192];
-    loop {
-        let n = recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty())?;
-        let mut msgs = &buf[..n];
-        while msgs.len() >= NLMSG_HDR {
-            let len = u32::from_ne_bytes([msgs[0], msgs[1], msgs[2], msgs[3]]) as usize;
-            let kind = u16::from_ne_bytes([msgs[4], msgs[5]]);
-            if len < NLMSG_HDR || len > msgs.len() {
-                return Err(nix::Error::EBADMSG);
-            }
-            if kind == NLMSG_ERROR {
-                let code = msgs.get(16..20).map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
-                return if code == 0 { Ok(()) } else { Err(nix::Error::from_raw(-code)) };
-            }
-            msgs = &msgs[align(len).min(msgs.len())..];
-        }
-    }
+    rtnl::exchange(msg, |_, _| {}).map(|_| ())
 }
 
 /// Every main-table default unicast route of the calling thread's namespace.
 fn default_routes() -> Result<Vec<DefaultRoute>, nix::Error> {
-    let fd = open()?;
-    let mut req = Vec::with_capacity(NLMSG_HDR + RTMSG);
-    header(&mut req, RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP);
+    let mut req = rtnl::header(RTM_GETROUTE, rtnl::NLM_F_REQUEST | rtnl::NLM_F_DUMP);
     req.extend_from_slice(&[0u8; RTMSG]); // AF_UNSPEC: every family
-    let req = finish(req);
-    send(fd.as_raw_fd(), &req, MsgFlags::empty())?;
-    let mut buf = vec![0u8; 64 * 1024];
     let mut out = Vec::new();
-    loop {
-        let n = recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty())?;
-        let mut msgs = &buf[..n];
-        while msgs.len() >= NLMSG_HDR {
-            let len = u32::from_ne_bytes([msgs[0], msgs[1], msgs[2], msgs[3]]) as usize;
-            let kind = u16::from_ne_bytes([msgs[4], msgs[5]]);
-            if len < NLMSG_HDR || len > msgs.len() {
-                return Err(nix::Error::EBADMSG);
-            }
-            match kind {
-                NLMSG_DONE => return Ok(out),
-                NLMSG_ERROR => {
-                    let code = msgs.get(16..20).map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
-                    return Err(nix::Error::from_raw(-code));
-                }
-                RTM_NEWROUTE => {
-                    if let Some(r) = parse_route(&msgs[NLMSG_HDR..len]) {
-                        out.push(r);
-                    }
-                }
-                _ => {}
-            }
-            msgs = &msgs[align(len).min(msgs.len())..];
+    rtnl::exchange(&rtnl::finish(req), |kind, body| {
+        if let Some(r) = (kind == RTM_NEWROUTE).then(|| parse_route(body)).flatten() {
+            out.push(r);
         }
-    }
-}
-
-fn align(n: usize) -> usize {
-    (n + 3) & !3
+    })?;
+    Ok(out)
 }
 
 /// One `RTM_NEWROUTE` body (rtmsg and attributes): `Some` for a main-table default unicast route.
@@ -286,15 +203,8 @@ fn parse_route(body: &[u8]) -> Option<DefaultRoute> {
         return None;
     }
     let mut r = DefaultRoute { ipv6: family == AF_INET6, oif: 0, ifname: String::new(), gateway: None, priority: 0 };
-    let mut attrs = &body[RTMSG..];
     let u32_of = |v: &[u8]| v.get(..4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
-    while attrs.len() >= 4 {
-        let len = u16::from_ne_bytes([attrs[0], attrs[1]]) as usize;
-        let kind = u16::from_ne_bytes([attrs[2], attrs[3]]) & 0x3fff;
-        if len < 4 || len > attrs.len() {
-            break;
-        }
-        let v = &attrs[4..len];
+    for (kind, v) in rtnl::attrs(&body[RTMSG..]) {
         match kind {
             RTA_DST => return None,
             RTA_OIF => r.oif = u32_of(v).unwrap_or(0),
@@ -313,7 +223,6 @@ fn parse_route(body: &[u8]) -> Option<DefaultRoute> {
             }
             _ => {}
         }
-        attrs = &attrs[align(len).min(attrs.len())..];
     }
     (table == RT_TABLE_MAIN).then_some(r)
 }
@@ -321,6 +230,7 @@ fn parse_route(body: &[u8]) -> Option<DefaultRoute> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rtnl::{NLMSG_HDR, NLM_F_REQUEST};
 
     #[test]
     fn a_default_route_is_read_back_from_the_message_that_adds_it_and_garbage_is_survived() {
