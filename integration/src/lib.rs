@@ -308,6 +308,19 @@ impl Harness {
         (out.status.code().unwrap_or(-1), text(out.stdout), text(out.stderr))
     }
 
+    /// IP reservations host-local still holds in the harness's IPAM data (it names each file
+    /// after the address it reserves).
+    pub fn reservations(&self) -> Vec<String> {
+        self.dir.files().into_iter().filter(|f| f.starts_with("ipam/") && f.contains("198.1")).collect()
+    }
+
+    /// braid's attachment records anywhere in the harness's directory: files named
+    /// `<containerID>@<ifname>` (the libcni cache, lock files and a state directory's owner file
+    /// are not records).
+    pub fn state_files(&self) -> Vec<String> {
+        self.dir.files().into_iter().filter(|f| f.rsplit('/').next().is_some_and(|n| n.contains('@'))).collect()
+    }
+
     /// Starts braid's `plugin` (from the build dir) with ADD for `rt` inside the host
     /// namespace, feeds it `stdin`, and SIGKILLs it once `until` returns true (polled every
     /// 20 ms, at most 10 s): a crash at a moment the test chooses. Returns when it is reaped.

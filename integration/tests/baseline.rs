@@ -26,11 +26,6 @@ fn conflist(version: &str, name: &str, bridge: &str, subnet: u8, h: &Harness) ->
     })
 }
 
-/// host-local names a reservation file after the address it reserves.
-fn reservations(h: &Harness) -> Vec<String> {
-    h.dir.files().into_iter().filter(|f| f.starts_with("ipam/") && f.contains("198.18.")).collect()
-}
-
 fn lifecycle(version: &str, subnet: u8, check: bool) {
     let h = Harness::new("base");
     let ctr = h.container("base");
@@ -56,7 +51,7 @@ fn lifecycle(version: &str, subnet: u8, check: bool) {
     assert!(h.host.links().contains(&bridge), "bridge missing in host ns");
     let host_veths = h.host.links().into_iter().filter(|l| l.starts_with("veth")).count();
     assert_eq!(host_veths, 1);
-    assert_eq!(reservations(&h).len(), 1, "{:?}", h.dir.files());
+    assert_eq!(h.reservations().len(), 1, "{:?}", h.dir.files());
     let cache = h.cache_dir().join("results").join(format!("{name}-{}-eth0", rt.container_id));
     assert!(cache.exists());
 
@@ -67,7 +62,7 @@ fn lifecycle(version: &str, subnet: u8, check: bool) {
     h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL {version}: {e}"));
     assert!(ctr.link("eth0").is_none(), "eth0 left in the container");
     assert_eq!(h.host.links().into_iter().filter(|l| l.starts_with("veth")).count(), 0, "veth left on the host");
-    assert!(reservations(&h).is_empty(), "IP reservation left: {:?}", h.dir.files());
+    assert!(h.reservations().is_empty(), "IP reservation left: {:?}", h.dir.files());
     assert!(!cache.exists(), "cache file left");
     // A repeated DEL succeeds.
     h.del(&list, &rt).unwrap_or_else(|e| panic!("second DEL {version}: {e}"));
@@ -134,7 +129,7 @@ fn a_failing_plugin_in_the_chain_is_named_and_del_cleans_up() {
     assert_eq!(ctr.addresses("eth0").len(), 1);
     h.del(&list, &rt).unwrap();
     assert!(ctr.link("eth0").is_none());
-    assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
+    assert!(h.reservations().is_empty(), "{:?}", h.dir.files());
     let calls: Vec<Value> =
         std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let commands: Vec<&str> = calls.iter().map(|c| c["command"].as_str().unwrap()).collect();

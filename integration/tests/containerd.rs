@@ -49,14 +49,9 @@ fn has(addrs: &[(String, String)], ifname: &str, prefix: &str) -> bool {
 
 /// Nothing of the pods left: reservations, braid state, libcni cache, pod namespaces, shims.
 fn assert_nothing_left(c: &Containerd) {
-    let files = c.h.dir.files();
-    let reservations: Vec<_> = files.iter().filter(|f| f.starts_with("ipam/") && f.contains("198.18.")).collect();
+    let reservations = c.h.reservations();
     assert!(reservations.is_empty(), "IP reservations left: {reservations:?}");
-    let state: Vec<_> = files
-        .iter()
-        .filter(|f| f.starts_with("state") && !f.split('/').nth(1).is_some_and(|s| s.starts_with("cache")))
-        .filter(|f| !f.ends_with(braid_attach::meta::OWNER_FILE))
-        .collect();
+    let state = c.h.state_files();
     assert!(state.is_empty(), "braid state left: {state:?}\n{}", c.log());
     let cache = libcni_cache_entries(c.networks());
     assert!(cache.is_empty(), "libcni cache entries left: {cache:?}");

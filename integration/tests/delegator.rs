@@ -18,20 +18,6 @@ fn delegator_list(h: &Harness, version: &str, mode: &str, delegates: Value) -> V
     })
 }
 
-fn reservations(h: &Harness) -> Vec<String> {
-    h.dir.files().into_iter().filter(|f| f.starts_with("ipam/") && f.contains("198.18.")).collect()
-}
-
-fn state_files(h: &Harness) -> Vec<String> {
-    h.dir
-        .files()
-        .into_iter()
-        .filter(|f| {
-            f.starts_with("state/") && !f.starts_with("state/cache") && !f.ends_with(braid_attach::meta::OWNER_FILE)
-        })
-        .collect()
-}
-
 #[test]
 fn bridge_and_ptp_merged_then_deleted() {
     if !require_root("bridge_and_ptp_merged_then_deleted") {
@@ -67,13 +53,13 @@ fn bridge_and_ptp_merged_then_deleted() {
     }
     assert!(r.routes.iter().any(|x| x.dst.to_string() == "198.19.30.0/24"));
     assert!(r.routes.iter().any(|x| x.dst.to_string() == "198.19.31.0/24"));
-    assert_eq!(state_files(&h).len(), 1);
+    assert_eq!(h.state_files().len(), 1);
 
     h.check(&list, &rt).unwrap_or_else(|e| panic!("CHECK: {e}"));
     h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL: {e}"));
     assert!(ctr.link("eth0").is_none() && ctr.link("net1").is_none());
-    assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
-    assert!(state_files(&h).is_empty(), "{:?}", h.dir.files());
+    assert!(h.reservations().is_empty(), "{:?}", h.dir.files());
+    assert!(h.state_files().is_empty(), "{:?}", h.dir.files());
     h.del(&list, &rt).unwrap_or_else(|e| panic!("second DEL: {e}"));
 }
 
@@ -107,8 +93,8 @@ fn failure_at_two_of_three_leaves_nothing_and_names_the_delegate() {
         e.msg
     );
     assert!(ctr.link("eth0").is_none(), "bridge attachment not rolled back");
-    assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
-    assert!(state_files(&h).is_empty(), "{:?}", h.dir.files());
+    assert!(h.reservations().is_empty(), "{:?}", h.dir.files());
+    assert!(h.state_files().is_empty(), "{:?}", h.dir.files());
     // The runtime's DEL after a failed ADD succeeds.
     h.del(&list, &rt).unwrap();
 }
@@ -170,8 +156,8 @@ fn hung_delegate_is_killed_and_rolled_back() {
     assert!(start.elapsed() < std::time::Duration::from_secs(10), "{:?}", start.elapsed());
     assert!(e.msg.contains("delegate 2") && e.msg.contains("timed out after 1s"), "{}", e.msg);
     assert!(ctr.link("eth0").is_none() && ctr.link("net1").is_none());
-    assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
-    assert!(state_files(&h).is_empty(), "{:?}", h.dir.files());
+    assert!(h.reservations().is_empty(), "{:?}", h.dir.files());
+    assert!(h.state_files().is_empty(), "{:?}", h.dir.files());
 }
 
 #[test]
@@ -188,12 +174,12 @@ fn del_without_state_twice_after_netns_gone_and_with_truncated_state() {
 
     // 2. Truncated state: DEL falls back to the configuration and releases IPAM.
     h.add(&list, &rt).unwrap();
-    assert_eq!(reservations(&h).len(), 2);
+    assert_eq!(h.reservations().len(), 2);
     let state = h.dir.path().join("state").join(format!("{}@eth0", rt.container_id));
     let bytes = std::fs::read(&state).unwrap();
     std::fs::write(&state, &bytes[..bytes.len() / 2]).unwrap();
     h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL with truncated state: {e}"));
-    assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
+    assert!(h.reservations().is_empty(), "{:?}", h.dir.files());
     assert!(ctr.link("eth0").is_none() && ctr.link("net1").is_none());
 
     // 3. DEL after the namespace was deleted, then DEL again.
@@ -203,8 +189,8 @@ fn del_without_state_twice_after_netns_gone_and_with_truncated_state() {
     drop(ctr2);
     h.del(&list, &rt2).unwrap_or_else(|e| panic!("DEL after netns deleted: {e}"));
     h.del(&list, &rt2).unwrap_or_else(|e| panic!("DEL twice: {e}"));
-    assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
-    assert!(state_files(&h).is_empty(), "{:?}", h.dir.files());
+    assert!(h.reservations().is_empty(), "{:?}", h.dir.files());
+    assert!(h.state_files().is_empty(), "{:?}", h.dir.files());
 }
 
 #[test]
@@ -230,8 +216,8 @@ fn sigkill_during_the_second_delegate_then_del_cleans_up() {
     assert_eq!(ctr.addresses("eth0").len(), 1, "the first delegate should have attached before the kill");
     h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL after crash: {e}"));
     assert!(ctr.link("eth0").is_none());
-    assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
-    assert!(state_files(&h).is_empty(), "{:?}", h.dir.files());
+    assert!(h.reservations().is_empty(), "{:?}", h.dir.files());
+    assert!(h.state_files().is_empty(), "{:?}", h.dir.files());
 }
 
 /// bridge (1.0.0), ptp (0.2.0) and macvlan on a veth master (0.4.0), under each delegator version.
@@ -278,8 +264,8 @@ fn three_delegates_mixed_versions_under_each_delegator_version() {
         for ifname in ["eth0", "net1", "net2"] {
             assert!(ctr.link(ifname).is_none(), "{version}: {ifname} left");
         }
-        assert!(reservations(&h).is_empty(), "{version}: {:?}", h.dir.files());
-        assert!(state_files(&h).is_empty(), "{version}: {:?}", h.dir.files());
+        assert!(h.reservations().is_empty(), "{version}: {:?}", h.dir.files());
+        assert!(h.state_files().is_empty(), "{version}: {:?}", h.dir.files());
     }
 }
 
@@ -338,13 +324,13 @@ fn named_and_conflist_delegates_dns_gc_status_and_parallel_containers() {
         assert_eq!(ctr.addresses("net1").len(), 1, "the named network attached net1");
         assert!(ctr.link("net2").is_none(), "the probe creates no link");
     }
-    assert_eq!(state_files(&h).len(), 3);
+    assert_eq!(h.state_files().len(), 3);
 
     h.status(&list).unwrap_or_else(|e| panic!("STATUS: {e}"));
     // GC keeps container 0 only.
     let keep = [cni_types::config::GcAttachment { container_id: rts[0].container_id.clone(), ifname: "eth0".into() }];
     h.gc(&list, Some(&keep)).unwrap_or_else(|e| panic!("GC: {e}"));
-    assert_eq!(state_files(&h), vec![format!("state/{}@eth0", rts[0].container_id)]);
+    assert_eq!(h.state_files(), vec![format!("state/{}@eth0", rts[0].container_id)]);
     let calls: Vec<Value> =
         std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let gc = calls.iter().find(|c| c["command"] == "GC").expect("the 1.1.0 delegate got GC");
@@ -362,8 +348,8 @@ fn named_and_conflist_delegates_dns_gc_status_and_parallel_containers() {
     for ctr in &ctrs {
         assert!(ctr.link("eth0").is_none() && ctr.link("net1").is_none());
     }
-    assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
-    assert!(state_files(&h).is_empty(), "{:?}", h.dir.files());
+    assert!(h.reservations().is_empty(), "{:?}", h.dir.files());
+    assert!(h.state_files().is_empty(), "{:?}", h.dir.files());
 }
 
 /// Two delegator networks set up at once in one pod (as go-cni does for `max_conf_num > 1`,
@@ -405,7 +391,7 @@ fn concurrent_networks_in_one_pod_get_distinct_names() {
         h.del(&lists[k], &rts[k]).unwrap();
     }
     assert_eq!(ctr.links(), ["lo"]);
-    assert!(reservations(&h).is_empty() && state_files(&h).is_empty(), "{:?}", h.dir.files());
+    assert!(h.reservations().is_empty() && h.state_files().is_empty(), "{:?}", h.dir.files());
 }
 
 /// A runtime that sends `CNI_ARGS` without `IgnoreUnknown=1` (crictl-style clients, scripts):
@@ -431,7 +417,7 @@ fn delegates_get_ignore_unknown_when_the_runtime_leaves_it_out() {
     h.check(&list, &rt).unwrap();
     h.del(&list, &rt).unwrap();
     assert!(ctr.link("eth0").is_none());
-    assert!(reservations(&h).is_empty() && state_files(&h).is_empty(), "{:?}", h.dir.files());
+    assert!(h.reservations().is_empty() && h.state_files().is_empty(), "{:?}", h.dir.files());
 }
 
 /// A delegate that is itself a braid network (a conflist with the merger): the nested plugin
@@ -496,14 +482,8 @@ fn nested_braid_networks_work_and_cycles_are_refused_at_once() {
         h.del(&list, &rt).unwrap_or_else(|e| panic!("{file}: DEL after a refused ADD: {e}"));
     }
     assert_eq!(ctr.links(), ["lo"]);
-    assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
-    let left: Vec<String> = h
-        .dir
-        .files()
-        .into_iter()
-        .filter(|f| f.contains("state/") && !f.contains("/cache") && !f.ends_with(".braid-owner"))
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
+    assert!(h.reservations().is_empty(), "{:?}", h.dir.files());
+    assert!(h.state_files().is_empty(), "{:?}", h.state_files());
 }
 
 /// A 0.2.0 delegate whose result has routes and DNS but no IPs, under a 0.2.0 delegator: Go
@@ -535,7 +515,7 @@ fn legacy_results_pass_within_their_family_and_unprintable_ones_roll_back() {
     let e = h.add(&list, &rt).unwrap_err();
     assert!(e.msg.contains("cannot express the result in cniVersion 0.2.0"), "{}", e.msg);
     assert!(ctr.link("eth0").is_none(), "the delegate's link was rolled back");
-    assert!(state_files(&h).is_empty(), "{:?}", h.dir.files());
+    assert!(h.state_files().is_empty(), "{:?}", h.dir.files());
 }
 
 /// `CNI_NETNS` naming a regular file or a namespace of another type is refused with code 4
@@ -557,7 +537,7 @@ fn a_netns_that_is_not_a_network_namespace_is_refused_before_anything_runs() {
         let e = h.add(&list, &rt).unwrap_err();
         assert_eq!(e.cause.as_ref().map(|c| c.code), Some(4), "{path}: {e}");
         assert!(!log.exists(), "{path}: a delegate ran");
-        assert!(state_files(&h).is_empty(), "{path}: {:?}", h.dir.files());
+        assert!(h.state_files().is_empty(), "{path}: {:?}", h.dir.files());
     }
 }
 
@@ -585,8 +565,8 @@ fn sigkill_at_any_moment_then_del_leaves_nothing_even_later() {
         h.del(&list, &rt).unwrap_or_else(|e| panic!("round {round}: DEL after SIGKILL at {after:?}: {e}"));
         let check = |when: &str| {
             assert_eq!(ctr.links(), ["lo"], "round {round} (kill at {after:?}), {when}");
-            assert!(reservations(&h).is_empty(), "round {round}, {when}: {:?}", h.dir.files());
-            assert!(state_files(&h).is_empty(), "round {round}, {when}: {:?}", h.dir.files());
+            assert!(h.reservations().is_empty(), "round {round}, {when}: {:?}", h.dir.files());
+            assert!(h.state_files().is_empty(), "round {round}, {when}: {:?}", h.dir.files());
         };
         check("right after DEL");
         // Longer than the slow delegate's sleep: an orphan would have attached by now.

@@ -437,14 +437,10 @@ impl Node {
     /// Nothing of the pods left: reservations, braid state and status, libcni cache, pod
     /// namespaces, shims.
     fn assert_nothing_left(&self) {
-        let files = self.c.h.dir.files();
-        let reservations: Vec<_> = files.iter().filter(|f| f.starts_with("ipam/") && f.contains("198.1")).collect();
+        let reservations = self.c.h.reservations();
         assert!(reservations.is_empty(), "IP reservations left: {reservations:?}");
-        let state: Vec<_> = files
-            .iter()
-            .filter(|f| f.starts_with("state/") || f.starts_with("status/"))
-            .filter(|f| !f.ends_with(braid_attach::meta::OWNER_FILE))
-            .collect();
+        let mut state = self.c.h.state_files();
+        state.extend(self.c.h.dir.files().into_iter().filter(|f| f.starts_with("status/")));
         assert!(state.is_empty(), "braid state left: {state:?}\n{}", self.c.log());
         let cache = libcni_cache_entries(self.c.networks());
         assert!(cache.is_empty(), "libcni cache entries left: {cache:?}");

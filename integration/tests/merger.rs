@@ -17,16 +17,9 @@ fn chain(h: &Harness, version: &str, delegates: Value) -> Value {
 }
 
 fn leftovers(h: &Harness) -> Vec<String> {
-    h.dir
-        .files()
-        .into_iter()
-        .filter(|f| {
-            (f.starts_with("ipam/") && f.contains("198.18."))
-                || (f.starts_with("state/")
-                    && !f.starts_with("state/cache")
-                    && !f.ends_with(braid_attach::meta::OWNER_FILE))
-        })
-        .collect()
+    let mut left = h.reservations();
+    left.extend(h.state_files());
+    left
 }
 
 #[test]
@@ -193,16 +186,7 @@ fn sigkill_of_the_merger_at_any_moment_then_del_leaves_nothing() {
             .unwrap_or_else(|e| panic!("round {round}: DEL after SIGKILL at {after:?}: {e}"));
         let check = |when: &str| {
             assert_eq!(ctr.links(), ["lo"], "round {round} (kill at {after:?}), {when}");
-            let state: Vec<String> = h
-                .dir
-                .files()
-                .into_iter()
-                .filter(|f| {
-                    f.starts_with("state/")
-                        && !f.starts_with("state/cache")
-                        && !f.ends_with(braid_attach::meta::OWNER_FILE)
-                })
-                .collect();
+            let state = h.state_files();
             assert!(state.is_empty(), "round {round}, {when}: {state:?}");
         };
         check("right after DEL");

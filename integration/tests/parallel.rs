@@ -23,20 +23,6 @@ fn delegator_list(h: &Harness, name: &str, mode: &str, parallel: bool, delegates
     })
 }
 
-fn reservations(h: &Harness) -> Vec<String> {
-    h.dir.files().into_iter().filter(|f| f.starts_with("ipam/") && f.contains("198.18.")).collect()
-}
-
-fn state_files(h: &Harness) -> Vec<String> {
-    h.dir
-        .files()
-        .into_iter()
-        .filter(|f| {
-            f.starts_with("state/") && !f.starts_with("state/cache") && !f.ends_with(braid_attach::meta::OWNER_FILE)
-        })
-        .collect()
-}
-
 /// A braid-fault delegate that creates a real link and sleeps `ms` before its ADD.
 fn slow(name: &str, ms: u64) -> Value {
     json!({"cniVersion": "1.0.0", "name": name, "type": "braid-fault", "link": true, "sleepOn": "ADD", "sleepMs": ms,
@@ -68,8 +54,8 @@ fn parallel_add_takes_about_the_slowest_delegate_not_the_sum() {
     h.check(&list, &rt).unwrap_or_else(|e| panic!("CHECK: {e}"));
     h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL: {e}"));
     assert_eq!(ctr.links(), ["lo"]);
-    assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
-    assert!(state_files(&h).is_empty(), "{:?}", h.dir.files());
+    assert!(h.reservations().is_empty(), "{:?}", h.dir.files());
+    assert!(h.state_files().is_empty(), "{:?}", h.dir.files());
 }
 
 #[test]
@@ -95,8 +81,8 @@ fn parallel_failure_while_others_still_run_leaves_nothing() {
         assert!(e.msg.contains(&format!("delegate {k} (network \"broken\", type \"braid-fault\"")), "k={k}: {}", e.msg);
         assert!(!e.msg.contains("rollback incomplete"), "k={k}: {}", e.msg);
         assert_eq!(ctr.links(), ["lo"], "k={k}");
-        assert!(reservations(&h).is_empty(), "k={k}: {:?}", h.dir.files());
-        assert!(state_files(&h).is_empty(), "k={k}: {:?}", h.dir.files());
+        assert!(h.reservations().is_empty(), "k={k}: {:?}", h.dir.files());
+        assert!(h.state_files().is_empty(), "k={k}: {:?}", h.dir.files());
         h.del(&list, &rt).unwrap_or_else(|e| panic!("k={k}: DEL after the failed ADD: {e}"));
     }
 }
@@ -127,8 +113,8 @@ fn sigkill_during_a_parallel_add_then_del_leaves_nothing_even_later() {
         h.del(&list, &rt).unwrap_or_else(|e| panic!("round {round}: DEL after SIGKILL at {after:?}: {e}"));
         let check = |when: &str| {
             assert_eq!(ctr.links(), ["lo"], "round {round} (kill at {after:?}), {when}");
-            assert!(reservations(&h).is_empty(), "round {round}, {when}: {:?}", h.dir.files());
-            assert!(state_files(&h).is_empty(), "round {round}, {when}: {:?}", h.dir.files());
+            assert!(h.reservations().is_empty(), "round {round}, {when}: {:?}", h.dir.files());
+            assert!(h.state_files().is_empty(), "round {round}, {when}: {:?}", h.dir.files());
         };
         check("right after DEL");
         // Longer than the slowest delegate's sleep: an orphan would have attached by now.
@@ -179,7 +165,7 @@ fn parallel_results_are_byte_identical_to_sequential_ones() {
             printed.push(normalised(&out, &rt.netns));
             h.exec_plugin("delegator", Command::Del, &rt, &stdin).unwrap_or_else(|e| panic!("DEL: {e}"));
             assert_eq!(ctr.links(), ["lo"]);
-            assert!(reservations(&h).is_empty(), "{:?}", h.dir.files());
+            assert!(h.reservations().is_empty(), "{:?}", h.dir.files());
         }
         assert_eq!(printed[0], printed[1], "{mode}: sequential, then parallel");
     }

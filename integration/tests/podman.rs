@@ -70,14 +70,9 @@ fn has(addrs: &[(String, String)], ifname: &str, prefix: &str) -> bool {
 
 /// What podman's teardown must not leave: reservations, braid state, cache entries, containers.
 fn assert_nothing_left(p: &Podman) {
-    let files = p.h.dir.files();
-    let reservations: Vec<_> = files.iter().filter(|f| f.starts_with("ipam/") && f.contains("198.18.")).collect();
+    let reservations = p.h.reservations();
     assert!(reservations.is_empty(), "IP reservations left: {reservations:?}");
-    let state: Vec<_> = files
-        .iter()
-        .filter(|f| f.starts_with("state") && !f.split('/').nth(1).is_some_and(|s| s.starts_with("cache")))
-        .filter(|f| !f.ends_with(braid_attach::meta::OWNER_FILE))
-        .collect();
+    let state = p.h.state_files();
     assert!(state.is_empty(), "braid state left: {state:?}");
     let cache = libcni_cache_entries(p.networks());
     assert!(cache.is_empty(), "libcni cache entries left: {cache:?}");
