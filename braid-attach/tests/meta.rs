@@ -41,3 +41,20 @@ fn a_state_dir_serves_one_plugin_kind() {
     assert_eq!(std::fs::read(dir.join("ctr1@eth0")).unwrap(), b"the delegator's");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_state_dir_replaced_by_a_symlink_is_refused_for_add_and_del_still_succeeds() {
+    let base = std::env::temp_dir().join(format!("braid-meta-link-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("elsewhere")).unwrap();
+    let dir = base.join("state");
+    std::os::unix::fs::symlink(base.join("elsewhere"), &dir).unwrap();
+    let e = Meta::open(&args(Command::Add, &dir), &DELEGATOR).err().unwrap();
+    assert_eq!(e.code, 5);
+    assert!(e.msg.contains("is a symlink"), "{e}");
+    // DEL works from the configuration (its one delegate's binary does not exist here, so
+    // there is nothing it could have attached) and touches nothing behind the link.
+    Meta::open(&args(Command::Del, &dir), &DELEGATOR).unwrap().del().unwrap();
+    assert_eq!(std::fs::read_dir(base.join("elsewhere")).unwrap().count(), 0);
+    std::fs::remove_dir_all(&base).unwrap();
+}
