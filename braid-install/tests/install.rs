@@ -194,7 +194,17 @@ fn a_running_plugin_is_replaced_without_etxtbsy() {
     std::fs::create_dir_all(n.bin_dir()).unwrap();
     let running = n.bin_dir().join("delegator");
     std::fs::copy("/bin/sleep", &running).unwrap();
-    let mut sleeper = Command::new(&running).arg("30").spawn().unwrap();
+    // Another test's fork may still hold the copy's write descriptor for a moment (the
+    // ETXTBSY race every exec of a fresh file has; RawExec retries the same way).
+    let mut sleeper = (0..50)
+        .find_map(|_| match Command::new(&running).arg("30").spawn() {
+            Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                None
+            }
+            other => Some(other.unwrap()),
+        })
+        .unwrap();
     // Writing into it in place would fail now.
     let in_place = std::fs::OpenOptions::new().write(true).open(&running);
     assert_eq!(in_place.err().and_then(|e| e.raw_os_error()), Some(nix::libc::ETXTBSY));
