@@ -1,5 +1,5 @@
-//! What the kernel says: one netlink snapshot of links, addresses and routes (every table) of
-//! the namespace the calling thread is in.
+//! What the kernel says: one netlink snapshot of links, addresses, routes (every table) and
+//! policy routing rules of the namespace the calling thread is in.
 //!
 //! rtnetlink's socket needs a reactor, so each snapshot runs a current-thread tokio runtime on
 //! the calling thread — the thread that entered the namespace (`cni_skel::netns::run_in`); the
@@ -11,10 +11,11 @@ use cni_types::ip::IpNet;
 use futures::StreamExt;
 use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST};
 use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
-use rtnetlink::packet_route::link::{LinkAttribute, LinkExtentMask, LinkMessage};
+use rtnetlink::packet_route::link::{InfoData, InfoVrf, LinkAttribute, LinkExtentMask, LinkInfo, LinkMessage};
 use rtnetlink::packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric, RouteType,
 };
+use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleFlags, RuleMessage};
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 use std::fmt;
 use std::net::IpAddr;
@@ -33,6 +34,10 @@ pub struct Link {
     pub mac: Vec<u8>,
     /// The MTU.
     pub mtu: u32,
+    /// `IFLA_MASTER`: the bridge, bond or VRF device this link is enslaved to.
+    pub master: Option<u32>,
+    /// For a VRF device, its routing table (`IFLA_VRF_TABLE`).
+    pub vrf_table: Option<u32>,
 }
 
 /// An address on a link.
@@ -69,7 +74,36 @@ pub struct Route {
     pub kind: u8,
 }
 
-/// Links, addresses and routes of one namespace, read in one go.
+/// A policy routing rule (`ip rule`): which packets it matches and the table it sends their
+/// lookup to. Selectors the verifier does not reason about are kept as a flag, so that a rule
+/// that matches only some packets (marked ones, one port, one user) is never taken to hold for
+/// all the traffic of an address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// `FRA_PRIORITY` (0 when absent: the `local` rule).
+    pub priority: u32,
+    /// The rule's family: IPv4 or IPv6.
+    pub ipv4: bool,
+    /// `from`: the source prefix (`None`: from all).
+    pub src: Option<IpNet>,
+    /// `to`: the destination prefix (`None`: to all).
+    pub dst: Option<IpNet>,
+    /// The table of a `lookup` rule (`FRA_TABLE`, else the header's); `None` for other actions
+    /// (goto, blackhole, unreachable, prohibit, nop).
+    pub table: Option<u32>,
+    /// `not`: the selectors are inverted.
+    pub invert: bool,
+    /// `iif`.
+    pub iif: Option<String>,
+    /// `oif`.
+    pub oif: Option<String>,
+    /// `l3mdev`: the table is the VRF's of the packet's device.
+    pub l3mdev: bool,
+    /// Any other selector: fwmark, tos, ipproto, ports, uid range, tunnel id.
+    pub narrowed: bool,
+}
+
+/// Links, addresses, routes and rules of one namespace, read in one go.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Snapshot {
     /// Every link.
@@ -78,6 +112,8 @@ pub struct Snapshot {
     pub addrs: Vec<Addr>,
     /// Every route of both families in every table (cloned cache entries left out).
     pub routes: Vec<Route>,
+    /// Every policy routing rule of both families, in the kernel's order (by priority).
+    pub rules: Vec<Rule>,
 }
 
 impl Snapshot {
@@ -120,7 +156,7 @@ impl fmt::Display for KernelError {
 
 impl std::error::Error for KernelError {}
 
-/// Reads links, addresses and routes of the calling thread's network namespace.
+/// Reads links, addresses, routes and rules of the calling thread's network namespace.
 pub fn snapshot() -> Result<Snapshot, KernelError> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().map_err(KernelError::Socket)?;
     rt.block_on(async {
@@ -163,6 +199,19 @@ async fn read_all(mut handle: rtnetlink::Handle) -> Result<Snapshot, KernelError
         .await?;
         snap.routes.extend(routes);
     }
+    // Policy rules, the same way (sbr's `from <pod IP> lookup 100`, VRF's l3mdev rule): a route
+    // of the result may live in a table one of them selects.
+    for family in [AddressFamily::Inet, AddressFamily::Inet6] {
+        let mut req = RuleMessage::default();
+        req.header.family = family;
+        let rules = dump(&mut handle, "rules", RouteNetlinkMessage::GetRule(req), |m, out| {
+            if let RouteNetlinkMessage::NewRule(r) = m {
+                out.extend(rule(&r));
+            }
+        })
+        .await?;
+        snap.rules.extend(rules);
+    }
     Ok(snap)
 }
 
@@ -196,16 +245,72 @@ async fn dump<T>(
 }
 
 fn link(m: &LinkMessage) -> Link {
-    let mut l = Link { index: m.header.index, name: String::new(), mac: Vec::new(), mtu: 0 };
+    let mut l =
+        Link { index: m.header.index, name: String::new(), mac: Vec::new(), mtu: 0, master: None, vrf_table: None };
     for a in &m.attributes {
         match a {
             LinkAttribute::IfName(n) => l.name = n.clone(),
             LinkAttribute::Address(b) => l.mac = b.clone(),
             LinkAttribute::Mtu(v) => l.mtu = *v,
+            LinkAttribute::Controller(i) => l.master = Some(*i),
+            LinkAttribute::LinkInfo(infos) => {
+                for info in infos {
+                    if let LinkInfo::Data(InfoData::Vrf(vrf)) = info {
+                        l.vrf_table = vrf.iter().find_map(|v| match v {
+                            InfoVrf::TableId(t) => Some(*t),
+                            _ => None,
+                        });
+                    }
+                }
+            }
             _ => {}
         }
     }
     l
+}
+
+fn rule(m: &RuleMessage) -> Option<Rule> {
+    let ipv4 = match m.header.family {
+        AddressFamily::Inet => true,
+        AddressFamily::Inet6 => false,
+        _ => return None,
+    };
+    let mut r = Rule {
+        priority: 0,
+        ipv4,
+        src: None,
+        dst: None,
+        table: None,
+        invert: m.header.flags.contains(RuleFlags::Invert),
+        iif: None,
+        oif: None,
+        l3mdev: false,
+        narrowed: m.header.tos != 0,
+    };
+    let mut table = u32::from(m.header.table);
+    for a in &m.attributes {
+        match a {
+            RuleAttribute::Priority(p) => r.priority = *p,
+            RuleAttribute::Source(ip) => r.src = IpNet::new(*ip, m.header.src_len).map(|n| n.network()),
+            RuleAttribute::Destination(ip) => r.dst = IpNet::new(*ip, m.header.dst_len).map(|n| n.network()),
+            RuleAttribute::Table(t) => table = *t,
+            RuleAttribute::Iifname(n) => r.iif = Some(n.clone()),
+            RuleAttribute::Oifname(n) => r.oif = Some(n.clone()),
+            RuleAttribute::L3MDev(on) => r.l3mdev = *on,
+            // A mark of 0 with mask 0 matches every packet; anything else narrows the rule.
+            RuleAttribute::FwMark(v) | RuleAttribute::FwMask(v) => r.narrowed |= *v != 0,
+            RuleAttribute::IpProtocol(_)
+            | RuleAttribute::SourcePortRange(_)
+            | RuleAttribute::DestinationPortRange(_)
+            | RuleAttribute::UidRange(_)
+            | RuleAttribute::TunId(_) => r.narrowed = true,
+            _ => {}
+        }
+    }
+    if m.header.action == RuleAction::ToTable && table != 0 {
+        r.table = Some(table);
+    }
+    Some(r)
 }
 
 fn addr(m: &AddressMessage) -> Option<Addr> {

@@ -7,6 +7,7 @@ mod config;
 mod inspect;
 mod kernel;
 mod plugin;
+mod policy;
 mod verify;
 
 /// Plugins live for milliseconds: keep small blocks instead of handing them back to the kernel.

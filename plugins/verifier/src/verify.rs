@@ -7,6 +7,7 @@
 //! MTUs and the 1.1 route fields are compared, and routes are looked up in their own table.
 
 use crate::kernel::{self, Snapshot};
+use crate::policy;
 use cni_types::ip::{IpNet, Mac};
 use cni_types::result::{Interface, Route};
 use std::fmt;
@@ -304,7 +305,8 @@ fn check_address(s: &Subject<'_>, (name, place): (&str, Place), want: IpNet, opt
     }
 }
 
-fn table_name(t: u32) -> String {
+/// A table as `ip route` names it.
+pub(crate) fn table_name(t: u32) -> String {
     match t {
         254 => "main".into(),
         255 => "local".into(),
@@ -350,16 +352,33 @@ fn check_route(snap: &Snapshot, want: &Route, mode: RouteChecks) -> Item {
     if full && want.table.is_some() {
         claim.push_str(&format!(" table {}", table_name(table)));
     }
+    // A route without a table may also live in a table a policy rule or a VRF selects for the
+    // interface it leaves by (sbr, vrf); upstream's rules read main only.
+    let reach = if full && want.table.is_none() { policy::reach(snap, dst) } else { Vec::new() };
+    let in_place =
+        |r: &kernel::Route| r.table == table || reach.iter().any(|x| x.table == r.table && Some(x.link.index) == r.oif);
     let same_dst: Vec<&kernel::Route> = snap.routes.iter().filter(|r| r.dst == dst).collect();
     // Upstream ignores the gateway of default routes (Q18); full checks compare it.
     let gw_matters = full || !dst.is_default();
     let candidates: Vec<&&kernel::Route> =
-        same_dst.iter().filter(|r| r.table == table && (!gw_matters || want.gw.is_none() || r.gw == want.gw)).collect();
+        same_dst.iter().filter(|r| in_place(r) && (!gw_matters || want.gw.is_none() || r.gw == want.gw)).collect();
     if candidates.is_empty() {
-        let has: Vec<String> = same_dst.iter().map(|r| kernel_label(r, snap)).collect();
+        let has: Vec<String> = same_dst
+            .iter()
+            .map(|r| {
+                let mut label = kernel_label(r, snap);
+                if full && want.table.is_none() && !in_place(r) {
+                    label.push_str(&match r.oif {
+                        Some(i) => format!(" [no policy rule or VRF selects it for {}'s addresses]", snap.link_name(i)),
+                        None => " [no interface: only table main counts]".to_string(),
+                    });
+                }
+                label
+            })
+            .collect();
+        let looked = if reach.is_empty() { format!("table {}", table_name(table)) } else { policy::places(&reach) };
         let why = format!(
-            "missing from table {} (has: {})",
-            table_name(table),
+            "missing from {looked} (has: {})",
             if has.is_empty() { "no route to this destination".to_string() } else { has.join(", ") }
         );
         return Item::new("", claim, Outcome::Mismatch(why));
@@ -428,9 +447,23 @@ mod tests {
     fn pod() -> Snapshot {
         Snapshot {
             links: vec![
-                Link { index: 1, name: "lo".into(), mac: vec![0; 6], mtu: 65536 },
-                Link { index: 2, name: "eth0".into(), mac: vec![0x0a, 0x58, 0, 0, 0, 1], mtu: 1500 },
-                Link { index: 3, name: "net1".into(), mac: vec![0x0a, 0x58, 0, 0, 0, 2], mtu: 9000 },
+                Link { index: 1, name: "lo".into(), mac: vec![0; 6], mtu: 65536, master: None, vrf_table: None },
+                Link {
+                    index: 2,
+                    name: "eth0".into(),
+                    mac: vec![0x0a, 0x58, 0, 0, 0, 1],
+                    mtu: 1500,
+                    master: None,
+                    vrf_table: None,
+                },
+                Link {
+                    index: 3,
+                    name: "net1".into(),
+                    mac: vec![0x0a, 0x58, 0, 0, 0, 2],
+                    mtu: 9000,
+                    master: None,
+                    vrf_table: None,
+                },
             ],
             addrs: vec![
                 Addr { ifindex: 2, net: net("198.18.0.5/24"), tentative: false, dadfailed: false },
@@ -444,6 +477,7 @@ mod tests {
                 route(254, "::/0", Some("2001:db8::1"), 2),
                 route(1000, "198.19.0.0/16", Some("198.19.1.1"), 3),
             ],
+            rules: Vec::new(),
         }
     }
 
@@ -599,7 +633,14 @@ mod tests {
         v["routes"] = json!([]);
         let r = result(v);
         let host = Snapshot {
-            links: vec![Link { index: 7, name: "cni0".into(), mac: vec![2, 0, 0, 0, 0, 1], mtu: 1500 }],
+            links: vec![Link {
+                index: 7,
+                name: "cni0".into(),
+                mac: vec![2, 0, 0, 0, 0, 1],
+                mtu: 1500,
+                master: None,
+                vrf_table: None,
+            }],
             ..Snapshot::default()
         };
         let is_container = |s: &str| s == NS;
@@ -620,6 +661,114 @@ mod tests {
         );
         let off = Options { check_host: false, routes: RouteChecks::Full };
         assert!(mismatches(&verify(&subject(None), off)).is_empty());
+    }
+
+    /// sbr's work on eth0: its routes moved from main to table 100, `from <eth0's IP> lookup 100`.
+    fn sbr(s: &mut Snapshot) {
+        for r in s.routes.iter_mut().filter(|r| r.oif == Some(2) && r.dst.is_ipv4()) {
+            r.table = 100;
+        }
+        s.rules.push(kernel::Rule {
+            priority: 32765,
+            ipv4: true,
+            src: Some(net("198.18.0.5/32")),
+            dst: None,
+            table: Some(100),
+            invert: false,
+            iif: None,
+            oif: None,
+            l3mdev: false,
+            narrowed: false,
+        });
+    }
+
+    #[test]
+    fn routes_in_a_table_a_policy_rule_selects_for_their_interface_pass() {
+        let r = result(good());
+        let mut s = pod();
+        sbr(&mut s);
+        assert!(bad(&r, &s, FULL).is_empty(), "{:?}", bad(&r, &s, FULL));
+        // Upstream's rules read main only.
+        let upstream = Options { check_host: true, routes: RouteChecks::Upstream };
+        assert_eq!(
+            bad(&r, &s, upstream)[0],
+            "route 0.0.0.0/0 via 198.18.0.1 missing from table main (has: 0.0.0.0/0 via 198.18.0.1 dev eth0 table 100)"
+        );
+        // Gone from every place it may be: each place named.
+        s.routes.retain(|x| x.dst != net("0.0.0.0/0"));
+        assert_eq!(
+            bad(&r, &s, FULL),
+            ["route 0.0.0.0/0 via 198.18.0.1 missing from table main and table 100 (selected for eth0 by rule 32765 from 198.18.0.5/32) (has: no route to this destination)"]
+        );
+    }
+
+    #[test]
+    fn a_tampered_rule_is_named() {
+        let r = result(good());
+        // The rule now selects table 100 for another address: eth0's routes there are unreachable.
+        let mut s = pod();
+        sbr(&mut s);
+        s.rules[0].src = Some(net("198.18.0.9/32"));
+        assert_eq!(
+            bad(&r, &s, FULL),
+            ["route 0.0.0.0/0 via 198.18.0.1 missing from table main (has: 0.0.0.0/0 via 198.18.0.1 dev eth0 table 100 [no policy rule or VRF selects it for eth0's addresses])"]
+        );
+        // The rule points at another table.
+        let mut s = pod();
+        sbr(&mut s);
+        s.rules[0].table = Some(101);
+        assert_eq!(
+            bad(&r, &s, FULL),
+            ["route 0.0.0.0/0 via 198.18.0.1 missing from table main and table 101 (selected for eth0 by rule 32765 from 198.18.0.5/32) (has: 0.0.0.0/0 via 198.18.0.1 dev eth0 table 100 [no policy rule or VRF selects it for eth0's addresses])"]
+        );
+        // A route of net1 in eth0's table does not count for net1.
+        let mut s = pod();
+        sbr(&mut s);
+        s.routes.push(route(100, "198.19.7.0/24", Some("198.19.1.1"), 3));
+        let mut v = good();
+        v["routes"] = json!([{"dst": "198.19.7.0/24", "gw": "198.19.1.1"}]);
+        assert_eq!(
+            bad(&result(v), &s, FULL),
+            ["route 198.19.7.0/24 via 198.19.1.1 missing from table main and table 100 (selected for eth0 by rule 32765 from 198.18.0.5/32) (has: 198.19.7.0/24 via 198.19.1.1 dev net1 table 100 [no policy rule or VRF selects it for net1's addresses])"]
+        );
+    }
+
+    #[test]
+    fn an_explicit_table_is_the_only_place_looked() {
+        let mut v = good();
+        v["routes"] = json!([{"dst": "0.0.0.0/0", "gw": "198.18.0.1", "table": 100}]);
+        let r = result(v);
+        let mut s = pod();
+        assert_eq!(
+            bad(&r, &s, FULL),
+            ["route 0.0.0.0/0 via 198.18.0.1 table 100 missing from table 100 (has: 0.0.0.0/0 via 198.18.0.1 dev eth0 table main)"]
+        );
+        sbr(&mut s);
+        assert!(bad(&r, &s, FULL).is_empty());
+        // Even without the rule: the result says where the route is, not how traffic gets there.
+        s.rules.clear();
+        assert!(bad(&r, &s, FULL).is_empty());
+    }
+
+    #[test]
+    fn routes_in_the_vrf_table_of_their_interface_pass() {
+        let r = result(good());
+        let mut s = pod();
+        s.links.push(Link {
+            index: 9,
+            name: "blue".into(),
+            mac: Vec::new(),
+            mtu: 65575,
+            master: None,
+            vrf_table: Some(10),
+        });
+        s.links[1].master = Some(9);
+        for x in s.routes.iter_mut().filter(|x| x.oif == Some(2)) {
+            x.table = 10;
+        }
+        assert!(bad(&r, &s, FULL).is_empty(), "{:?}", bad(&r, &s, FULL));
+        s.links[1].master = None;
+        assert_eq!(bad(&r, &s, FULL).len(), 2, "{:?}", bad(&r, &s, FULL));
     }
 
     #[test]
