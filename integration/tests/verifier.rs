@@ -172,7 +172,148 @@ fn a_route_deleted_or_moved_to_another_table_is_detected() {
     a.ctr.ip(&["route", "add", "198.19.70.0/24", "via", "198.18.70.1", "dev", "eth0", "table", "100"]);
     a.assert_detected(
         "route moved",
-        "missing from table main (has: 198.19.70.0/24 via 198.18.70.1 dev eth0 table 100)",
+        "missing from table main (has: 198.19.70.0/24 via 198.18.70.1 dev eth0 table 100 [no policy rule or VRF selects it for eth0's addresses])",
+    );
+}
+
+/// The verifier's CHECK of `result` with `settleMs` 0 (the namespace is settled).
+fn check_with(h: &Harness, rt: &RuntimeConf, result: &Value) -> Result<Vec<u8>, cni_runtime::invoke::InvokeError> {
+    let conf = json!({"cniVersion": "1.1.0", "name": "n", "type": "verifier", "settleMs": 0, "prevResult": result});
+    h.exec_plugin("verifier", Command::Check, rt, &serde_json::to_vec(&conf).unwrap())
+}
+
+fn mismatch(out: Result<Vec<u8>, cni_runtime::invoke::InvokeError>) -> cni_types::CniError {
+    match out {
+        Err(cni_runtime::invoke::InvokeError::Plugin(e)) if e.code == 120 => e,
+        other => panic!("expected the verifier's mismatch (code 120), got {other:?}"),
+    }
+}
+
+/// `ip -j rule` entries whose `src` is `ip`: (priority, table).
+fn rules_from(ctr: &Netns, ip: &str) -> Vec<(u64, String)> {
+    let rules = ctr.ip_json(&["rule", "show"]);
+    rules
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["src"] == ip)
+        .map(|r| (r["priority"].as_u64().unwrap(), r["table"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// sbr after a merged result moves eth0's routes to a table of their own and adds a rule for
+/// eth0's address: the verifier (enforcing on ADD) finds them there. Tampering with the rule —
+/// another source, another table, gone — is detected and named.
+#[test]
+fn sbr_routes_are_found_through_its_rule_and_a_tampered_rule_is_named() {
+    if !require_root("sbr_routes_are_found_through_its_rule_and_a_tampered_rule_is_named") {
+        return;
+    }
+    let h = Harness::new("vsbr");
+    let ctr = h.container("vsbr");
+    let list = json!({
+        "cniVersion": "1.0.0",
+        "name": unique("vsbr"),
+        "plugins": [
+            {"type": "delegator", "stateDir": h.dir.path().join("state"), "result": "merged", "delegates": [
+                {"name": "cluster", "type": "bridge", "bridge": unique("br"), "isDefaultGateway": true, "ipam": h.host_local(73)},
+                {"name": "side", "type": "ptp", "ipam": h.host_local(74)}
+            ]},
+            {"type": "sbr"},
+            {"type": "verifier"}
+        ]
+    });
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let result = h.add(&list, &rt).unwrap_or_else(|e| panic!("ADD with sbr and the verifier: {e}")).to_value();
+    let r = cni_types::AnyResult::from_bytes(result.to_string().as_bytes()).unwrap().to_latest();
+    let eth0 = r.ips[0].address.addr().to_string();
+    assert_eq!(rules_from(&ctr, &eth0), [(32765, "100".to_string())], "{}", ctr.ip(&["rule"]));
+    check_with(&h, &rt, &result).unwrap_or_else(|e| panic!("verifier CHECK after sbr: {e}"));
+    let (code, out, err) = h.run_tool("verifier", &["--netns", &rt.netns], result.to_string().as_bytes());
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.lines().any(|l| l == "ok       route 0.0.0.0/0 via 198.18.73.1"), "{out}");
+
+    // The rule now selects table 100 for an address eth0 does not have.
+    ctr.ip(&["rule", "del", "pref", "32765"]);
+    ctr.ip(&["rule", "add", "pref", "32765", "from", "198.18.73.250", "lookup", "100"]);
+    let e = mismatch(check_with(&h, &rt, &result));
+    assert_eq!(e.msg, format!("2 mismatches between result and namespace {}", rt.netns));
+    assert!(
+        e.details.contains("route 0.0.0.0/0 via 198.18.73.1 missing from table main (has: 0.0.0.0/0 via 198.18.73.1 dev eth0 table 100 [no policy rule or VRF selects it for eth0's addresses])"),
+        "{}",
+        e.details
+    );
+    assert!(e.details.contains("route 198.19.73.0/24 via 198.18.73.1 missing from table main"), "{}", e.details);
+    // The rule sends eth0's traffic to another table: both places are named.
+    ctr.ip(&["rule", "del", "pref", "32765"]);
+    ctr.ip(&["rule", "add", "pref", "32765", "from", &eth0, "lookup", "101"]);
+    let e = mismatch(check_with(&h, &rt, &result));
+    assert!(
+        e.details.contains(&format!("route 0.0.0.0/0 via 198.18.73.1 missing from table main and table 101 (selected for eth0 by rule 32765 from {eth0}/32) (has: 0.0.0.0/0 via 198.18.73.1 dev eth0 table 100 [no policy rule or VRF selects it for eth0's addresses])")),
+        "{}",
+        e.details
+    );
+    // Operators' mode names the same.
+    let (code, out, _) = h.run_tool("verifier", &["--netns", &rt.netns], result.to_string().as_bytes());
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("MISMATCH route 0.0.0.0/0 via 198.18.73.1 missing from table main and table 101")),
+        "{out}"
+    );
+    // Restored: verified again. DEL (sbr removes its rule) leaves no rule behind.
+    ctr.ip(&["rule", "del", "pref", "32765"]);
+    ctr.ip(&["rule", "add", "pref", "32765", "from", &eth0, "lookup", "100"]);
+    check_with(&h, &rt, &result).unwrap_or_else(|e| panic!("verifier CHECK with the rule restored: {e}"));
+    h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL: {e}"));
+    assert!(rules_from(&ctr, &eth0).is_empty(), "{}", ctr.ip(&["rule"]));
+    assert_eq!(ctr.links(), ["lo"]);
+    assert!(h.reservations().is_empty() && h.state_files().is_empty(), "{:?}", h.dir.files());
+}
+
+/// A 1.1.0 route with `table` is looked for in that table only; one without is found in a
+/// table only through a rule for its interface's addresses.
+#[test]
+fn an_explicit_table_is_honoured_and_a_table_without_a_rule_is_not_enough() {
+    if !require_root("an_explicit_table_is_honoured_and_a_table_without_a_rule_is_not_enough") {
+        return;
+    }
+    let (h, ctr, rt) = hand_made_pod("vtab", &["198.18.93.2/24"]);
+    ctr.ip(&["route", "add", "198.19.93.0/24", "via", "198.18.93.1", "dev", "eth0", "table", "200"]);
+    let claim = |table: Option<u32>| {
+        let mut route = json!({"dst": "198.19.93.0/24", "gw": "198.18.93.1"});
+        if let Some(t) = table {
+            route["table"] = json!(t);
+        }
+        json!({"cniVersion": "1.1.0", "interfaces": [{"name": "eth0", "sandbox": rt.netns}],
+            "ips": [{"address": "198.18.93.2/24", "interface": 0}], "routes": [route]})
+    };
+    check_with(&h, &rt, &claim(Some(200))).unwrap_or_else(|e| panic!("route in its table 200: {e}"));
+    let e = mismatch(check_with(&h, &rt, &claim(Some(201))));
+    assert_eq!(
+        e.details,
+        "route 198.19.93.0/24 via 198.18.93.1 table 201 missing from table 201 (has: 198.19.93.0/24 via 198.18.93.1 dev eth0 table 200)"
+    );
+    // No table in the result, and no rule: table 200 is not where eth0's traffic is looked up.
+    let e = mismatch(check_with(&h, &rt, &claim(None)));
+    assert_eq!(
+        e.details,
+        "route 198.19.93.0/24 via 198.18.93.1 missing from table main (has: 198.19.93.0/24 via 198.18.93.1 dev eth0 table 200 [no policy rule or VRF selects it for eth0's addresses])"
+    );
+    // A rule that holds only for marked packets does not make it so either.
+    ctr.ip(&["rule", "add", "pref", "1000", "from", "198.18.93.2", "fwmark", "0x1", "lookup", "200"]);
+    mismatch(check_with(&h, &rt, &claim(None)));
+    // A rule for eth0's address does.
+    ctr.ip(&["rule", "add", "pref", "1001", "from", "198.18.93.0/24", "lookup", "200"]);
+    check_with(&h, &rt, &claim(None)).unwrap_or_else(|e| panic!("route in table 200 selected by a rule: {e}"));
+    check_with(&h, &rt, &claim(Some(200))).unwrap_or_else(|e| panic!("explicit table with the rule: {e}"));
+    // Upstream's route checks read main only, rules or not.
+    let conf = json!({"cniVersion": "1.1.0", "name": "n", "type": "verifier", "settleMs": 0, "routeChecks": "upstream", "prevResult": claim(None)});
+    let e = mismatch(h.exec_plugin("verifier", Command::Check, &rt, &serde_json::to_vec(&conf).unwrap()));
+    assert!(
+        e.details.contains("missing from table main (has: 198.19.93.0/24 via 198.18.93.1 dev eth0 table 200)"),
+        "{}",
+        e.details
     );
 }
 

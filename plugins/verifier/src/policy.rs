@@ -26,6 +26,10 @@ use cni_types::ip::IpNet;
 const MAIN: u32 = 254;
 /// The local table (addresses of the namespace): never where a result's route lives.
 const LOCAL: u32 = 255;
+/// The `default` table, which the kernel's own last rule (`32767: from all lookup default`)
+/// selects for all traffic in every namespace: left out, or every message would name it. It is
+/// empty unless an administrator fills it; no reference plugin puts a route there.
+const DEFAULT: u32 = 253;
 
 /// One table beside `main` that traffic leaving by `link` is looked up in, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +82,7 @@ fn describe(rule: &Rule) -> String {
 pub fn reach(snap: &Snapshot, dst: IpNet) -> Vec<Reach<'_>> {
     let mut out: Vec<Reach<'_>> = Vec::new();
     for rule in &snap.rules {
-        let Some(table) = rule.table.filter(|t| *t != MAIN && *t != LOCAL) else { continue };
+        let Some(table) = rule.table.filter(|t| ![MAIN, LOCAL, DEFAULT].contains(t)) else { continue };
         for link in snap.links.iter().filter(|l| selects(snap, rule, l, dst)) {
             if !out.iter().any(|r| r.table == table && r.link.index == link.index) {
                 out.push(Reach { table, link, via: describe(rule) });
@@ -150,7 +154,12 @@ mod tests {
                 Addr { ifindex: 3, net: net("198.18.1.5/24"), tentative: false, dadfailed: false },
             ],
             routes: Vec::new(),
-            rules: vec![rule(0, None, LOCAL), rule(32765, Some("198.18.0.5/32"), 100), rule(32766, None, MAIN)],
+            rules: vec![
+                rule(0, None, LOCAL),
+                rule(32765, Some("198.18.0.5/32"), 100),
+                rule(32766, None, MAIN),
+                rule(32767, None, DEFAULT),
+            ],
         }
     }
 
