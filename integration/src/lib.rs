@@ -43,6 +43,36 @@ pub fn require_root(test: &str) -> bool {
     false
 }
 
+/// Whether this kernel can create a link of this kind: `ip link add probe0 type <kind_args…>`
+/// in a throwaway namespace; `Err` with iproute2's words when it cannot (VRF on a kernel built
+/// without `CONFIG_NET_VRF` says "Unknown device type").
+pub fn kernel_supports_link(kind_args: &[&str]) -> Result<(), String> {
+    let ns = Netns::new("probe");
+    let out = Command::new("ip")
+        .args(["-n", ns.name(), "link", "add", "probe0", "type"])
+        .args(kind_args)
+        .output()
+        .map_err(|e| format!("running ip: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+/// Says loudly that `test` did not run because the kernel lacks a feature. Written to the
+/// process's stderr itself, not with `eprintln!` (which libtest captures from passing tests):
+/// the line must reach the run's log, where `scripts/test.sh` counts it as skipped, never as
+/// passed. Not a failure under `BRAID_REQUIRE_ROOT_TESTS=1`: that variable demands root, and
+/// root cannot add a feature to the running kernel.
+pub fn skip_for_kernel(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "\n*** SKIPPED {test}: {why} — the kernel lacks it (root does not help); not counted as passed ***\n"
+    );
+}
+
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// A unique short tag for names (namespaces, networks, directories).
@@ -76,6 +106,23 @@ impl Netns {
     /// Runs `ip <args>` inside the namespace and returns stdout; panics on failure.
     pub fn ip(&self, args: &[&str]) -> String {
         self.ns.ip(args)
+    }
+
+    /// Runs `program <args>` inside the namespace (`ip netns exec`: iptables-save, tc, …) and
+    /// returns stdout; panics on failure.
+    pub fn exec(&self, program: &str, args: &[&str]) -> String {
+        let out = Command::new("ip")
+            .args(["netns", "exec", self.name(), program])
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("ip netns exec {} {program}: {e}", self.name()));
+        assert!(
+            out.status.success(),
+            "ip netns exec {} {program} {args:?} failed: {}",
+            self.name(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// `ip -j` output parsed.
