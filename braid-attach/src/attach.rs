@@ -766,25 +766,4 @@ impl Attacher<'_> {
             Err(CniError::new(INTERNAL, format!("GC failed: {}", errors.join("; "))))
         }
     }
-
-    /// STATUS: every delegate (of 1.1.0 or later) in order; the first failure is returned with its code (50/51).
-    pub fn status(&self, delegates: &[Delegate]) -> Result<(), CniError> {
-        let call = RuntimeConf::default();
-        for (i, d) in delegates.iter().enumerate() {
-            let result: Result<(), CniError> = match &d.config {
-                // As libcni does for lists: STATUS does not exist below 1.1.0.
-                DelegateConfig::Plugin(c) if !Command::Status.allowed_in(c.version()).unwrap_or(false) => Ok(()),
-                DelegateConfig::Plugin(c) => {
-                    let inv = self.invocation(Command::Status, &call, "", &ignore_unknown(""));
-                    self.exec
-                        .find(c.plugin_type(), &self.paths)
-                        .and_then(|p| invoke::exec_without_result(self.exec, &p, &c.to_bytes(), &inv))
-                        .map_err(CniError::from)
-                }
-                DelegateConfig::List(l) => self.chain().status(l).map_err(CniError::from),
-            };
-            result.map_err(|e| e.context(format_args!("delegate {i} (network {:?}) STATUS", d.name())))?;
-        }
-        Ok(())
-    }
 }

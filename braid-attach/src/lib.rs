@@ -13,6 +13,7 @@
 //! * [`sandbox`]: a merged result completed from the pod namespace (MACs, MTUs).
 //! * [`plan`]: the on-disk format of that plan, typed and versioned.
 //! * [`state`]: the locked, private, crash-safe files that hold it.
+//! * [`status`]: STATUS — whether an ADD could run now (every delegate found and ready).
 #![forbid(unsafe_code)]
 
 pub mod attach;
@@ -22,6 +23,7 @@ pub mod meta;
 pub mod plan;
 pub mod sandbox;
 pub mod state;
+pub mod status;
 
 pub use attach::{Attacher, Delegate, DelegateConfig};
 pub use meta::{Meta, MetaConfig, Spec};

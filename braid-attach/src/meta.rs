@@ -209,11 +209,6 @@ impl Meta {
             &mut self.log,
         )
     }
-
-    /// STATUS of every delegate.
-    pub fn status(&self) -> Result<(), CniError> {
-        attacher(&self.exec, &self.paths, &self.store, self.config.parallel).status(&self.config.delegates)
-    }
 }
 
 impl Meta {
@@ -257,17 +252,28 @@ fn claim(dir: &std::path::Path, plugin: &str) -> Result<Option<CniError>, CniErr
         }
         Err(e) => return Err(io(e)),
     };
+    Ok(foreign(dir, &owner, plugin))
+}
+
+/// The refusal of a `stateDir` whose owner file names another plugin kind.
+fn foreign(dir: &std::path::Path, owner: &str, plugin: &str) -> Option<CniError> {
     let owner = owner.trim();
     if owner == plugin || owner.is_empty() {
-        return Ok(None);
+        return None;
     }
-    Ok(Some(CniError::new(
+    Some(CniError::new(
         cni_types::error::INVALID_NETWORK_CONFIG,
         format!(
             "stateDir {} holds the {owner}'s state: give the {plugin} a stateDir of its own (they key state alike and would overwrite each other)",
             dir.display()
         ),
-    )))
+    ))
+}
+
+/// Whether `dir` belongs to another braid plugin kind, read without claiming it (STATUS).
+pub fn foreign_owner(dir: &std::path::Path, plugin: &str) -> Option<CniError> {
+    let owner = std::fs::read_to_string(dir.join(OWNER_FILE)).ok()?;
+    foreign(dir, &owner, plugin)
 }
 
 fn attacher<'a>(exec: &'a RawExec, paths: &[PathBuf], store: &StateStore, parallel: bool) -> Attacher<'a> {

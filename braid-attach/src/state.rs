@@ -157,6 +157,19 @@ impl StateStore {
         Ok(StateStore { dir })
     }
 
+    /// Whether [`StateStore::open`] would accept `dir`, without creating anything: a directory
+    /// that is absent (ADD creates it) or one this process may trust. For STATUS, which must
+    /// have no effect on the node.
+    pub fn check(dir: &Path) -> Result<(), StateError> {
+        match fs::symlink_metadata(dir) {
+            Ok(m) if m.file_type().is_symlink() => Err(err("use", dir, std::io::Error::other("is a symlink"))),
+            Ok(m) if !m.is_dir() => Err(err("use", dir, std::io::Error::other("not a directory"))),
+            Ok(m) => trusted(&m).map_err(|e| err("use", dir, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(err("use", dir, e)),
+        }
+    }
+
     /// A store at `dir` taken as it is, without creating or checking it: for a DEL that must
     /// still release the delegates when the directory is unusable (every file operation then
     /// fails and is reported).

@@ -12,7 +12,7 @@ pub fn render(o: &Options, primary: &Primary) -> Vec<u8> {
     for c in primary.capabilities.iter().map(String::as_str).chain([POD_ANNOTATIONS]) {
         caps.insert(c.to_string(), Value::Bool(true));
     }
-    let list = json!({
+    let mut list = json!({
         "cniVersion": primary.cni_version,
         "name": o.name,
         "plugins": [{
@@ -28,9 +28,26 @@ pub fn render(o: &Options, primary: &Primary) -> Vec<u8> {
             }
         }]
     });
+    if let Some(versions) = versions(&primary.cni_version) {
+        list["cniVersions"] = json!(versions);
+    }
     let mut bytes = serde_json::to_vec_pretty(&list).unwrap_or_default();
     bytes.push(b'\n');
     bytes
+}
+
+/// `cniVersions` beside a primary's `cniVersion` below 1.1.0: its version and 1.1.0. libcni
+/// 1.2 and later (containerd 2.x, CRI-O 1.30+) use the highest version of the list they know,
+/// 1.1.0 — so they send braid STATUS (containerd polls it every 5 s: the delegator answers 50
+/// while the primary network is missing) and GC; older libcni reads only `cniVersion` and runs
+/// braid as before. The delegator runs the primary in the primary's own version either way.
+/// `None` when the primary is 1.1.0 or later, or its version does not parse (a list entry that
+/// does not parse would make libcni refuse the whole file).
+fn versions(primary: &str) -> Option<[&str; 2]> {
+    match cni_types::version::greater_than_or_equal_to(primary, "1.1.0") {
+        Ok(false) => Some([primary, "1.1.0"]),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -49,6 +66,10 @@ mod tests {
         };
         let v: Value = serde_json::from_slice(&render(&o, &p)).unwrap();
         assert_eq!(v["cniVersion"], "0.3.1");
+        assert_eq!(v["cniVersions"], json!(["0.3.1", "1.1.0"]));
+        // libcni's selection (cni-types follows libcni 1.2): 1.1.0, where STATUS exists.
+        let list = cni_types::NetConfList::parse(&render(&o, &p)).unwrap();
+        assert_eq!(list.cni_version, "1.1.0");
         assert_eq!(v["name"], "braid");
         let d = &v["plugins"][0];
         assert_eq!(d["type"], "delegator");
@@ -62,5 +83,13 @@ mod tests {
             d["kubernetes"],
             json!({"networksDir": "/etc/cni/braid.d", "globalNamespaces": ["default"], "statusDir": "/run/braid/network-status"})
         );
+    }
+
+    #[test]
+    fn cni_versions_only_below_1_1_0_and_only_when_the_version_parses() {
+        assert_eq!(versions("1.0.0"), Some(["1.0.0", "1.1.0"]));
+        assert_eq!(versions("1.1.0"), None);
+        assert_eq!(versions("1.2.0"), None);
+        assert_eq!(versions("one"), None);
     }
 }

@@ -104,8 +104,15 @@ impl Plugin for Delegator {
         Meta::open(args, &SPEC)?.gc()
     }
 
+    /// Ready when every configured delegate can run (`braid_attach::status`); the delegator's
+    /// own keys must read as ADD reads them. Networks a pod's annotation selects are not
+    /// known until its ADD.
     fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
-        Meta::open(args, &SPEC)?.status()
+        let unavailable = |e: CniError| e.with_code(cni_types::error::PLUGIN_NOT_AVAILABLE);
+        let conf = args.conf().map_err(unavailable)?;
+        kubernetes::Config::parse(&conf).map_err(|e| unavailable(e.into()))?;
+        cni_skel::keys::choice(&conf, "result", &[("primary", ()), ("merged", ())], ()).map_err(unavailable)?;
+        braid_attach::status::status(args, &SPEC)
     }
 }
 

@@ -78,8 +78,9 @@ impl Plugin for Merger {
         Meta::new(parse(args)?, args, &SPEC)?.gc()
     }
 
+    /// Ready when every delegate can run (`braid_attach::status`); without delegates, always.
     fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
-        Meta::new(parse(args)?, args, &SPEC)?.status()
+        braid_attach::status::status(args, &SPEC)
     }
 }
 
