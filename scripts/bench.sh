@@ -4,6 +4,8 @@
 # smoke run with a tenth of the repetitions). Writes results.md, results.csv, budgets.csv and
 # results.svg (and, for the default directory, the README's results section); exits 0 when every
 # budget holds, 3 when one does not, 1 when the run failed.
+# One case alone (e.g. STATUS's cost): "$(bash scripts/build-release.sh | tail -n1)/braid-bench"
+# --out DIR --only status (the cases: braid-bench --only help).
 # Runs everything in namespaces it creates; the machine's own network namespace is never touched.
 set -euo pipefail
 cd "$(dirname "$0")/.."

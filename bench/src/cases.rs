@@ -754,3 +754,58 @@ pub fn exec_floor(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
     // No budget: it is the machine's figure, the yardstick for the others.
     Ok((s, Vec::new()))
 }
+
+/// STATUS of the delegator as `braid-install` configures it — the cluster network by name in a
+/// conf dir of a few files, cniVersion 1.1.0 (what libcni ≥ 1.2 selects from its
+/// `cniVersions`), a 1.0.0 primary of Debian's plugins (no STATUS of theirs to forward) — and
+/// of the merger with two delegates, exec included. containerd 2.x runs it every 5 s.
+pub fn status(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
+    let conf_dir = w.dir.path().join("status-net.d");
+    let io = |e: std::io::Error| e.to_string();
+    std::fs::create_dir_all(&conf_dir).map_err(io)?;
+    // A node's conf dir: braid's own file first, the primary, and a file of another network.
+    let primary = json!({"cniVersion": "1.0.0", "name": "cluster", "plugins": [
+        {"type": "bridge", "bridge": "cni0", "isDefaultGateway": true, "ipam": w.ipam(130)},
+        {"type": "portmap", "capabilities": {"portMappings": true}},
+        {"type": "bandwidth", "capabilities": {"bandwidth": true}}
+    ]});
+    let other = json!({"cniVersion": "1.0.0", "name": "other", "plugins": [{"type": "ptp", "ipam": w.ipam(131)}]});
+    let delegator = json!({"cniVersion": "1.1.0", "name": "braid", "type": "delegator",
+        "capabilities": {"portMappings": true, "bandwidth": true, "io.kubernetes.cri.pod-annotations": true},
+        "confDir": conf_dir, "stateDir": w.dir.path().join("status-state"), "delegates": [{"network": "cluster"}],
+        "kubernetes": {"networksDir": w.dir.path().join("braid.d"), "globalNamespaces": ["default"],
+                       "statusDir": w.dir.path().join("status")}});
+    for (file, v) in [
+        ("00-braid.conflist", &json!({"cniVersion": "1.1.0", "name": "braid", "plugins": [delegator]})),
+        ("10-cluster.conflist", &primary),
+        ("20-other.conflist", &other),
+    ] {
+        std::fs::write(conf_dir.join(file), v.to_string()).map_err(io)?;
+    }
+    let merger = json!({"cniVersion": "1.1.0", "name": "m", "type": "merger", "stateDir": w.dir.path().join("status-mstate"),
+        "delegates": [{"cniVersion": "1.0.0", "name": "a", "type": "ptp", "ipam": w.ipam(132)},
+                      {"cniVersion": "1.0.0", "name": "b", "type": "macvlan", "master": "eth9", "ipam": w.ipam(133)}]});
+    let g = "STATUS (exec included)";
+    let calls = [
+        w.call(w.bin("delegator"), Command::Status, "", "", &delegator),
+        w.call(w.bin("merger"), Command::Status, "", "", &merger),
+    ];
+    let mut s = [Sample::new(g, "delegator, installed layout", "ms"), Sample::new(g, "merger, 2 delegates", "ms")];
+    for c in &calls {
+        c.run()?;
+    }
+    for i in 0..w.reps(300) {
+        for k in 0..calls.len() {
+            let j = (i + k) % calls.len();
+            s[j].push(calls[j].run()?.0);
+        }
+    }
+    let t = s[0].median();
+    let verdict = Verdict {
+        what: "STATUS of the delegator as installed (exec included; containerd 2.x runs it every 5 s)".into(),
+        measured: format!("{} (p90 {})", ms(t), ms(s[0].quantile(0.9))),
+        budget: "≤ 1.5 ms".into(),
+        holds: t <= 1.5,
+    };
+    Ok((s.to_vec(), vec![verdict]))
+}

@@ -2,8 +2,9 @@
 //! is measured side by side and interleaved in one run; results go to a directory as Markdown,
 //! CSV and SVG, with a verdict for each budget.
 //!
-//! Usage: `braid-bench [--out DIR] [--quick] [--readme README.md]` (quick: a tenth of the
-//! repetitions, for a smoke run; readme: refresh the README's results section). Started with
+//! Usage: `braid-bench [--out DIR] [--quick] [--readme README.md] [--only CASE]` (quick: a
+//! tenth of the repetitions, for a smoke run; readme: refresh the README's results section;
+//! only: run one case — see [`CASES`] — and write its results alone). Started with
 //! `BRAID_BENCH_RSS_CHILD` set, it is the helper child that measures peak RSS.
 
 mod cases;
@@ -32,7 +33,23 @@ fn say(msg: &str) {
     let _ = writeln!(std::io::stderr(), "== {msg}");
 }
 
-fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>) -> Result<bool, String> {
+/// The cases, by the name `--only` takes, in the order a full run measures them.
+pub const CASES: &[&str] = &[
+    "version",
+    "exec-floor",
+    "delegator",
+    "selection",
+    "parallel",
+    "merger",
+    "verifier",
+    "merge",
+    "status",
+    "sizes",
+    "rss",
+];
+
+fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: Option<&str>) -> Result<bool, String> {
+    let run = |case: &str| only.is_none_or(|o| o == case);
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let bins = me.parent().map(PathBuf::from).ok_or("cannot tell where braid's binaries are")?;
     for b in ["delegator", "merger", "verifier", "braid-fault", "braid-exec-floor"] {
@@ -54,26 +71,50 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>) -> Result<bool, Stri
         samples.extend(s);
         verdicts.extend(v);
     };
-    say("VERSION exec latency");
-    take(cases::version(&w)?);
-    say("the exec floor: an empty static binary beside the delegator's VERSION");
-    take(cases::exec_floor(&w)?);
-    say("ADD+DEL of [bridge, ptp]: delegator vs direct");
-    take(cases::delegator_overhead(&w)?);
-    say("ADD+DEL with networks selected by the pod annotation vs configured");
-    take(cases::selection(&w)?);
-    say("ADD+DEL of 1, 4, 8 ptp: direct, at once, delegator sequential and parallel");
-    take(cases::parallel_attach(&w)?);
-    say("conflist with and without the merger");
-    take(cases::merger_added(&w)?);
-    say("verifier CHECK for 1, 8, 64 interfaces");
-    take(cases::verifier_scaling(&w)?);
-    say("merge of 1,000 attachments");
-    take(cases::merge_1000(&w));
-    say("binary sizes");
-    take(cases::sizes(&w));
-    say("peak RSS during ADD");
-    take(cases::peak_rss(&w, &me)?);
+    if run("version") {
+        say("VERSION exec latency");
+        take(cases::version(&w)?);
+    }
+    if run("exec-floor") {
+        say("the exec floor: an empty static binary beside the delegator's VERSION");
+        take(cases::exec_floor(&w)?);
+    }
+    if run("delegator") {
+        say("ADD+DEL of [bridge, ptp]: delegator vs direct");
+        take(cases::delegator_overhead(&w)?);
+    }
+    if run("selection") {
+        say("ADD+DEL with networks selected by the pod annotation vs configured");
+        take(cases::selection(&w)?);
+    }
+    if run("parallel") {
+        say("ADD+DEL of 1, 4, 8 ptp: direct, at once, delegator sequential and parallel");
+        take(cases::parallel_attach(&w)?);
+    }
+    if run("merger") {
+        say("conflist with and without the merger");
+        take(cases::merger_added(&w)?);
+    }
+    if run("verifier") {
+        say("verifier CHECK for 1, 8, 64 interfaces");
+        take(cases::verifier_scaling(&w)?);
+    }
+    if run("merge") {
+        say("merge of 1,000 attachments");
+        take(cases::merge_1000(&w));
+    }
+    if run("status") {
+        say("STATUS of the delegator as installed, and of the merger");
+        take(cases::status(&w)?);
+    }
+    if run("sizes") {
+        say("binary sizes");
+        take(cases::sizes(&w));
+    }
+    if run("rss") {
+        say("peak RSS during ADD");
+        take(cases::peak_rss(&w, &me)?);
+    }
     let machine = report::Machine::read(&w.bins);
     report::write_all(&out, &machine, &samples, &verdicts).map_err(|e| format!("{}: {e}", out.display()))?;
     let _ = std::io::stdout().write_all(report::markdown(&machine, &samples, &verdicts).as_bytes());
@@ -110,22 +151,34 @@ fn main() {
     let mut out = PathBuf::from("bench-results");
     let mut scale = 1.0;
     let mut readme = None;
+    let mut only = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--out" => out = it.next().map(PathBuf::from).unwrap_or(out),
             "--quick" => scale = 0.1,
             "--readme" => readme = it.next().map(PathBuf::from),
+            "--only" => match it.next() {
+                Some(c) if CASES.contains(&c.as_str()) => only = Some(c.clone()),
+                other => {
+                    let _ = writeln!(std::io::stderr(), "--only takes one of {CASES:?}, not {other:?}");
+                    std::process::exit(2)
+                }
+            },
             other => {
                 let _ = writeln!(
                     std::io::stderr(),
-                    "usage: braid-bench [--out DIR] [--quick] [--readme FILE] (unknown {other:?})"
+                    "usage: braid-bench [--out DIR] [--quick] [--readme FILE] [--only CASE] (unknown {other:?})"
                 );
                 std::process::exit(2)
             }
         }
     }
-    match bench(out, scale, readme) {
+    if only.is_some() && readme.is_some() {
+        let _ = writeln!(std::io::stderr(), "--readme needs the full run, not --only");
+        std::process::exit(2)
+    }
+    match bench(out, scale, readme, only.as_deref()) {
         Ok(all) => std::process::exit(if all { 0 } else { 3 }),
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "braid-bench: {e}");
