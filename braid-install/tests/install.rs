@@ -238,6 +238,8 @@ fn the_generated_conflist_wraps_the_primary_by_reference() {
         v,
         json!({
             "cniVersion": "0.4.0",
+            // libcni >= 1.2 runs braid as 1.1.0 (STATUS, GC); older libcni as the primary's.
+            "cniVersions": ["0.4.0", "1.1.0"],
             "name": "braid",
             "plugins": [{
                 "type": "delegator",
@@ -252,7 +254,8 @@ fn the_generated_conflist_wraps_the_primary_by_reference() {
         })
     );
     // It parses as the runtimes parse it.
-    cni_types::NetConfList::parse(&std::fs::read(n.conf()).unwrap()).unwrap();
+    let list = cni_types::NetConfList::parse(&std::fs::read(n.conf()).unwrap()).unwrap();
+    assert_eq!(list.cni_version, "1.1.0");
     assert_eq!(std::fs::metadata(n.conf()).unwrap().permissions().mode() & 0o777, 0o644);
     no_temp_files(&n.conf_dir());
     assert!(braid_install::fsutil::temp_path(&n.conf()).extension().is_some_and(|e| e == "braid-tmp"));
