@@ -117,4 +117,3 @@ pub fn delete(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<(), NetlinkErro
         other => other,
     }
 }
-

@@ -141,7 +141,9 @@ pub fn redirects(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<Vec<Redirect
                     TcOption::U32(TcFilterU32Option::Selector(sel)) => {
                         match_all = sel.keys.iter().all(|k| k.mask == 0);
                     }
-                    TcOption::U32(TcFilterU32Option::Action(actions)) => targets.extend(actions.iter().filter_map(mirred)),
+                    TcOption::U32(TcFilterU32Option::Action(actions)) => {
+                        targets.extend(actions.iter().filter_map(mirred))
+                    }
                     _ => {}
                 }
             }
@@ -163,7 +165,8 @@ pub fn ingress_filter_count(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<u
 
 /// The target and kind of a `mirred` action.
 fn mirred(action: &TcAction) -> Option<(u32, bool)> {
-    let is_mirred = action.attributes.iter().any(|a| matches!(a, TcActionAttribute::Kind(k) if k == TcActionMirror::KIND));
+    let is_mirred =
+        action.attributes.iter().any(|a| matches!(a, TcActionAttribute::Kind(k) if k == TcActionMirror::KIND));
     if !is_mirred {
         return None;
     }
@@ -179,7 +182,13 @@ fn mirred(action: &TcAction) -> Option<(u32, bool)> {
 }
 
 /// Deletes the u32 filter chain of `priority` (and `protocol`) on the link's ingress.
-pub fn delete_filters(rtnl: &mut Rtnl, index: u32, name: &str, priority: u16, protocol: u16) -> Result<(), NetlinkError> {
+pub fn delete_filters(
+    rtnl: &mut Rtnl,
+    index: u32,
+    name: &str,
+    priority: u16,
+    protocol: u16,
+) -> Result<(), NetlinkError> {
     let mut msg = TcMessage::with_index(index as i32);
     msg.header.parent = TcHandle::from(INGRESS_HANDLE);
     msg.header.info = filter_info(priority, protocol);

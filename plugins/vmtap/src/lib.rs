@@ -58,7 +58,8 @@ impl Plugin for Vmtap {
         let keys = keys(args)?;
         let prev = conf.require_prev_result()?;
         let in_pod = |s: &str| same_netns(s, &args.netns);
-        let earlier: Vec<String> = result::pairs(&prev, &args.container_id, &in_pod).into_iter().map(|p| p.tap).collect();
+        let earlier: Vec<String> =
+            result::pairs(&prev, &args.container_id, &in_pod).into_iter().map(|p| p.tap).collect();
         let wires = plan::plan(&prev, &keys, &in_pod, &earlier)?;
         let att = Attachment { container: &args.container_id, ifname: &args.ifname };
         let made = netns::run_in(Path::new(&args.netns), || wire::add(&wires, att, keys.owner, &args.netns))??;

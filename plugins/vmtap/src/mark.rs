@@ -71,8 +71,15 @@ mod tests {
         assert_eq!(Mark::parse(&m.to_alias()), Some(m.clone()));
         let kept = Mark { made_ingress: false, ..m.clone() };
         assert_eq!(Mark::parse(&kept.to_alias()), Some(kept));
-        for other in ["", "vmtap", "my tap", "vmtap container=a ifname=b pod=c", "vmtap container=a ifname=b pod=c ingress=x",
-            "vmtap container=a ifname=b pod=c ingress=made extra", "vmtap ifname=b container=a pod=c ingress=made"] {
+        for other in [
+            "",
+            "vmtap",
+            "my tap",
+            "vmtap container=a ifname=b pod=c",
+            "vmtap container=a ifname=b pod=c ingress=x",
+            "vmtap container=a ifname=b pod=c ingress=made extra",
+            "vmtap ifname=b container=a pod=c ingress=made",
+        ] {
             assert_eq!(Mark::parse(other), None, "{other:?}");
         }
         assert!(m.belongs_to("c0ffee", "eth0"));

@@ -22,7 +22,12 @@ pub struct Wire {
 /// Refused (code 7, naming the key or interface): an `interfaces` entry that is not a pod
 /// interface of the result; a `tapNames` key that is not one of the redirected interfaces; a
 /// tap name that is also the name of a pod interface; no pod interface at all.
-pub fn plan(prev: &CniResult, keys: &Keys, in_pod: &dyn Fn(&str) -> bool, taps: &[String]) -> Result<Vec<Wire>, CniError> {
+pub fn plan(
+    prev: &CniResult,
+    keys: &Keys,
+    in_pod: &dyn Fn(&str) -> bool,
+    taps: &[String],
+) -> Result<Vec<Wire>, CniError> {
     let pod: Vec<(usize, &str)> = prev
         .interfaces
         .iter()

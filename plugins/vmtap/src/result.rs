@@ -94,7 +94,8 @@ pub fn pairs(result: &CniResult, container_id: &str, in_pod: &dyn Fn(&str) -> bo
         .iter()
         .filter(|vm| vm.sandbox == container_id && !container_id.is_empty())
         .filter_map(|vm| {
-            let tap = result.interfaces.iter().find(|t| t.name == vm.name && !t.sandbox.is_empty() && in_pod(&t.sandbox))?;
+            let tap =
+                result.interfaces.iter().find(|t| t.name == vm.name && !t.sandbox.is_empty() && in_pod(&t.sandbox))?;
             Some(Pair { tap: tap.name.clone(), tap_mac: tap.mac.clone(), vm_mac: vm.mac.clone() })
         })
         .collect()
@@ -173,7 +174,10 @@ mod tests {
         ];
         let out = extend(p, &wires, "/var/run/netns/vm1", "vm1");
         let names: Vec<(&str, &str)> = out.interfaces.iter().map(|i| (i.name.as_str(), i.sandbox.as_str())).collect();
-        assert_eq!(names[3..], [("tap0", "/var/run/netns/vm1"), ("tap0", "vm1"), ("tap1", "/var/run/netns/vm1"), ("tap1", "vm1")]);
+        assert_eq!(
+            names[3..],
+            [("tap0", "/var/run/netns/vm1"), ("tap0", "vm1"), ("tap1", "/var/run/netns/vm1"), ("tap1", "vm1")]
+        );
         assert_eq!(out.interfaces[6].mtu, 9000, "the pod interface's mtu is carried to its tap and VM interface");
         let vm_ips: Vec<(String, Option<i64>)> =
             out.ips[3..].iter().map(|ip| (ip.address.to_string(), ip.interface)).collect();

@@ -114,7 +114,8 @@ impl NewTap {
     /// can attach.
     pub fn persist(self) -> Result<(), TapError> {
         // SAFETY: an integer argument on an open tun descriptor; no memory is passed.
-        unsafe { tunsetpersist(self.file.as_raw_fd(), 1) }.map_err(|errno| ioctl("TUNSETPERSIST", &self.name, errno))?;
+        unsafe { tunsetpersist(self.file.as_raw_fd(), 1) }
+            .map_err(|errno| ioctl("TUNSETPERSIST", &self.name, errno))?;
         Ok(())
     }
 }

@@ -85,7 +85,10 @@ fn join(
     if let Some(o) = owner {
         new.set_owner(o.uid, o.gid)?;
     }
-    let tap = links::links(rtnl)?.into_iter().find(|l| l.name == w.tap).ok_or_else(|| VmtapError::TapNotListed(w.tap.clone()))?;
+    let tap = links::links(rtnl)?
+        .into_iter()
+        .find(|l| l.name == w.tap)
+        .ok_or_else(|| VmtapError::TapNotListed(w.tap.clone()))?;
     let change = LinkChange { mtu: Some(pod.mtu), up: Some(true), alias: Some(&alias) };
     links::set(rtnl, tap.index, &tap.name, &change)?;
     new.persist()?;
