@@ -713,6 +713,11 @@ impl Vm {
         self.child.id()
     }
 
+    /// The console so far (`\r` removed): to wait for a guest to reach a point while it runs.
+    pub fn console(&self) -> String {
+        self.console.lock().map(|v| String::from_utf8_lossy(&v).replace('\r', "")).unwrap_or_default()
+    }
+
     /// This boot's directory (the initramfs with its configuration), removed on drop.
     pub fn dir(&self) -> &Path {
         self.dir.path()

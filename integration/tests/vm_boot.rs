@@ -113,3 +113,50 @@ fn a_vm_in_the_pod_namespace_reaches_each_ptp_gateway_from_its_own_nic() {
     h.del(&list0, &rt0).unwrap_or_else(|e| panic!("ptp DEL eth0: {e}"));
     assert!(h.reservations().is_empty(), "{:?}", h.dir.files());
 }
+
+#[test]
+fn a_guest_that_never_finishes_is_killed_by_the_hang_guard_or_on_drop() {
+    if !require_root_and("a_guest_that_never_finishes_is_killed_by_the_hang_guard_or_on_drop", &[QEMU]) {
+        return;
+    }
+    let image = VmImage::prepare();
+    let ns = Netns::new("vmg");
+    let mut guest = Guest::new().shell("echo BRAID-TEST-SLEEPING; sleep 600");
+    // Nothing is timed here: the guest cannot print BRAID-DONE before 600 s, so the guard ends
+    // the boot whatever the machine's speed.
+    guest.timeout = std::time::Duration::from_secs(8);
+    let run = Vm::boot(ns.path(), image, &guest);
+    assert!(run.timed_out && !run.done, "{}", run.tail(20));
+    assert_eq!(run.exit, None, "QEMU should have been killed");
+    assert_eq!(run.probes[0].ok, None);
+    assert!(!run.dir.exists(), "{} left behind", run.dir.display());
+    assert!(pids_mentioning(&run.dir.display().to_string()).is_empty(), "QEMU survived the hang guard");
+
+    // Dropped while the guest runs: killed by PID and reaped, its directory removed.
+    let vm = Vm::start(ns.path(), image, &guest);
+    let dir = vm.dir().to_path_buf();
+    let (pid, deadline) = (vm.pid(), std::time::Instant::now() + std::time::Duration::from_secs(120));
+    while !vm.console().contains("BRAID-TEST-SLEEPING") && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(vm.console().contains("BRAID-TEST-SLEEPING"), "the guest never got to its probe:\n{}", vm.console());
+    assert!(pids_mentioning(&dir.display().to_string()).contains(&pid));
+    drop(vm);
+    assert!(!dir.exists(), "{} left behind", dir.display());
+    assert!(pids_mentioning(&dir.display().to_string()).is_empty(), "QEMU survived the drop");
+}
+
+#[test]
+fn a_missing_tap_is_refused_before_qemu_starts() {
+    if !require_root_and("a_missing_tap_is_refused_before_qemu_starts", &[QEMU]) {
+        return;
+    }
+    let image = VmImage::prepare();
+    let ns = Netns::new("vmt");
+    let guest = Guest::new().nic(Nic::new("nosuchtap", "0a:58:c6:12:00:02").address("198.18.62.2/24"));
+    let err = std::panic::catch_unwind(|| Vm::start(ns.path(), image, &guest)).unwrap_err();
+    let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("tap nosuchtap does not exist"), "{msg}");
+    // QEMU would have created it: it must not be there.
+    assert!(ns.link("nosuchtap").is_none());
+}
