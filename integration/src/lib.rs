@@ -10,6 +10,7 @@
 
 pub mod podman;
 pub mod runtime;
+pub mod vm;
 
 use cni_runtime::chain::{Chain, ChainError, RuntimeConf};
 use cni_runtime::invoke::RawExec;
