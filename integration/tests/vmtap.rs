@@ -50,7 +50,7 @@ struct Setup {
     master: String,
 }
 
-/// `[delegator merged {bridge (eth0), ptp (net1), macvlan (net2)}, vmtap]` at `version`.
+/// `[delegator merged {bridge (eth0), ptp (net1), macvlan (net2)}, vmtap, verifier]` at `version`.
 fn merged(tag: &str, version: &str, vmtap: Value) -> Setup {
     let h = Harness::new(tag);
     let ctr = h.container(tag);
@@ -68,7 +68,8 @@ fn merged(tag: &str, version: &str, vmtap: Value) -> Setup {
                 {"cniVersion": "0.4.0", "name": "side", "type": "ptp", "ipam": h.host_local(81)},
                 {"cniVersion": "0.4.0", "name": "mac", "type": "macvlan", "master": master, "mode": "bridge", "ipam": h.host_local(82)}
             ]},
-            vmtap
+            vmtap,
+            {"type": "verifier"}
         ]
     });
     let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
@@ -160,6 +161,15 @@ fn check_names_what_was_tampered_with() {
         Err(cni_runtime::invoke::InvokeError::Plugin(e)) => {
             assert_eq!(e.code, 130, "{e:?}");
             assert_eq!(e.details, "no filter on tap1's ingress redirects every frame to net1");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The verifier sees it too, through the tap's redirects.
+    let conf = json!({"cniVersion": "1.0.0", "name": "x", "type": "verifier", "prevResult": r});
+    match s.h.exec_plugin("verifier", Command::Check, &s.rt, &serde_json::to_vec(&conf).unwrap()) {
+        Err(cni_runtime::invoke::InvokeError::Plugin(e)) => {
+            assert_eq!(e.code, 120, "{e:?}");
+            assert!(e.details.contains("no redirect tap1 -> net1"), "{e:?}");
         }
         other => panic!("{other:?}"),
     }
