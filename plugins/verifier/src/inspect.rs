@@ -121,5 +121,7 @@ fn read_container(path: &str, with_redirects: bool) -> Result<Snapshot, InspectE
         }
         Ok(snap)
     };
-    netns::run_in(Path::new(path), read).map_err(InspectError::Netns)?.map_err(|e| InspectError::Container(path.to_string(), e))
+    netns::run_in(Path::new(path), read)
+        .map_err(InspectError::Netns)?
+        .map_err(|e| InspectError::Container(path.to_string(), e))
 }

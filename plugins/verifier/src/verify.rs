@@ -190,12 +190,16 @@ pub fn verify(s: &Subject<'_>, opts: Options) -> Vec<Item> {
 /// `VMTapPair`), which vmtap extends to every interface: a VM interface has a `sandbox` that
 /// is not a namespace path (the container ID), and its tap is the interface of the same name
 /// in the container namespace.
-pub fn vm_pairs<'r>(r: &'r cni_types::CniResult, is_container: &dyn Fn(&str) -> bool) -> Vec<(&'r Interface, &'r Interface)> {
+pub fn vm_pairs<'r>(
+    r: &'r cni_types::CniResult,
+    is_container: &dyn Fn(&str) -> bool,
+) -> Vec<(&'r Interface, &'r Interface)> {
     r.interfaces
         .iter()
         .filter(|vm| !vm.sandbox.is_empty() && !vm.sandbox.starts_with('/') && !is_container(&vm.sandbox))
         .filter_map(|vm| {
-            let tap = r.interfaces.iter().find(|t| t.name == vm.name && !t.sandbox.is_empty() && is_container(&t.sandbox))?;
+            let tap =
+                r.interfaces.iter().find(|t| t.name == vm.name && !t.sandbox.is_empty() && is_container(&t.sandbox))?;
             Some((tap, vm))
         })
         .collect()
@@ -209,7 +213,11 @@ fn check_vm_pair(s: &Subject<'_>, tap: &Interface, vm: &Interface) -> Item {
     let claim = format!("joined by tc redirects to the pod interface with MAC {}", vm.mac);
     let snap = s.container;
     let Some(tap_link) = snap.link(&tap.name) else {
-        return Item::new(subject, claim, Outcome::Mismatch(format!("not checked further: tap {} is missing", tap.name)));
+        return Item::new(
+            subject,
+            claim,
+            Outcome::Mismatch(format!("not checked further: tap {} is missing", tap.name)),
+        );
     };
     let want = Mac::parse(&vm.mac).ok();
     let pod = snap.links.iter().find(|l| l.index != tap_link.index && want.as_ref() == Some(&Mac::from_bytes(&l.mac)));
@@ -225,7 +233,11 @@ fn check_vm_pair(s: &Subject<'_>, tap: &Interface, vm: &Interface) -> Item {
     if missing.is_empty() {
         Item::new(subject, format!("joined by tc redirects to {}", pod.name), Outcome::Ok)
     } else {
-        Item::new(subject, claim, Outcome::Mismatch(format!("{} (ingress u32 match-all, mirred egress redirect)", missing.join(", "))))
+        Item::new(
+            subject,
+            claim,
+            Outcome::Mismatch(format!("{} (ingress u32 match-all, mirred egress redirect)", missing.join(", "))),
+        )
     }
 }
 
