@@ -315,3 +315,62 @@ fn an_unprivileged_owner_and_a_kata_dan_file() {
     assert!(!file.exists());
     assert!(taps(&s.ctr).is_empty());
 }
+
+#[test]
+fn sigkill_at_any_moment_of_add_then_del_leaves_nothing() {
+    if !require_root("sigkill_at_any_moment_of_add_then_del_leaves_nothing") {
+        return;
+    }
+    // Three pod interfaces (ptp, ptp, ptp through the delegator), then vmtap's ADD alone, killed
+    // after a delay that sweeps its whole run (a few milliseconds), each followed by vmtap's DEL
+    // without prevResult (what a runtime sends after a failed ADD). Whatever the moment, nothing
+    // of vmtap may be left, and a fresh ADD must then succeed.
+    let h = Harness::new("vmtk");
+    let ctr = h.container("vmtk");
+    let list = json!({"cniVersion": "1.0.0", "name": unique("vmtk"), "plugins": [
+        {"type": "delegator", "stateDir": h.dir.path().join("state"), "result": "merged", "delegates": [
+            {"cniVersion": "1.0.0", "name": "a", "type": "ptp", "ipam": h.host_local(84)},
+            {"cniVersion": "1.0.0", "name": "b", "type": "ptp", "ipam": h.host_local(85)},
+            {"cniVersion": "1.0.0", "name": "c", "type": "ptp", "ipam": h.host_local(86)}
+        ]}
+    ]});
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let prev = h.add(&list, &rt).unwrap().to_value();
+    let add =
+        serde_json::to_vec(&json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap", "prevResult": prev})).unwrap();
+    let del = serde_json::to_vec(&json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap"})).unwrap();
+    let bin = braid_integration::build_dir().join("vmtap");
+    let mut killed_mid_way = 0;
+    for k in 0..40u64 {
+        use std::io::Write;
+        let mut child = Process::new(&bin)
+            .env("CNI_COMMAND", "ADD")
+            .env("CNI_CONTAINERID", &rt.container_id)
+            .env("CNI_NETNS", &rt.netns)
+            .env("CNI_IFNAME", "eth0")
+            .env("CNI_PATH", "/nonexistent")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&add).unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(k * 150));
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        if !status.success() && !taps(&ctr).is_empty() {
+            killed_mid_way += 1;
+        }
+        h.exec_plugin("vmtap", Command::Del, &rt, &del).unwrap_or_else(|e| panic!("DEL after kill {k}: {e}"));
+        assert!(taps(&ctr).is_empty(), "kill {k}: {:?}", ctr.links());
+        for pod in ["eth0", "net1", "net2"] {
+            assert!(!has_ingress(&ctr, pod), "kill {k}: {pod} keeps an ingress qdisc");
+        }
+    }
+    eprintln!("{killed_mid_way} of 40 kills left a tap behind for DEL to remove");
+    h.exec_plugin("vmtap", Command::Add, &rt, &add).unwrap();
+    assert_eq!(taps(&ctr), ["tap0", "tap1", "tap2"]);
+    h.exec_plugin("vmtap", Command::Del, &rt, &del).unwrap();
+    h.del(&list, &rt).unwrap();
+    assert_eq!(ctr.links(), ["lo"]);
+}
