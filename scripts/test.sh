@@ -21,14 +21,31 @@ command -v nsenter >/dev/null 2>&1 || need_pkgs+=(util-linux)
 command -v tar >/dev/null 2>&1 || need_pkgs+=(tar)
 # The chained-plugin tests (integration/tests/chains.rs): portmap and firewall run iptables.
 command -v iptables-save >/dev/null 2>&1 || need_pkgs+=(iptables)
-if [ ${#need_pkgs[@]} -gt 0 ]; then
+# The VM tests (integration/tests/vm_boot.rs): QEMU under TCG. Their kernel is not installed:
+# integration/src/vm.rs fetches the package `apt-cache depends linux-image-cloud-amd64` names with
+# `apt-get download` into target/vm/ once, so apt's index must know it.
+command -v qemu-system-x86_64 >/dev/null 2>&1 || need_pkgs+=(qemu-system-x86)
+need_index=0
+case "$(apt-cache depends linux-image-cloud-amd64 2>/dev/null)" in
+  *"Depends: linux-image-"*) ;;
+  *) need_index=1 ;;
+esac
+if [ ${#need_pkgs[@]} -gt 0 ] || [ "$need_index" -eq 1 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-    log "installing ${need_pkgs[*]}"
     export DEBIAN_FRONTEND=noninteractive
+    log "apt-get update"
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+    if [ ${#need_pkgs[@]} -gt 0 ]; then
+      log "installing ${need_pkgs[*]}"
+      apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+    fi
   else
-    log "WARNING: missing ${need_pkgs[*]} and cannot install them (not root or no apt-get)"
+    if [ ${#need_pkgs[@]} -gt 0 ]; then
+      log "WARNING: missing ${need_pkgs[*]} and cannot install them (not root or no apt-get)"
+    fi
+    if [ "$need_index" -eq 1 ]; then
+      log "WARNING: apt's index does not know linux-image-cloud-amd64 (the VM tests' kernel) and cannot be updated (not root or no apt-get)"
+    fi
   fi
 fi
 

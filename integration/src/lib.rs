@@ -10,6 +10,7 @@
 
 pub mod podman;
 pub mod runtime;
+pub mod vm;
 
 use cni_runtime::chain::{Chain, ChainError, RuntimeConf};
 use cni_runtime::invoke::RawExec;
@@ -429,7 +430,7 @@ fn parse_list(v: &Value) -> NetConfList {
 }
 
 /// braid's plugin binaries, which the tests run as delegates and runtimes run as plugins.
-pub const BRAID_BINARIES: &[&str] = &["delegator", "merger", "verifier", "braid-fault", "braid-cnitool"];
+pub const BRAID_BINARIES: &[&str] = &["delegator", "merger", "verifier", "vmtap", "braid-fault", "braid-cnitool"];
 
 /// `cargo test` builds only the binaries of the package under test; the plugins live in other
 /// packages, so build them once (same profile) when one is missing.

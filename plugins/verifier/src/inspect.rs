@@ -78,10 +78,12 @@ pub fn inspect(
     let deadline = Instant::now() + settle.limit;
     let is_container = sandbox_matcher(netns_path);
     let wants_host = options.check_host && result.interfaces.iter().any(|i| i.sandbox.is_empty());
+    // A tap/VM-interface pair (vmtap, tc-redirect-tap) is checked through its tc redirects.
+    let wants_redirects = !verify::vm_pairs(result, &is_container).is_empty();
     let mut readings = 0;
     loop {
         readings += 1;
-        let container = read_container(netns_path)?;
+        let container = read_container(netns_path, wants_redirects)?;
         let host: Option<Snapshot> =
             if wants_host { Some(kernel::snapshot().map_err(InspectError::Host)?) } else { None };
         let subject = Subject {
@@ -111,8 +113,15 @@ pub fn sandbox_matcher(netns_path: &str) -> impl Fn(&str) -> bool + '_ {
     }
 }
 
-fn read_container(path: &str) -> Result<Snapshot, InspectError> {
-    netns::run_in(Path::new(path), kernel::snapshot)
+fn read_container(path: &str, with_redirects: bool) -> Result<Snapshot, InspectError> {
+    let read = || -> Result<Snapshot, KernelError> {
+        let mut snap = kernel::snapshot()?;
+        if with_redirects {
+            snap.redirects = kernel::redirects().map_err(KernelError::Tc)?;
+        }
+        Ok(snap)
+    };
+    netns::run_in(Path::new(path), read)
         .map_err(InspectError::Netns)?
         .map_err(|e| InspectError::Container(path.to_string(), e))
 }

@@ -114,6 +114,10 @@ pub struct Snapshot {
     pub routes: Vec<Route>,
     /// Every policy routing rule of both families, in the kernel's order (by priority).
     pub rules: Vec<Rule>,
+    /// tc redirects on links' ingress (`from` ifindex, `to` ifindex): match-all u32 filters
+    /// with `mirred egress redirect`, as vmtap and tc-redirect-tap join a tap to a pod
+    /// interface. Read only when asked ([`redirects`]).
+    pub redirects: Vec<(u32, u32)>,
 }
 
 impl Snapshot {
@@ -139,6 +143,8 @@ pub enum KernelError {
     Interrupted(&'static str),
     /// The connection ended before the dump did.
     Closed(&'static str),
+    /// Reading tc qdiscs or filters failed.
+    Tc(cni_netlink::NetlinkError),
 }
 
 impl fmt::Display for KernelError {
@@ -150,6 +156,7 @@ impl fmt::Display for KernelError {
                 write!(f, "netlink dump of {what} was interrupted by concurrent changes {DUMP_TRIES} times")
             }
             KernelError::Closed(what) => write!(f, "netlink connection closed during the dump of {what}"),
+            KernelError::Tc(e) => write!(f, "{e}"),
         }
     }
 }
@@ -167,6 +174,22 @@ pub fn snapshot() -> Result<Snapshot, KernelError> {
             futures::future::Either::Left(_) => Err(KernelError::Closed("the namespace")),
         }
     })
+}
+
+/// The tc redirects of the calling thread's namespace (see [`Snapshot::redirects`]): for each
+/// link with an ingress qdisc, its match-all egress redirects. Blocking netlink (cni-netlink):
+/// no reactor is needed for three small dumps.
+pub fn redirects() -> Result<Vec<(u32, u32)>, cni_netlink::NetlinkError> {
+    let mut rtnl = cni_netlink::Rtnl::open()?;
+    let mut out = Vec::new();
+    for index in cni_netlink::tc::ingress_qdiscs(&mut rtnl)? {
+        for r in cni_netlink::tc::redirects(&mut rtnl, index, &format!("#{index}"))? {
+            if r.egress_redirect && r.match_all {
+                out.push((r.from, r.to));
+            }
+        }
+    }
+    Ok(out)
 }
 
 async fn read_all(mut handle: rtnetlink::Handle) -> Result<Snapshot, KernelError> {

@@ -160,6 +160,7 @@ mod tests {
                 rule(32766, None, MAIN),
                 rule(32767, None, DEFAULT),
             ],
+            redirects: Vec::new(),
         }
     }
 

@@ -181,7 +181,65 @@ pub fn verify(s: &Subject<'_>, opts: Options) -> Vec<Item> {
     for route in &r.routes {
         items.push(check_route(s.container, route, opts.routes));
     }
+    for (tap, vm) in vm_pairs(r, s.is_container) {
+        items.push(check_vm_pair(s, tap, vm));
+    }
     items
+}
+
+/// The tap/VM-interface pairs of a result, by tc-redirect-tap's rule (`internal/cniutil.go`,
+/// `VMTapPair`), which vmtap extends to every interface: a VM interface has a `sandbox` that
+/// is not a namespace path (the container ID), and its tap is the interface of the same name
+/// in the container namespace.
+pub fn vm_pairs<'r>(
+    r: &'r cni_types::CniResult,
+    is_container: &dyn Fn(&str) -> bool,
+) -> Vec<(&'r Interface, &'r Interface)> {
+    r.interfaces
+        .iter()
+        .filter(|vm| !vm.sandbox.is_empty() && !vm.sandbox.starts_with('/') && !is_container(&vm.sandbox))
+        .filter_map(|vm| {
+            let tap =
+                r.interfaces.iter().find(|t| t.name == vm.name && !t.sandbox.is_empty() && is_container(&t.sandbox))?;
+            Some((tap, vm))
+        })
+        .collect()
+}
+
+/// A VM interface is reachable when its tap is joined both ways (ingress redirects) to the pod
+/// interface that carries the VM interface's MAC — the frames the pod network sends to that
+/// MAC reach the guest, and the guest's reach the pod network.
+fn check_vm_pair(s: &Subject<'_>, tap: &Interface, vm: &Interface) -> Item {
+    let subject = format!("{} (VM {})", tap.name, vm.sandbox);
+    let claim = format!("joined by tc redirects to the pod interface with MAC {}", vm.mac);
+    let snap = s.container;
+    let Some(tap_link) = snap.link(&tap.name) else {
+        return Item::new(
+            subject,
+            claim,
+            Outcome::Mismatch(format!("not checked further: tap {} is missing", tap.name)),
+        );
+    };
+    let want = Mac::parse(&vm.mac).ok();
+    let pod = snap.links.iter().find(|l| l.index != tap_link.index && want.as_ref() == Some(&Mac::from_bytes(&l.mac)));
+    let Some(pod) = pod else {
+        return Item::new(subject, claim, Outcome::Mismatch(format!("no interface of {} has that MAC", s.netns)));
+    };
+    let has = |from: u32, to: u32| snap.redirects.contains(&(from, to));
+    let missing: Vec<String> = [(pod, tap_link), (tap_link, pod)]
+        .iter()
+        .filter(|(from, to)| !has(from.index, to.index))
+        .map(|(from, to)| format!("no redirect {} -> {}", from.name, to.name))
+        .collect();
+    if missing.is_empty() {
+        Item::new(subject, format!("joined by tc redirects to {}", pod.name), Outcome::Ok)
+    } else {
+        Item::new(
+            subject,
+            claim,
+            Outcome::Mismatch(format!("{} (ingress u32 match-all, mirred egress redirect)", missing.join(", "))),
+        )
+    }
 }
 
 fn subject_of(iface: &Interface, place: Place) -> String {
@@ -478,6 +536,7 @@ mod tests {
                 route(1000, "198.19.0.0/16", Some("198.19.1.1"), 3),
             ],
             rules: Vec::new(),
+            redirects: Vec::new(),
         }
     }
 
@@ -783,5 +842,39 @@ mod tests {
         let wrong = bad(&result(v), &pod(), FULL);
         assert_eq!(wrong.len(), 2, "{wrong:?}");
         assert!(wrong[1].contains("index 99 names no interface of the result"), "{wrong:?}");
+    }
+
+    #[test]
+    fn a_vm_interface_is_checked_through_its_tap_and_redirects() {
+        let mut v = good();
+        let ifaces = v["interfaces"].as_array_mut().unwrap();
+        ifaces.push(json!({"name": "tap1", "sandbox": NS, "mac": "be:00:00:00:00:01"}));
+        ifaces.push(json!({"name": "tap1", "sandbox": "ctr-id", "mac": "0a:58:00:00:00:02"}));
+        v["ips"].as_array_mut().unwrap().push(json!({"address": "198.19.1.5/24", "interface": 3}));
+        let r = result(v);
+        let mut snap = pod();
+        snap.links.push(Link {
+            index: 9,
+            name: "tap1".into(),
+            mac: vec![0xbe, 0, 0, 0, 0, 1],
+            mtu: 9000,
+            master: None,
+            vrf_table: None,
+        });
+        snap.redirects = vec![(3, 9), (9, 3)];
+        let items = run(&r, &snap, FULL);
+        assert!(bad(&r, &snap, FULL).is_empty(), "{:?}", bad(&r, &snap, FULL));
+        assert!(items.iter().any(|i| i.to_string() == "tap1 (VM ctr-id): joined by tc redirects to net1"));
+        // The VM interface itself and its IP copy are not looked for in the kernel.
+        assert!(items.iter().any(|i| i.subject == "tap1" && matches!(i.outcome, Outcome::Skipped(_))));
+
+        snap.redirects = vec![(3, 9)];
+        assert_eq!(
+            bad(&r, &snap, FULL),
+            ["tap1 (VM ctr-id): joined by tc redirects to the pod interface with MAC 0a:58:00:00:00:02 no redirect tap1 -> net1 (ingress u32 match-all, mirred egress redirect)"]
+        );
+        snap.links.retain(|l| l.name != "net1");
+        let got = bad(&r, &snap, FULL);
+        assert!(got.iter().any(|l| l.ends_with("no interface of /run/netns/pod has that MAC")), "{got:?}");
     }
 }

@@ -1,0 +1,211 @@
+//! Joining two interfaces with tc: an ingress qdisc on each and, on each, a match-all u32
+//! filter whose action is `mirred egress redirect` to the other — every frame that arrives on
+//! one leaves by the other. This is awslabs' tc-redirect-tap (`internal/netlink.go`,
+//! `AddIngressQdisc`, `AddRedirectFilter`), and what
+//! `tc qdisc add dev X ingress; tc filter add dev X parent ffff: protocol all u32 match u8 0 0
+//! action mirred egress redirect dev Y` does.
+//!
+//! The filter is added with priority 0, so the kernel gives it a priority of its own
+//! (`tcf_auto_prio`: below every existing one) and thus a filter chain of its own: deleting
+//! that priority later removes this filter and nothing else.
+
+use crate::{NetlinkError, Rtnl};
+use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_route::tc::{
+    TcAction, TcActionAttribute, TcActionMirror, TcActionMirrorOption, TcActionOption, TcActionType, TcAttribute,
+    TcFilterU32, TcFilterU32Option, TcHandle, TcMessage, TcMirror, TcMirrorActionType, TcOption, TcU32Key,
+    TcU32Selector, TcU32SelectorFlags,
+};
+use netlink_packet_route::RouteNetlinkMessage;
+
+/// `ETH_P_ALL`: the filter sees every protocol (`protocol all`).
+const ETH_P_ALL: u16 = 0x0003;
+/// The ingress qdisc's handle, `ffff:`.
+const INGRESS_HANDLE: u32 = 0xffff_0000;
+
+/// `tcm_info` of a filter: priority in the upper half, the protocol in network byte order in
+/// the lower (`TC_H_MAKE(prio << 16, htons(protocol))` in iproute2's `tc_filter_modify`).
+fn filter_info(priority: u16, protocol: u16) -> u32 {
+    (u32::from(priority) << 16) | u32::from(u16::from_ne_bytes(protocol.to_be_bytes()))
+}
+
+fn ingress_message(index: u32) -> TcMessage {
+    let mut msg = TcMessage::with_index(index as i32);
+    msg.header.parent = TcHandle::INGRESS;
+    msg.header.handle = TcHandle::from(INGRESS_HANDLE);
+    msg.attributes.push(TcAttribute::Kind("ingress".to_string()));
+    msg
+}
+
+/// Adds an ingress qdisc to the link. Returns `false` when it had one already (which is kept
+/// and used as it is).
+pub fn add_ingress(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<bool, NetlinkError> {
+    let what = format!("add ingress qdisc to {name}");
+    let msg = RouteNetlinkMessage::NewQueueDiscipline(ingress_message(index));
+    match rtnl.request(&what, msg, NLM_F_CREATE | NLM_F_EXCL) {
+        Ok(()) => Ok(true),
+        Err(e) if e.is_exists() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes the link's ingress qdisc (and with it every filter attached to it).
+pub fn delete_ingress(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<(), NetlinkError> {
+    let what = format!("delete ingress qdisc of {name}");
+    rtnl.request(&what, RouteNetlinkMessage::DelQueueDiscipline(ingress_message(index)), 0)
+}
+
+/// The ifindexes of the links of the namespace that have an ingress qdisc.
+pub fn ingress_qdiscs(rtnl: &mut Rtnl) -> Result<Vec<u32>, NetlinkError> {
+    let replies = rtnl.dump("dump qdiscs", RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default()))?;
+    Ok(replies
+        .into_iter()
+        .filter_map(|m| match m {
+            RouteNetlinkMessage::NewQueueDiscipline(q)
+                if q.attributes.iter().any(|a| matches!(a, TcAttribute::Kind(k) if k == "ingress")) =>
+            {
+                Some(q.header.index as u32)
+            }
+            _ => None,
+        })
+        .collect())
+}
+
+/// Adds, on `from`'s ingress qdisc, a match-all u32 filter that redirects every frame to the
+/// egress of `to` (`action mirred egress redirect`, verdict `stolen`). Names are for messages.
+pub fn add_redirect(rtnl: &mut Rtnl, from: (u32, &str), to: (u32, &str)) -> Result<(), NetlinkError> {
+    let mut msg = TcMessage::with_index(from.0 as i32);
+    msg.header.parent = TcHandle::from(INGRESS_HANDLE);
+    msg.header.info = filter_info(0, ETH_P_ALL);
+    msg.attributes.push(TcAttribute::Kind(TcFilterU32::KIND.to_string()));
+
+    // One key with mask 0 at offset 0 (`match u8 0 0`): every frame matches.
+    let mut selector = TcU32Selector::default();
+    selector.flags = TcU32SelectorFlags::Terminal;
+    selector.nkeys = 1;
+    selector.keys = vec![TcU32Key::default()];
+
+    let mut mirred = TcMirror::default();
+    mirred.generic.action = TcActionType::Stolen;
+    mirred.eaction = TcMirrorActionType::EgressRedir;
+    mirred.ifindex = to.0;
+    let mut action = TcAction::default();
+    action.attributes = vec![
+        TcActionAttribute::Kind(TcActionMirror::KIND.to_string()),
+        TcActionAttribute::Options(vec![TcActionOption::Mirror(TcActionMirrorOption::Parms(mirred))]),
+    ];
+    msg.attributes.push(TcAttribute::Options(vec![
+        TcOption::U32(TcFilterU32Option::Selector(selector)),
+        TcOption::U32(TcFilterU32Option::Action(vec![action])),
+    ]));
+    let what = format!("add redirect filter {} -> {}", from.1, to.1);
+    rtnl.request(&what, RouteNetlinkMessage::NewTrafficFilter(msg), NLM_F_CREATE | NLM_F_EXCL)
+}
+
+/// A `mirred` action of a u32 filter on a link's ingress, as the kernel reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redirect {
+    /// The link whose ingress carries the filter.
+    pub from: u32,
+    /// The filter's priority (its chain: [`delete_filters`] takes it).
+    pub priority: u16,
+    /// The filter's protocol, host byte order (`0x0003`: all).
+    pub protocol: u16,
+    /// The link frames are sent to.
+    pub to: u32,
+    /// The action is an egress redirect (not a mirror, not to ingress).
+    pub egress_redirect: bool,
+    /// Every key of the filter's selector has mask 0: it matches every frame.
+    pub match_all: bool,
+}
+
+/// The redirects (u32 filters with a `mirred` action) on the ingress of the link `index`.
+pub fn redirects(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<Vec<Redirect>, NetlinkError> {
+    let mut req = TcMessage::with_index(index as i32);
+    req.header.parent = TcHandle::INGRESS;
+    let replies = rtnl.dump(&format!("dump ingress filters of {name}"), RouteNetlinkMessage::GetTrafficFilter(req))?;
+    let mut out = Vec::new();
+    for reply in replies {
+        let RouteNetlinkMessage::NewTrafficFilter(f) = reply else { continue };
+        if !f.attributes.iter().any(|a| matches!(a, TcAttribute::Kind(k) if k == TcFilterU32::KIND)) {
+            continue;
+        }
+        let priority = (f.header.info >> 16) as u16;
+        let protocol = u16::from_be_bytes(((f.header.info & 0xffff) as u16).to_ne_bytes());
+        let mut match_all = false;
+        let mut targets = Vec::new();
+        for attr in &f.attributes {
+            let TcAttribute::Options(opts) = attr else { continue };
+            for opt in opts {
+                match opt {
+                    TcOption::U32(TcFilterU32Option::Selector(sel)) => {
+                        match_all = sel.keys.iter().all(|k| k.mask == 0);
+                    }
+                    TcOption::U32(TcFilterU32Option::Action(actions)) => {
+                        targets.extend(actions.iter().filter_map(mirred))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for (to, egress_redirect) in targets {
+            out.push(Redirect { from: index, priority, protocol, to, egress_redirect, match_all });
+        }
+    }
+    Ok(out)
+}
+
+/// How many filters (of any kind) the link's ingress carries.
+pub fn ingress_filter_count(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<usize, NetlinkError> {
+    let mut req = TcMessage::with_index(index as i32);
+    req.header.parent = TcHandle::INGRESS;
+    let replies = rtnl.dump(&format!("dump ingress filters of {name}"), RouteNetlinkMessage::GetTrafficFilter(req))?;
+    Ok(replies.iter().filter(|m| matches!(m, RouteNetlinkMessage::NewTrafficFilter(_))).count())
+}
+
+/// The target and kind of a `mirred` action.
+fn mirred(action: &TcAction) -> Option<(u32, bool)> {
+    let is_mirred =
+        action.attributes.iter().any(|a| matches!(a, TcActionAttribute::Kind(k) if k == TcActionMirror::KIND));
+    if !is_mirred {
+        return None;
+    }
+    action.attributes.iter().find_map(|a| match a {
+        TcActionAttribute::Options(opts) => opts.iter().find_map(|o| match o {
+            TcActionOption::Mirror(TcActionMirrorOption::Parms(p)) => {
+                Some((p.ifindex, p.eaction == TcMirrorActionType::EgressRedir))
+            }
+            _ => None,
+        }),
+        _ => None,
+    })
+}
+
+/// Deletes the u32 filter chain of `priority` (and `protocol`) on the link's ingress.
+pub fn delete_filters(
+    rtnl: &mut Rtnl,
+    index: u32,
+    name: &str,
+    priority: u16,
+    protocol: u16,
+) -> Result<(), NetlinkError> {
+    let mut msg = TcMessage::with_index(index as i32);
+    msg.header.parent = TcHandle::from(INGRESS_HANDLE);
+    msg.header.info = filter_info(priority, protocol);
+    msg.attributes.push(TcAttribute::Kind(TcFilterU32::KIND.to_string()));
+    let what = format!("delete filter priority {priority} of {name}");
+    rtnl.request(&what, RouteNetlinkMessage::DelTrafficFilter(msg), 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_info_puts_the_protocol_in_network_order() {
+        // `tc filter show` prints "protocol all pref 49152" for 0xc000_0300 on little-endian.
+        let info = filter_info(0xc000, ETH_P_ALL);
+        assert_eq!(info >> 16, 0xc000);
+        assert_eq!((info & 0xffff) as u16, u16::from_ne_bytes([0x00, 0x03]));
+    }
+}

@@ -1,0 +1,376 @@
+//! vmtap in real namespaces with the reference plugins: the taps, qdiscs and filters it makes
+//! (read back with iproute2's `tc`, not with vmtap's own code), its result, CHECK against a
+//! tampered namespace, DEL with and without `prevResult`, and nothing else touched.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use braid_integration::{require_root, unique, Harness, Netns};
+use cni_runtime::chain::RuntimeConf;
+use cni_types::version::Command;
+use serde_json::{json, Value};
+use std::process::Command as Process;
+
+/// `tc -j <args>` inside a namespace.
+fn tc(ns: &Netns, args: &[&str]) -> Value {
+    let out = Process::new("ip").args(["netns", "exec", ns.name(), "tc", "-j"]).args(args).output().unwrap();
+    assert!(out.status.success(), "tc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(if text.trim().is_empty() { "[]" } else { &text }).unwrap()
+}
+
+/// `tc` inside a namespace, for changes.
+fn tc_do(ns: &Netns, args: &[&str]) {
+    let out = Process::new("ip").args(["netns", "exec", ns.name(), "tc"]).args(args).output().unwrap();
+    assert!(out.status.success(), "tc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The devices the match-all filters on `dev`'s ingress redirect to (`mirred egress redirect`).
+fn redirect_targets(ns: &Netns, dev: &str) -> Vec<String> {
+    let filters = tc(ns, &["filter", "show", "dev", dev, "ingress"]);
+    let mut out = Vec::new();
+    for f in filters.as_array().unwrap() {
+        for a in f["options"]["actions"].as_array().into_iter().flatten() {
+            if a["kind"] == "mirred" && a["mirred_action"] == "redirect" && a["direction"] == "egress" {
+                assert_eq!(f["protocol"], "all", "{f}");
+                out.push(a["to_dev"].as_str().unwrap().to_string());
+            }
+        }
+    }
+    out
+}
+
+fn has_ingress(ns: &Netns, dev: &str) -> bool {
+    tc(ns, &["qdisc", "show", "dev", dev]).as_array().unwrap().iter().any(|q| q["kind"] == "ingress")
+}
+
+struct Setup {
+    h: Harness,
+    ctr: Netns,
+    rt: RuntimeConf,
+    list: Value,
+    master: String,
+}
+
+/// `[delegator merged {bridge (eth0), ptp (net1), macvlan (net2)}, vmtap, verifier]` at `version`.
+fn merged(tag: &str, version: &str, vmtap: Value) -> Setup {
+    let h = Harness::new(tag);
+    let ctr = h.container(tag);
+    let master = unique("m");
+    h.host.ip(&["link", "add", &master, "type", "veth", "peer", "name", &format!("{master}p")]);
+    h.host.ip(&["link", "set", &master, "up"]);
+    let mut vmtap = vmtap;
+    vmtap["type"] = json!("vmtap");
+    let list = json!({
+        "cniVersion": version,
+        "name": unique("vmt"),
+        "plugins": [
+            {"type": "delegator", "stateDir": h.dir.path().join("state"), "result": "merged", "timeout": 10, "delegates": [
+                {"cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": unique("br"), "isGateway": true, "ipam": h.host_local(80)},
+                {"cniVersion": "0.4.0", "name": "side", "type": "ptp", "ipam": h.host_local(81)},
+                {"cniVersion": "0.4.0", "name": "mac", "type": "macvlan", "master": master, "mode": "bridge", "ipam": h.host_local(82)}
+            ]},
+            vmtap,
+            {"type": "verifier"}
+        ]
+    });
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    Setup { h, ctr, rt, list, master }
+}
+
+/// Tap-like links of the namespace, sorted.
+fn taps(ns: &Netns) -> Vec<String> {
+    let mut t: Vec<String> = ns.links().into_iter().filter(|l| l.starts_with("tap") || l.starts_with("vm-")).collect();
+    t.sort();
+    t
+}
+
+#[test]
+fn every_interface_of_a_merged_result_gets_a_tap_joined_both_ways() {
+    if !require_root("every_interface_of_a_merged_result_gets_a_tap_joined_both_ways") {
+        return;
+    }
+    for version in ["1.1.0", "0.4.0"] {
+        let s = merged("vmt", version, json!({}));
+        let result = s.h.add(&s.list, &s.rt).unwrap_or_else(|e| panic!("ADD {version}: {e}"));
+        assert_eq!(result.version(), version);
+        let r = result.to_latest();
+        // The tc-redirect-tap convention for each pod interface, in result order.
+        let netns = s.rt.netns.as_str();
+        let id = s.rt.container_id.as_str();
+        for (k, pod) in ["eth0", "net1", "net2"].iter().enumerate() {
+            let tap = format!("tap{k}");
+            let pod_i = r.interfaces.iter().position(|i| i.name == *pod && i.sandbox == netns).unwrap();
+            let tap_i = r.interfaces.iter().position(|i| i.name == tap && i.sandbox == netns).unwrap();
+            let vm_i = r.interfaces.iter().position(|i| i.name == tap && i.sandbox == id).unwrap();
+            assert_eq!(vm_i, tap_i + 1);
+            // The VM interface carries the pod interface's MAC as the kernel has it; the tap its own.
+            let pod_mac = s.ctr.link(pod).unwrap()["address"].as_str().unwrap().to_string();
+            let tap_mac = s.ctr.link(&tap).unwrap()["address"].as_str().unwrap().to_string();
+            assert_eq!(r.interfaces[vm_i].mac, pod_mac);
+            assert_eq!(r.interfaces[tap_i].mac, tap_mac);
+            // Every IP of the pod interface is copied to the VM interface.
+            let ips = |i: usize| -> Vec<String> {
+                r.ips.iter().filter(|ip| ip.interface == Some(i as i64)).map(|ip| ip.address.to_string()).collect()
+            };
+            assert!(!ips(pod_i).is_empty());
+            assert_eq!(ips(pod_i), ips(vm_i), "{pod}");
+            // In the kernel: a persistent tap with the pod interface's MTU, up, and the two redirects.
+            let link = s.ctr.link(&tap).unwrap();
+            assert_eq!(link["linkinfo"]["info_kind"], "tun", "{link}");
+            assert_eq!(link["linkinfo"]["info_data"]["type"], "tap", "{link}");
+            assert_eq!(link["mtu"], s.ctr.link(pod).unwrap()["mtu"]);
+            assert!(link["flags"].as_array().unwrap().contains(&json!("UP")), "{link}");
+            assert!(has_ingress(&s.ctr, pod) && has_ingress(&s.ctr, &tap));
+            assert_eq!(redirect_targets(&s.ctr, pod), vec![tap.clone()]);
+            assert_eq!(redirect_targets(&s.ctr, &tap), vec![pod.to_string()]);
+        }
+        assert_eq!(taps(&s.ctr), ["tap0", "tap1", "tap2"]);
+        s.h.check(&s.list, &s.rt).unwrap_or_else(|e| panic!("CHECK {version}: {e}"));
+
+        // vmtap alone first (the chain's DEL would remove the pod interfaces and their qdiscs with
+        // them): its qdiscs and filters go, the pod interfaces stay.
+        let conf = json!({"cniVersion": version, "name": "x", "type": "vmtap", "prevResult": result.to_value()});
+        s.h.exec_plugin("vmtap", Command::Del, &s.rt, &serde_json::to_vec(&conf).unwrap()).unwrap();
+        assert!(taps(&s.ctr).is_empty(), "{:?}", s.ctr.links());
+        for pod in ["eth0", "net1", "net2"] {
+            assert!(s.ctr.link(pod).is_some(), "{pod}");
+            assert!(!has_ingress(&s.ctr, pod), "{pod} keeps vmtap's ingress qdisc");
+        }
+        s.h.del(&s.list, &s.rt).unwrap();
+        assert_eq!(s.ctr.links(), ["lo"]);
+        assert!(s.h.reservations().is_empty() && s.h.state_files().is_empty());
+        s.h.del(&s.list, &s.rt).unwrap();
+        let _ = s.master;
+    }
+}
+
+#[test]
+fn check_names_what_was_tampered_with() {
+    if !require_root("check_names_what_was_tampered_with") {
+        return;
+    }
+    let s = merged("vmtc", "1.0.0", json!({}));
+    let r = s.h.add(&s.list, &s.rt).unwrap().to_value();
+    s.h.check(&s.list, &s.rt).unwrap();
+    // The tap's way back to net1 removed.
+    tc_do(&s.ctr, &["filter", "del", "dev", "tap1", "ingress"]);
+    let e = s.h.check(&s.list, &s.rt).unwrap_err().to_string();
+    assert!(e.contains("no filter on tap1's ingress redirects every frame to net1"), "{e}");
+    // vmtap's own CHECK, as the runtime calls it with the cached result: code 130, one detail each.
+    let conf = json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap", "prevResult": r});
+    match s.h.exec_plugin("vmtap", Command::Check, &s.rt, &serde_json::to_vec(&conf).unwrap()) {
+        Err(cni_runtime::invoke::InvokeError::Plugin(e)) => {
+            assert_eq!(e.code, 130, "{e:?}");
+            assert_eq!(e.details, "no filter on tap1's ingress redirects every frame to net1");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The verifier sees it too, through the tap's redirects.
+    let conf = json!({"cniVersion": "1.0.0", "name": "x", "type": "verifier", "prevResult": r});
+    match s.h.exec_plugin("verifier", Command::Check, &s.rt, &serde_json::to_vec(&conf).unwrap()) {
+        Err(cni_runtime::invoke::InvokeError::Plugin(e)) => {
+            assert_eq!(e.code, 120, "{e:?}");
+            assert!(e.details.contains("no redirect tap1 -> net1"), "{e:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // DEL still removes everything.
+    s.h.del(&s.list, &s.rt).unwrap();
+    assert_eq!(s.ctr.links(), ["lo"]);
+}
+
+#[test]
+fn del_without_prev_result_finds_its_taps_and_touches_nothing_else() {
+    if !require_root("del_without_prev_result_finds_its_taps_and_touches_nothing_else") {
+        return;
+    }
+    let s = merged("vmtd", "1.0.0", json!({"interfaces": ["eth0", "net2"], "tapNames": {"net2": "vm-mac"}}));
+    let r = s.h.add(&s.list, &s.rt).unwrap().to_latest();
+    let names: Vec<&str> =
+        r.interfaces.iter().filter(|i| i.sandbox == s.rt.container_id).map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["tap0", "vm-mac"]);
+    assert_eq!(taps(&s.ctr), ["tap0", "vm-mac"]);
+    assert!(!has_ingress(&s.ctr, "net1"), "net1 was not selected");
+
+    // A second attachment in the same namespace (eth9, by ptp) whose interface already has an
+    // ingress qdisc with somebody else's filter when vmtap joins it to a tap of its own.
+    let ptp_only =
+        json!({"cniVersion": "1.0.0", "name": "pre", "plugins": [{"type": "ptp", "ipam": s.h.host_local(83)}]});
+    let other = s.h.runtime(&s.ctr, &s.rt.container_id, "eth9");
+    let ptp_result = s.h.add(&ptp_only, &other).unwrap();
+    tc_do(&s.ctr, &["qdisc", "add", "dev", "eth9", "ingress"]);
+    tc_do(
+        &s.ctr,
+        &[
+            "filter",
+            "add",
+            "dev",
+            "eth9",
+            "ingress",
+            "protocol",
+            "ip",
+            "prio",
+            "7",
+            "u32",
+            "match",
+            "ip",
+            "src",
+            "198.18.99.1/32",
+        ],
+    );
+    // (`tc` prints `parent` only while more than one filter chain exists: compare without it.)
+    let filters_of_eth9 = || {
+        let mut f = tc(&s.ctr, &["filter", "show", "dev", "eth9", "ingress"]);
+        f.as_array_mut().unwrap().iter_mut().for_each(|o| drop(o.as_object_mut().unwrap().remove("parent")));
+        f
+    };
+    let theirs = filters_of_eth9();
+    let eth9 = |prev: Option<Value>| {
+        let mut c = json!({"cniVersion": "1.0.0", "name": "pre", "type": "vmtap", "tapNames": {"eth9": "vm-9"}});
+        if let Some(p) = prev {
+            c["prevResult"] = p;
+        }
+        serde_json::to_vec(&c).unwrap()
+    };
+    s.h.exec_plugin("vmtap", Command::Add, &other, &eth9(Some(ptp_result.to_value()))).unwrap();
+    assert_eq!(redirect_targets(&s.ctr, "eth9"), ["vm-9"]);
+
+    // An unrelated tap of the same namespace (another VM's, unmarked) must survive every DEL.
+    s.ctr.ip(&["tuntap", "add", "tap7", "mode", "tap"]);
+
+    // DEL as podman sends it after a failed ADD: no prevResult, vmtap alone. Only this
+    // attachment's taps go.
+    let conf = json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap"});
+    s.h.exec_plugin("vmtap", Command::Del, &s.rt, &serde_json::to_vec(&conf).unwrap()).unwrap();
+    assert_eq!(taps(&s.ctr), ["tap7", "vm-9"]);
+    assert!(!has_ingress(&s.ctr, "eth0"));
+    assert!(!has_ingress(&s.ctr, "net2"));
+    assert_eq!(redirect_targets(&s.ctr, "eth9"), ["vm-9"]);
+
+    // The eth9 attachment's DEL: its tap and filter go; the qdisc it found and the filter of
+    // somebody else's stay exactly as they were.
+    s.h.exec_plugin("vmtap", Command::Del, &other, &eth9(None)).unwrap();
+    assert_eq!(taps(&s.ctr), ["tap7"]);
+    assert!(has_ingress(&s.ctr, "eth9"));
+    assert_eq!(filters_of_eth9(), theirs);
+    s.h.del(&s.list, &s.rt).unwrap();
+    s.h.del(&ptp_only, &other).unwrap();
+    // A namespace that is gone is success.
+    let gone = RuntimeConf { netns: "/run/netns/braid-gone-vmtap".into(), ..s.rt.clone() };
+    s.h.exec_plugin("vmtap", Command::Del, &gone, &serde_json::to_vec(&conf).unwrap()).unwrap();
+}
+
+#[test]
+fn a_failure_part_way_removes_what_was_made() {
+    if !require_root("a_failure_part_way_removes_what_was_made") {
+        return;
+    }
+    // net2's tap name is taken by an existing link: ADD fails after tap0/tap1 would be planned,
+    // before any is made; and a name taken only in the kernel (not in the result) fails during the work.
+    let s = merged("vmtf", "1.0.0", json!({"tapNames": {"net2": "busy0"}}));
+    s.ctr.ip(&["link", "add", "busy0", "type", "veth", "peer", "name", "busy1"]);
+    let e = s.h.add(&s.list, &s.rt).unwrap_err().to_string();
+    assert!(e.contains("cannot create tap busy0 for net2"), "{e}");
+    assert!(taps(&s.ctr).is_empty());
+    for pod in ["eth0", "net1", "net2"] {
+        assert!(!s.ctr.links().contains(&pod.to_string()) || !has_ingress(&s.ctr, pod), "{pod}");
+    }
+    // The runtime's DEL after the failed ADD (libcni leaves that to the runtime).
+    s.h.del(&s.list, &s.rt).unwrap();
+    assert!(s.h.reservations().is_empty());
+}
+
+#[test]
+fn an_unprivileged_owner_and_a_kata_dan_file() {
+    if !require_root("an_unprivileged_owner_and_a_kata_dan_file") {
+        return;
+    }
+    let s = merged("vmto", "1.1.0", json!({}));
+    let dan = s.h.dir.path().join("dans");
+    let mut list = s.list.clone();
+    list["plugins"][1] = json!({"type": "vmtap", "owner": {"uid": 4242, "gid": 4343}, "danDir": dan});
+    let r = s.h.add(&list, &s.rt).unwrap().to_latest();
+    let link = s.ctr.link("tap0").unwrap();
+    assert_eq!(link["linkinfo"]["info_data"]["user"], json!(4242), "{link}");
+    assert_eq!(link["linkinfo"]["info_data"]["group"], json!(4343), "{link}");
+
+    let file = dan.join(format!("{}.json", s.rt.container_id));
+    let doc: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(doc["netns"], s.rt.netns.as_str());
+    let devices = doc["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 3);
+    for (k, d) in devices.iter().enumerate() {
+        let pod = d["name"].as_str().unwrap();
+        assert_eq!(d["device"], json!({"type": "host-tap", "tap_name": format!("tap{k}"), "queue_num": 1}));
+        assert_eq!(d["guest_mac"], s.ctr.link(pod).unwrap()["address"]);
+        assert_eq!(d["network_info"]["interface"]["mtu"], s.ctr.link(pod).unwrap()["mtu"]);
+        let pod_i = r.interfaces.iter().position(|i| i.name == pod && i.sandbox == s.rt.netns).unwrap();
+        let want: Vec<String> =
+            r.ips.iter().filter(|ip| ip.interface == Some(pod_i as i64)).map(|ip| ip.address.to_string()).collect();
+        assert_eq!(d["network_info"]["interface"]["ip_addresses"], json!(want));
+    }
+    // eth0 (the bridge) carries the default route as an empty `dest`.
+    assert!(devices[0]["network_info"]["routes"].as_array().unwrap().iter().all(|r| r["gateway"] == "198.18.80.1"));
+    s.h.check(&list, &s.rt).unwrap();
+    s.h.del(&list, &s.rt).unwrap();
+    assert!(!file.exists());
+    assert!(taps(&s.ctr).is_empty());
+}
+
+#[test]
+fn sigkill_at_any_moment_of_add_then_del_leaves_nothing() {
+    if !require_root("sigkill_at_any_moment_of_add_then_del_leaves_nothing") {
+        return;
+    }
+    // Three pod interfaces (ptp, ptp, ptp through the delegator), then vmtap's ADD alone, killed
+    // after a delay that sweeps its whole run (a few milliseconds), each followed by vmtap's DEL
+    // without prevResult (what a runtime sends after a failed ADD). Whatever the moment, nothing
+    // of vmtap may be left, and a fresh ADD must then succeed.
+    let h = Harness::new("vmtk");
+    let ctr = h.container("vmtk");
+    let list = json!({"cniVersion": "1.0.0", "name": unique("vmtk"), "plugins": [
+        {"type": "delegator", "stateDir": h.dir.path().join("state"), "result": "merged", "delegates": [
+            {"cniVersion": "1.0.0", "name": "a", "type": "ptp", "ipam": h.host_local(84)},
+            {"cniVersion": "1.0.0", "name": "b", "type": "ptp", "ipam": h.host_local(85)},
+            {"cniVersion": "1.0.0", "name": "c", "type": "ptp", "ipam": h.host_local(86)}
+        ]}
+    ]});
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let prev = h.add(&list, &rt).unwrap().to_value();
+    let add =
+        serde_json::to_vec(&json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap", "prevResult": prev})).unwrap();
+    let del = serde_json::to_vec(&json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap"})).unwrap();
+    let bin = braid_integration::build_dir().join("vmtap");
+    let mut killed_mid_way = 0;
+    for k in 0..40u64 {
+        use std::io::Write;
+        let mut child = Process::new(&bin)
+            .env("CNI_COMMAND", "ADD")
+            .env("CNI_CONTAINERID", &rt.container_id)
+            .env("CNI_NETNS", &rt.netns)
+            .env("CNI_IFNAME", "eth0")
+            .env("CNI_PATH", "/nonexistent")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&add).unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(k * 150));
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        if !status.success() && !taps(&ctr).is_empty() {
+            killed_mid_way += 1;
+        }
+        h.exec_plugin("vmtap", Command::Del, &rt, &del).unwrap_or_else(|e| panic!("DEL after kill {k}: {e}"));
+        assert!(taps(&ctr).is_empty(), "kill {k}: {:?}", ctr.links());
+        for pod in ["eth0", "net1", "net2"] {
+            assert!(!has_ingress(&ctr, pod), "kill {k}: {pod} keeps an ingress qdisc");
+        }
+    }
+    eprintln!("{killed_mid_way} of 40 kills left a tap behind for DEL to remove");
+    h.exec_plugin("vmtap", Command::Add, &rt, &add).unwrap();
+    assert_eq!(taps(&ctr), ["tap0", "tap1", "tap2"]);
+    h.exec_plugin("vmtap", Command::Del, &rt, &del).unwrap();
+    h.del(&list, &rt).unwrap();
+    assert_eq!(ctr.links(), ["lo"]);
+}

@@ -1,0 +1,122 @@
+//! `vmtap`, a chained CNI plugin that hands every pod interface of `prevResult` to a VM: for
+//! each, a tap in the pod namespace joined to it by two tc `mirred` redirects, and a result in
+//! awslabs' tc-redirect-tap convention extended to every interface (see [`result`]). Placed
+//! after braid's delegator (merged result), its merger, or any main plugin.
+//!
+//! Built the way an outside plugin author would: on `cni-skel` (dispatch, namespace entry,
+//! keys, testing kit) and `cni-netlink` (blocking rtnetlink). See README.md for every key.
+
+pub mod config;
+pub mod dan;
+pub mod error;
+pub mod mark;
+pub mod plan;
+pub mod result;
+pub mod tap;
+pub mod wire;
+
+use crate::config::Keys;
+use crate::error::VmtapError;
+use crate::wire::Attachment;
+use cni_skel::cni_types::{CniError, CniResult};
+use cni_skel::{netns, CmdArgs, Plugin};
+use std::path::Path;
+
+/// The plugin.
+pub struct Vmtap;
+
+/// Whether a result's `sandbox` names the pod namespace `CNI_NETNS`: the same path, or another
+/// path of the same namespace (`/var/run/netns/x` and `/run/netns/x`, a bind mount).
+fn same_netns(sandbox: &str, netns: &str) -> bool {
+    if sandbox == netns {
+        return true;
+    }
+    match (netns::identity(Path::new(sandbox)), netns::identity(Path::new(netns))) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+fn keys(args: &CmdArgs) -> Result<Keys, CniError> {
+    let keys: Keys = args.conf()?.plugin_config()?;
+    keys.validate()?;
+    Ok(keys)
+}
+
+impl Plugin for Vmtap {
+    /// From 0.3.0: earlier results have no `interfaces`, so there is nothing to pair.
+    fn supported_versions(&self) -> Vec<String> {
+        ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"].iter().map(|s| s.to_string()).collect()
+    }
+
+    fn about(&self) -> Option<String> {
+        Some("vmtap: hands every pod interface of prevResult to a VM as a tap joined by tc redirects".to_string())
+    }
+
+    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
+        let conf = args.conf()?;
+        let keys = keys(args)?;
+        let prev = conf.require_prev_result()?;
+        let in_pod = |s: &str| same_netns(s, &args.netns);
+        let earlier: Vec<String> =
+            result::pairs(&prev, &args.container_id, &in_pod).into_iter().map(|p| p.tap).collect();
+        let wires = plan::plan(&prev, &keys, &in_pod, &earlier)?;
+        let att = Attachment { container: &args.container_id, ifname: &args.ifname };
+        let made = netns::run_in(Path::new(&args.netns), || wire::add(&wires, att, keys.owner, &args.netns))??;
+        let wired: Vec<_> = wires.into_iter().zip(made).collect();
+        if let Some(dir) = &keys.dan_dir {
+            let doc = dan::document(&prev, &wired, &args.netns);
+            if let Err(e) = dan::write(dir, &args.container_id, &doc) {
+                let _ = netns::run_in(Path::new(&args.netns), || wire::teardown(&mut cni_netlink::Rtnl::open()?, att));
+                return Err(e.into());
+            }
+        }
+        Ok(result::extend(prev, &wired, &args.netns, &args.container_id))
+    }
+
+    /// Removes every tap vmtap made for this attachment (found by their mark, with or without
+    /// `prevResult`), the filters that point at them and the ingress qdiscs vmtap added, and the
+    /// DAN file. A namespace that is gone is success: its taps went with it.
+    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
+        let keys = keys(args)?;
+        if let Some(dir) = &keys.dan_dir {
+            dan::remove(dir, &args.container_id)?;
+        }
+        if args.netns.is_empty() {
+            return Ok(());
+        }
+        let att = Attachment { container: &args.container_id, ifname: &args.ifname };
+        match netns::run_in(Path::new(&args.netns), || -> Result<Vec<String>, VmtapError> {
+            wire::teardown(&mut cni_netlink::Rtnl::open()?, att)
+        }) {
+            Ok(done) => done.map(|_| ()).map_err(CniError::from),
+            Err(e) if e.is_missing() => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Every tap/VM-interface pair of `prevResult` exists as the result says (see
+    /// [`wire::inspect`]); with `danDir`, the DAN file exists.
+    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
+        let conf = args.conf()?;
+        let keys = keys(args)?;
+        let prev = conf.require_prev_result()?;
+        let pairs = result::pairs(&prev, &args.container_id, &|s| same_netns(s, &args.netns));
+        let att = Attachment { container: &args.container_id, ifname: &args.ifname };
+        let mut problems = if pairs.is_empty() {
+            vec![format!("prevResult has no tap/VM interface pair for container {}", args.container_id)]
+        } else {
+            netns::run_in(Path::new(&args.netns), || wire::inspect(&pairs, att))??
+        };
+        if let Some(dir) = &keys.dan_dir {
+            let file = dan::path(dir, &args.container_id);
+            if !file.is_file() {
+                problems.push(format!("Kata DAN file {} is missing", file.display()));
+            }
+        }
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(VmtapError::Mismatch { netns: args.netns.clone(), problems }.into())
+    }
+}

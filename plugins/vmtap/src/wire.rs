@@ -1,0 +1,196 @@
+//! The work inside the pod namespace: joining each pod interface to a tap (ADD), undoing it
+//! (DEL, and ADD's rollback), and comparing it with a result (CHECK). Every function here runs
+//! on the thread that entered the namespace (`cni_skel::netns::run_in`).
+//!
+//! Order of ADD, per interface, so that a crash at any point leaves only what DEL finds:
+//! 1. the tap is created non-persistent (it dies with vmtap's descriptor), owned, given the
+//!    pod interface's MTU, brought up and marked ([`crate::mark`]); then made persistent;
+//! 2. the pod interface gets an ingress qdisc unless it has one (the mark says which), the tap
+//!    gets one;
+//! 3. the two redirect filters: pod → tap, tap → pod.
+//!
+//! DEL removes, for every tap marked with this attachment, the filters on its pod interface
+//! that redirect to it, that interface's ingress qdisc if vmtap made it and nothing else uses
+//! it, then the tap (its own qdisc and filter go with it).
+
+use crate::config::Owner;
+use crate::error::VmtapError;
+use crate::mark::{Mark, MAX_ALIAS};
+use crate::plan::Wire;
+use crate::result::{Made, Pair};
+use crate::tap::NewTap;
+use cni_netlink::links::{self, Link, LinkChange};
+use cni_netlink::{tc, Rtnl};
+
+/// One attachment: (CNI_CONTAINERID, CNI_IFNAME).
+#[derive(Debug, Clone, Copy)]
+pub struct Attachment<'a> {
+    /// `CNI_CONTAINERID`.
+    pub container: &'a str,
+    /// `CNI_IFNAME`.
+    pub ifname: &'a str,
+}
+
+/// ADD: joins every wire's pod interface to a new tap. On failure, everything this attachment
+/// has in the namespace is removed before the error is returned.
+pub fn add(wires: &[Wire], att: Attachment<'_>, owner: Option<Owner>, netns: &str) -> Result<Vec<Made>, VmtapError> {
+    let mut rtnl = Rtnl::open()?;
+    let all = links::links(&mut rtnl)?;
+    for w in wires {
+        if !all.iter().any(|l| l.name == w.pod) {
+            return Err(VmtapError::PodMissing { iface: w.pod.clone(), netns: netns.to_string() });
+        }
+        if all.iter().any(|l| l.name == w.tap) {
+            return Err(VmtapError::TapTaken { tap: w.tap.clone(), pod: w.pod.clone() });
+        }
+    }
+    let with_ingress = tc::ingress_qdiscs(&mut rtnl)?;
+    let mut made = Vec::new();
+    for w in wires {
+        let Some(pod) = all.iter().find(|l| l.name == w.pod) else {
+            return Err(VmtapError::PodMissing { iface: w.pod.clone(), netns: netns.to_string() });
+        };
+        match join(&mut rtnl, w, pod, !with_ingress.contains(&pod.index), att, owner) {
+            Ok(m) => made.push(m),
+            Err(e) => {
+                // The error that stopped ADD is the one to report; a failing rollback would be
+                // found again by DEL, which the runtime sends next.
+                let _ = teardown(&mut rtnl, att);
+                return Err(e);
+            }
+        }
+    }
+    Ok(made)
+}
+
+fn join(
+    rtnl: &mut Rtnl,
+    w: &Wire,
+    pod: &Link,
+    make_ingress: bool,
+    att: Attachment<'_>,
+    owner: Option<Owner>,
+) -> Result<Made, VmtapError> {
+    let mark = Mark {
+        container: att.container.to_string(),
+        ifname: att.ifname.to_string(),
+        pod: pod.name.clone(),
+        made_ingress: make_ingress,
+    };
+    let alias = mark.to_alias();
+    if alias.len() > MAX_ALIAS {
+        return Err(VmtapError::MarkTooLong(alias.len()));
+    }
+    let new = NewTap::create(&w.tap)?;
+    if let Some(o) = owner {
+        new.set_owner(o.uid, o.gid)?;
+    }
+    let tap = links::links(rtnl)?
+        .into_iter()
+        .find(|l| l.name == w.tap)
+        .ok_or_else(|| VmtapError::TapNotListed(w.tap.clone()))?;
+    let change = LinkChange { mtu: Some(pod.mtu), up: Some(true), alias: Some(&alias) };
+    links::set(rtnl, tap.index, &tap.name, &change)?;
+    new.persist()?;
+
+    if make_ingress {
+        tc::add_ingress(rtnl, pod.index, &pod.name)?;
+    }
+    tc::add_ingress(rtnl, tap.index, &tap.name)?;
+    tc::add_redirect(rtnl, (pod.index, &pod.name), (tap.index, &tap.name))?;
+    tc::add_redirect(rtnl, (tap.index, &tap.name), (pod.index, &pod.name))?;
+    Ok(Made { tap_mac: tap.mac_string(), pod_mac: pod.mac_string(), mtu: pod.mtu })
+}
+
+/// Removes everything of the attachment in the namespace; returns the taps removed.
+pub fn teardown(rtnl: &mut Rtnl, att: Attachment<'_>) -> Result<Vec<String>, VmtapError> {
+    let all = links::links(rtnl)?;
+    let ours: Vec<(&Link, Mark)> = all
+        .iter()
+        .filter(|l| l.kind == "tun")
+        .filter_map(|l| Some((l, Mark::parse(&l.alias)?)))
+        .filter(|(_, m)| m.belongs_to(att.container, att.ifname))
+        .collect();
+    if ours.is_empty() {
+        return Ok(Vec::new());
+    }
+    let with_ingress = tc::ingress_qdiscs(rtnl)?;
+    let mut removed = Vec::new();
+    for (tap, mark) in ours {
+        if let Some(pod) = all.iter().find(|l| l.name == mark.pod) {
+            if with_ingress.contains(&pod.index) {
+                unredirect(rtnl, pod, tap.index)?;
+                if mark.made_ingress && tc::ingress_filter_count(rtnl, pod.index, &pod.name)? == 0 {
+                    match tc::delete_ingress(rtnl, pod.index, &pod.name) {
+                        Err(e) if !e.is_not_found() => return Err(e.into()),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        links::delete(rtnl, tap.index, &tap.name)?;
+        removed.push(tap.name.clone());
+    }
+    Ok(removed)
+}
+
+/// Deletes the filter chains on `pod`'s ingress that redirect to `target`.
+fn unredirect(rtnl: &mut Rtnl, pod: &Link, target: u32) -> Result<(), VmtapError> {
+    for r in tc::redirects(rtnl, pod.index, &pod.name)?.into_iter().filter(|r| r.to == target) {
+        match tc::delete_filters(rtnl, pod.index, &pod.name, r.priority, r.protocol) {
+            Err(e) if !e.is_not_found() => return Err(e.into()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// CHECK: every pair of the result has its tap, marked for this attachment, joined both ways
+/// to the pod interface whose MAC the VM interface carries. Returns what differs.
+pub fn inspect(pairs: &[Pair], att: Attachment<'_>) -> Result<Vec<String>, VmtapError> {
+    let mut rtnl = Rtnl::open()?;
+    let all = links::links(&mut rtnl)?;
+    let with_ingress = tc::ingress_qdiscs(&mut rtnl)?;
+    let mut problems = Vec::new();
+    for p in pairs {
+        let Some(tap) = all.iter().find(|l| l.name == p.tap) else {
+            problems.push(format!("tap {} is missing", p.tap));
+            continue;
+        };
+        let mark = Mark::parse(&tap.alias);
+        let Some(mark) = mark.filter(|m| tap.kind == "tun" && m.belongs_to(att.container, att.ifname)) else {
+            problems.push(format!("{} is not a tap made by vmtap for {} {}", p.tap, att.container, att.ifname));
+            continue;
+        };
+        if !p.tap_mac.is_empty() && !p.tap_mac.eq_ignore_ascii_case(&tap.mac_string()) {
+            problems.push(format!("tap {} has MAC {}, the result says {}", p.tap, tap.mac_string(), p.tap_mac));
+        }
+        let Some(pod) = all.iter().find(|l| l.name == mark.pod) else {
+            problems.push(format!("pod interface {} of tap {} is missing", mark.pod, p.tap));
+            continue;
+        };
+        if !p.vm_mac.eq_ignore_ascii_case(&pod.mac_string()) {
+            let msg = format!("VM interface {} has MAC {}, but {} has {}", p.tap, p.vm_mac, pod.name, pod.mac_string());
+            problems.push(msg);
+        }
+        if tap.mtu != pod.mtu {
+            problems.push(format!("tap {} has MTU {}, {} has {}", p.tap, tap.mtu, pod.name, pod.mtu));
+        }
+        if !tap.up {
+            problems.push(format!("tap {} is down", p.tap));
+        }
+        for (from, to) in [(pod, tap), (tap, pod)] {
+            if !with_ingress.contains(&from.index) {
+                problems.push(format!("{} has no ingress qdisc", from.name));
+                continue;
+            }
+            let found = tc::redirects(&mut rtnl, from.index, &from.name)?
+                .iter()
+                .any(|r| r.to == to.index && r.egress_redirect && r.match_all && r.protocol == 0x0003);
+            if !found {
+                problems.push(format!("no filter on {}'s ingress redirects every frame to {}", from.name, to.name));
+            }
+        }
+    }
+    Ok(problems)
+}
