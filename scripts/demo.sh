@@ -4,12 +4,15 @@
 # touches this machine's own network namespace: everything runs in namespaces it creates.
 # Part 1 drives the plugins with braid-cnitool; part 2 is a Kubernetes node: containerd's CRI
 # (a daemon of the demo's own, in a throwaway namespace, as the integration tests run it) with
-# braid installed by braid-install, and a pod annotated with two networks of the example ConfigMap.
+# braid installed by braid-install, and a pod annotated with two networks of the example ConfigMap;
+# part 3, a VM gets all three networks: vmtap hands the pod interfaces of a merged result to a VM,
+# and braid-vm boots QEMU (TCG, Debian's cloud kernel) on that result as a VM runtime would.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 [ "$(id -u)" -eq 0 ] || { echo "run as root: sudo scripts/demo.sh" >&2; exit 1; }
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+part() { printf '\n\033[1;7m#### %s ####\033[0m\n' "$*"; }
 
 need=()
 command -v ip >/dev/null || need+=(iproute2)
@@ -20,22 +23,31 @@ command -v containerd >/dev/null || need+=(containerd)
 command -v runc >/dev/null || need+=(runc)
 # The pod's sandbox image is built around static busybox (the dynamic one cannot run alone).
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "ok installed" || need+=(busybox-static)
-if [ ${#need[@]} -gt 0 ]; then
-  step "installing ${need[*]}"
+# Part 3's VM: QEMU under TCG. Its kernel is not installed: integration/src/vm.rs fetches the
+# package `apt-cache depends linux-image-cloud-amd64` names into target/vm/ once (apt's index must know it).
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+if [ ${#need[@]} -gt 0 ] || ! apt-cache depends linux-image-cloud-amd64 2>/dev/null | grep -q "Depends: linux-image-"; then
+  step "apt-get update${need[*]:+; installing ${need[*]}}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  apt-get update -qq
+  [ ${#need[@]} -eq 0 ] || apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-step "building release binaries (and braid-crictl, the demo's stand-in for the kubelet)"
+step "building release binaries (and braid-crictl, the demo's stand-in for the kubelet; braid-vm, its VM runtime)"
 bin="$(bash scripts/build-release.sh | tail -n1)"
-# An example of the integration crate (its CRI client's gRPC stack is no dependency of the plugins).
-cargo build -q --locked -p braid-integration --example braid-crictl
+# Examples of the integration crate (the CRI client's gRPC stack and the VM support are no
+# dependency of the plugins).
+cargo build -q --locked -p braid-integration --example braid-crictl --example braid-vm
 crictl="$PWD/target/debug/examples/braid-crictl"
+braid_vm="$PWD/target/debug/examples/braid-vm"
 
 id="demo$$"
 host="braid-demo-host-$$"
 ctr="braid-demo-ctr-$$"
 node="braid-demo-node-$$"
+vmid="demovm$$"
+vmhost="braid-demo-vmhost-$$"
+vmpod="braid-demo-vmpod-$$"
 work="$(mktemp -d /tmp/braid-demo.XXXXXX)"
 k="$work/node"                      # part 2: containerd's and braid's directories
 sock="$k/containerd.sock"
@@ -47,6 +59,8 @@ for d in /run/containerd "$shims" /sys/fs/cgroup/k8s.io /sys/fs/cgroup/*/; do
   [ -e "$d" ] || made_dirs+=("$d")
 done
 cri() { "$crictl" "$sock" "$@"; }
+# The tap (and tun) devices in namespace $1, one name a line.
+taps() { ip -n "$1" -o link show type tun 2>/dev/null | awk -F': ' '{sub(/@.*/, "", $2); print $2}'; }
 # The sandboxes of the demo's containerd: the pod it ran and any other it knows of.
 sandboxes() {
   { cat "$k/pods" 2>/dev/null; ctr --address "$sock" -n k8s.io containers ls -q 2>/dev/null; } | sort -u
@@ -89,13 +103,16 @@ cleanup() {
   done
   local i
   for ((i = ${#made_dirs[@]} - 1; i >= 0; i--)); do rmdir "${made_dirs[$i]}" 2>/dev/null || true; done
-  ip netns delete "$ctr" 2>/dev/null || true
-  ip netns delete "$host" 2>/dev/null || true
-  ip netns delete "$node" 2>/dev/null || true
+  # Part 3's QEMU, if still running: the processes in the VM's pod namespace (the demo's own).
+  local pid
+  for pid in $(ip netns pids "$vmpod" 2>/dev/null); do stop_pid "$pid" 3; done
+  local n
+  for n in "$ctr" "$host" "$node" "$vmpod" "$vmhost"; do ip netns delete "$n" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
 
+part "part 1: several networks in one ADD (braid-cnitool runs the conflist)"
 step "creating throwaway namespaces $host (the node) and $ctr (the pod)"
 ip netns add "$host"
 ip netns add "$ctr"
@@ -176,6 +193,7 @@ for l in eth0 net1; do
   if ip -n "$ctr" link show "$l" >/dev/null 2>&1; then echo "$l still in the container"; left=1; fi
 done
 if ip -n "$host" -br link | grep -q '^veth'; then echo "a veth is still on the node"; left=1; fi
+if [ -n "$(taps "$ctr"; taps "$host")" ]; then echo "a tap is left"; left=1; fi
 if find "$work/ipam" -name '198.18.*' 2>/dev/null | grep -q .; then echo "an IP reservation is left"; left=1; fi
 if [ -n "$(ls -A "$work/cache/results" 2>/dev/null)" ]; then echo "a cache file is left"; left=1; fi
 # .braid-owner records which plugin kind the stateDir serves; it stays by design.
@@ -183,7 +201,8 @@ if find "$work/state" -maxdepth 1 -type f ! -name .braid-owner 2>/dev/null | gre
 [ "$left" -eq 0 ] || exit 1
 echo "no interface, no IP reservation, no state or cache file left (bridge leaves its bridge device on the node by design; it goes with the node namespace)"
 
-step "part 2, a Kubernetes node: containerd's CRI in a throwaway namespace $node, a bridge cluster network"
+part "part 2: a Kubernetes node (containerd's CRI, braid-install, an annotated pod)"
+step "containerd's CRI in a throwaway namespace $node, a bridge cluster network"
 ip netns add "$node"
 ip -n "$node" link set lo up
 # The example "storage" network's macvlan master, in the node namespace only.
@@ -311,6 +330,7 @@ find "$k/ipam" -name '198.1*' | grep -q . && { echo "an IP reservation is left";
 find "$k/braid-state" "$k/status" -type f ! -name .braid-owner | grep -q . && { echo "braid state or status is left"; left=1; }
 ls /var/lib/cni/results/ 2>/dev/null | grep -q -- "-$pod-" && { echo "a libcni cache entry is left"; left=1; }
 ip -n "$node" -br link | grep -Eq '^(veth|net|mac)' && { echo "a pod interface is left on the node"; left=1; }
+[ -n "$(taps "$node")" ] && { echo "a tap is left on the node"; left=1; }
 shim="$shims/$(printf '%s/k8s.io/%s' "$sock" "$pod" | sha256sum | cut -d' ' -f1)"
 [ -e "$shim" ] && { echo "the shim socket is left"; left=1; }
 stop_node
@@ -319,5 +339,97 @@ awk -v p="$work/" 'index($5, p) == 1' /proc/self/mountinfo | grep -q . && { echo
 [ "$left" -eq 0 ] || exit 1
 echo "no pod namespace, interface, IP reservation, braid state or network-status, libcni cache entry, shim,"
 echo "mount or containerd process left (braid's conflist stays, as on a node; it goes with the demo's directory)"
+
+part "part 3: a VM gets all three networks (vmtap hands the pod interfaces to QEMU)"
+t3=$EPOCHREALTIME
+v="$work/vm"
+mkdir -p "$v"
+step "creating throwaway namespaces $vmhost (the node) and $vmpod (the VM's pod)"
+ip netns add "$vmhost"
+ip netns add "$vmpod"
+ip -n "$vmhost" link set lo up
+ip -n "$vmpod" link set lo up
+# The macvlan network's master, eth1, and on it a peer holding that network's gateway address.
+ip -n "$vmhost" link add eth1 type veth peer name eth1p
+ip -n "$vmhost" link add metal0 link eth1 type macvlan mode bridge
+ip -n "$vmhost" addr add 198.18.42.1/24 dev metal0
+for l in eth1 eth1p metal0; do ip -n "$vmhost" link set "$l" up; done
+cat > "$v/vm.conflist" <<JSON
+{
+  "cniVersion": "1.1.0",
+  "name": "braid-demo-vm",
+  "plugins": [
+    {
+      "type": "delegator",
+      "result": "merged",
+      "stateDir": "$v/state",
+      "delegates": [
+        {
+          "cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": "braidvm0", "isGateway": true,
+          "ipam": {
+            "type": "host-local", "dataDir": "$v/ipam",
+            "ranges": [[{"subnet": "198.18.40.0/24", "gateway": "198.18.40.1"}]],
+            "routes": [{"dst": "0.0.0.0/0", "gw": "198.18.40.1"}]
+          }
+        },
+        {
+          "cniVersion": "1.0.0", "name": "storage", "type": "ptp",
+          "ipam": {
+            "type": "host-local", "dataDir": "$v/ipam",
+            "ranges": [[{"subnet": "198.18.41.0/24", "gateway": "198.18.41.1"}]],
+            "routes": [{"dst": "198.19.41.0/24", "gw": "198.18.41.1"}]
+          }
+        },
+        {
+          "cniVersion": "1.0.0", "name": "metal", "type": "macvlan", "master": "eth1", "mode": "bridge",
+          "ipam": {
+            "type": "host-local", "dataDir": "$v/ipam",
+            "ranges": [[{"subnet": "198.18.42.0/24", "gateway": "198.18.42.1"}]]
+          }
+        }
+      ]
+    },
+    {"type": "vmtap"},
+    {"type": "verifier"}
+  ]
+}
+JSON
+echo "conflist: the delegator attaches bridge (eth0), ptp (net1) and macvlan (net2, on eth1) and merges their results;"
+echo "vmtap then gives every pod interface a tap joined to it by two tc redirects and adds, per interface, the tap"
+echo "and a VM interface (sandbox = the container ID, MAC = the pod interface's) to the result; the verifier checks it all:"
+cat "$v/vm.conflist"
+vmtool() {
+  ip netns exec "$vmhost" "$bin/braid-cnitool" "$1" "$v/vm.conflist" \
+    --netns "/run/netns/$vmpod" --ifname eth0 --id "$vmid" --cache "$v/cache" \
+    --path "$bin:/usr/lib/cni" --args "IgnoreUnknown=1;K8S_POD_NAME=vm"
+}
+step "ADD: braid's result (pod interfaces, then per pod interface its tap and the VM interface with its IPs)"
+vmtool add > "$v/result.json"
+cat "$v/result.json"
+step "the pod namespace: the pod interfaces and their taps, each pair joined by tc redirects"
+ip -n "$vmpod" -br link
+for l in eth0 net1 net2; do
+  printf '%s ingress -> ' "$l"
+  tc -n "$vmpod" filter show dev "$l" ingress | grep -o 'Redirect to device [^)]*' | head -n1
+done
+step "the VM: braid-vm boots QEMU in $vmpod on the result above, one virtio NIC per VM interface"
+TMPDIR="$v" "$braid_vm" --netns "/run/netns/$vmpod" --container-id "$vmid" "$v/result.json"
+step "CHECK (the verifier also checks each tap's redirects, both ways)"
+vmtool check && echo "CHECK passed"
+step "DEL"
+vmtool del && echo "DEL passed"
+step "proof that nothing is left"
+left=0
+[ "$(ip -n "$vmpod" -o link show | awk -F': ' '{print $2}')" = lo ] || { echo "a link is left in the pod: $(ip -n "$vmpod" -br link)"; left=1; }
+[ -n "$(taps "$vmpod"; taps "$vmhost")" ] && { echo "a tap is left: $(taps "$vmpod"; taps "$vmhost")"; left=1; }
+ip -n "$vmhost" -br link | grep -q '^veth' && { echo "a veth is left on the node"; left=1; }
+[ -n "$(ip netns pids "$vmpod")" ] && { echo "a process (QEMU?) is left in the pod namespace"; left=1; }
+find "$v/ipam" -name '198.18.*' | grep -q . && { echo "an IP reservation is left"; left=1; }
+[ -n "$(ls -A "$v/cache/results" 2>/dev/null)" ] && { echo "a cache file is left"; left=1; }
+find "$v/state" -maxdepth 1 -type f ! -name .braid-owner | grep -q . && { echo "a delegator state file is left"; left=1; }
+find "$v" -maxdepth 1 -name 'braid-*' | grep -q . && { echo "a VM boot directory is left"; left=1; }
+[ "$left" -eq 0 ] || exit 1
+echo "no tap, pod interface, QEMU, IP reservation, state, cache file or boot file left"
+echo "part 3 took $(( (${EPOCHREALTIME//[.,]/} - ${t3//[.,]/}) / 1000000 )) s"
 
 step "demo finished"

@@ -6,45 +6,9 @@
 //! peer on the same master. Then DEL leaves no tap, qdisc, link, reservation or state.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use braid_integration::vm::{Guest, Nic, Vm, VmImage};
+use braid_integration::vm::{guest_for, vm_nics, Vm, VmImage};
 use braid_integration::{require_root, unique, Harness};
-use cni_types::CniResult;
 use serde_json::json;
-
-/// One VM NIC as a runtime derives it from the result: the VM interface (sandbox = container
-/// ID), its tap (same name, in the pod namespace), the IPs that point at it, and the routes
-/// whose gateway lies in one of its subnets.
-struct VmNic {
-    tap: String,
-    mac: String,
-    addresses: Vec<String>,
-    gateways: Vec<String>,
-    routes: Vec<(String, String)>,
-}
-
-fn vm_nics(r: &CniResult, container_id: &str, netns: &str) -> Vec<VmNic> {
-    let mut out = Vec::new();
-    for (k, vm) in r.interfaces.iter().enumerate().filter(|(_, i)| i.sandbox == container_id) {
-        assert!(r.interfaces.iter().any(|t| t.name == vm.name && t.sandbox == netns), "no tap for {}", vm.name);
-        let ips: Vec<_> = r.ips.iter().filter(|ip| ip.interface == Some(k as i64)).collect();
-        let routes = r
-            .routes
-            .iter()
-            .filter_map(|rt| {
-                let gw = rt.gw?;
-                ips.iter().any(|ip| ip.address.contains(gw)).then(|| (rt.dst.to_string(), gw.to_string()))
-            })
-            .collect();
-        out.push(VmNic {
-            tap: vm.name.clone(),
-            mac: vm.mac.clone(),
-            addresses: ips.iter().map(|ip| ip.address.to_string()).collect(),
-            gateways: ips.iter().filter_map(|ip| ip.gateway.map(|g| g.to_string())).collect(),
-            routes,
-        });
-    }
-    out
-}
 
 #[test]
 fn a_vm_reaches_every_network_of_a_merged_result() {
@@ -80,30 +44,14 @@ fn a_vm_reaches_every_network_of_a_merged_result() {
     let id = unique("vmctr");
     let rt = h.runtime(&ctr, &id, "eth0");
     let result = h.add(&list, &rt).unwrap_or_else(|e| panic!("ADD: {e}")).to_latest();
-    let nics = vm_nics(&result, &id, &rt.netns);
+    let nics = vm_nics(&result, &id, &rt.netns).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(nics.iter().map(|n| n.tap.as_str()).collect::<Vec<_>>(), ["tap0", "tap1", "tap2"]);
 
-    // The guest: each NIC with its result's addresses; the first network's gateway is the
-    // default route, every NIC gets the routes that leave by it; one ping per network, from
-    // that network's NIC, to the host side of it.
-    let mut guest = Guest::new();
-    for (k, n) in nics.iter().enumerate() {
-        let mut nic = Nic::new(&n.tap, &n.mac);
-        for a in &n.addresses {
-            nic = nic.address(a);
-        }
-        if k == 0 {
-            if let Some(g) = n.gateways.first() {
-                nic = nic.gateway(g);
-            }
-        }
-        for (dst, via) in &n.routes {
-            if dst != "0.0.0.0/0" {
-                nic = nic.route(dst, Some(via));
-            }
-        }
-        guest = guest.nic(nic);
-    }
+    // The guest as a runtime derives it (braid_integration::vm::guest_for): each NIC with its
+    // result's addresses; the first network's gateway is the default route, every NIC gets the
+    // routes that leave by it; one ping per network, from that network's NIC, to the host side
+    // of it.
+    let mut guest = guest_for(&nics);
     let targets = ["198.18.90.1", "198.18.91.1", "198.18.92.1"];
     for (k, t) in targets.iter().enumerate() {
         assert_eq!(nics[k].gateways, [t.to_string()], "the result names {t} as NIC {k}'s gateway");
