@@ -111,8 +111,8 @@ fn a_vm_reaches_every_network_of_a_merged_result() {
     }
     let run = Vm::boot(ctr.path(), image, &guest);
     run.assert_ok();
-    for k in 0..targets.len() {
-        assert!(run.probe_ok(k), "NIC {k} cannot reach {}:\n{}", targets[k], run.tail(60));
+    for (k, t) in targets.iter().enumerate() {
+        assert!(run.probe_ok(k), "NIC {k} cannot reach {t}:\n{}", run.tail(60));
     }
     eprintln!("{}", run.tail(40));
     // The pod network saw the guest's frames: the pod interfaces' MACs were the guest's.
