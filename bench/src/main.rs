@@ -2,9 +2,11 @@
 //! is measured side by side and interleaved in one run; results go to a directory as Markdown,
 //! CSV and SVG, with a verdict for each budget.
 //!
-//! Usage: `braid-bench [--out DIR] [--quick] [--readme README.md]` (quick: a tenth of the
-//! repetitions, for a smoke run; readme: refresh the README's results section). Started with
-//! `BRAID_BENCH_RSS_CHILD` set, it is the helper child that measures peak RSS.
+//! Usage: `braid-bench [--out DIR] [--quick] [--readme README.md] [--only CASE,…]` (quick: a
+//! tenth of the repetitions, for a smoke run; readme: refresh the README's results section;
+//! only: run just these cases, by the names in [`CASES`], for a look at one figure without the
+//! whole run — the written results then hold only those, so it refuses `--readme`). Started
+//! with `BRAID_BENCH_RSS_CHILD` set, it is the helper child that measures peak RSS.
 
 mod cases;
 mod report;
@@ -28,14 +30,29 @@ pub struct Verdict {
     pub holds: bool,
 }
 
+/// The cases by the name `--only` selects them with, in the order they run.
+pub const CASES: [&str; 11] = [
+    "version",
+    "exec-floor",
+    "delegator",
+    "selection",
+    "parallel",
+    "merger",
+    "verifier",
+    "merge",
+    "vmtap",
+    "sizes",
+    "rss",
+];
+
 fn say(msg: &str) {
     let _ = writeln!(std::io::stderr(), "== {msg}");
 }
 
-fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>) -> Result<bool, String> {
+fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> Result<bool, String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let bins = me.parent().map(PathBuf::from).ok_or("cannot tell where braid's binaries are")?;
-    for b in ["delegator", "merger", "verifier", "braid-fault", "braid-exec-floor"] {
+    for b in ["delegator", "merger", "verifier", "vmtap", "braid-fault", "braid-exec-floor"] {
         if !bins.join(b).exists() {
             return Err(format!("{} is missing: build the release binaries first", bins.join(b).display()));
         }
@@ -54,26 +71,46 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>) -> Result<bool, Stri
         samples.extend(s);
         verdicts.extend(v);
     };
-    say("VERSION exec latency");
-    take(cases::version(&w)?);
-    say("the exec floor: an empty static binary beside the delegator's VERSION");
-    take(cases::exec_floor(&w)?);
-    say("ADD+DEL of [bridge, ptp]: delegator vs direct");
-    take(cases::delegator_overhead(&w)?);
-    say("ADD+DEL with networks selected by the pod annotation vs configured");
-    take(cases::selection(&w)?);
-    say("ADD+DEL of 1, 4, 8 ptp: direct, at once, delegator sequential and parallel");
-    take(cases::parallel_attach(&w)?);
-    say("conflist with and without the merger");
-    take(cases::merger_added(&w)?);
-    say("verifier CHECK for 1, 8, 64 interfaces");
-    take(cases::verifier_scaling(&w)?);
-    say("merge of 1,000 attachments");
-    take(cases::merge_1000(&w));
-    say("binary sizes");
-    take(cases::sizes(&w));
-    say("peak RSS during ADD");
-    take(cases::peak_rss(&w, &me)?);
+    let run = |case: &str, what: &str| {
+        let yes = only.is_empty() || only.iter().any(|o| o == case);
+        if yes {
+            say(what);
+        }
+        yes
+    };
+    if run("version", "VERSION exec latency") {
+        take(cases::version(&w)?);
+    }
+    if run("exec-floor", "the exec floor: an empty static binary beside the delegator's VERSION") {
+        take(cases::exec_floor(&w)?);
+    }
+    if run("delegator", "ADD+DEL of [bridge, ptp]: delegator vs direct") {
+        take(cases::delegator_overhead(&w)?);
+    }
+    if run("selection", "ADD+DEL with networks selected by the pod annotation vs configured") {
+        take(cases::selection(&w)?);
+    }
+    if run("parallel", "ADD+DEL of 1, 4, 8 ptp: direct, at once, delegator sequential and parallel") {
+        take(cases::parallel_attach(&w)?);
+    }
+    if run("merger", "conflist with and without the merger") {
+        take(cases::merger_added(&w)?);
+    }
+    if run("verifier", "verifier CHECK for 1, 8, 64 interfaces") {
+        take(cases::verifier_scaling(&w)?);
+    }
+    if run("merge", "merge of 1,000 attachments") {
+        take(cases::merge_1000(&w));
+    }
+    if run("vmtap", "ADD+DEL of a chain with and without vmtap, at 1 and 3 interfaces") {
+        take(cases::vmtap_added(&w)?);
+    }
+    if run("sizes", "binary sizes") {
+        take(cases::sizes(&w));
+    }
+    if run("rss", "peak RSS during ADD") {
+        take(cases::peak_rss(&w, &me)?);
+    }
     let machine = report::Machine::read(&w.bins);
     report::write_all(&out, &machine, &samples, &verdicts).map_err(|e| format!("{}: {e}", out.display()))?;
     let _ = std::io::stdout().write_all(report::markdown(&machine, &samples, &verdicts).as_bytes());
@@ -110,22 +147,35 @@ fn main() {
     let mut out = PathBuf::from("bench-results");
     let mut scale = 1.0;
     let mut readme = None;
+    let mut only: Vec<String> = Vec::new();
+    let usage = |why: String| -> ! {
+        let _ = writeln!(
+            std::io::stderr(),
+            "usage: braid-bench [--out DIR] [--quick] [--readme FILE] [--only CASE,…] ({why}; cases: {})",
+            CASES.join(", ")
+        );
+        std::process::exit(2)
+    };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--out" => out = it.next().map(PathBuf::from).unwrap_or(out),
             "--quick" => scale = 0.1,
             "--readme" => readme = it.next().map(PathBuf::from),
-            other => {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "usage: braid-bench [--out DIR] [--quick] [--readme FILE] (unknown {other:?})"
-                );
-                std::process::exit(2)
-            }
+            "--only" => match it.next() {
+                Some(list) => only.extend(list.split(',').map(|c| c.trim().to_string())),
+                None => usage("--only needs a list of cases".into()),
+            },
+            other => usage(format!("unknown {other:?}")),
         }
     }
-    match bench(out, scale, readme) {
+    if let Some(bad) = only.iter().find(|c| !CASES.contains(&c.as_str())) {
+        usage(format!("unknown case {bad:?}"));
+    }
+    if !only.is_empty() && readme.is_some() {
+        usage("--only runs part of the suite: the README shows whole runs only".into());
+    }
+    match bench(out, scale, readme, &only) {
         Ok(all) => std::process::exit(if all { 0 } else { 3 }),
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "braid-bench: {e}");
