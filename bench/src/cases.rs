@@ -86,7 +86,8 @@ fn ms(v: f64) -> String {
 
 /// VERSION exec latency of braid's plugins beside Debian's bridge.
 pub fn version(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
-    let plugins = [w.bin("delegator"), w.bin("merger"), w.bin("verifier"), w.reference("bridge")];
+    let plugins = [w.bin("delegator"), w.bin("merger"), w.bin("verifier"), w.bin("vmtap"), w.reference("bridge")];
+    let ours = plugins.len() - 1;
     let mut samples: Vec<Sample> = plugins.iter().map(|p| Sample::new("VERSION exec", name(p), "ms")).collect();
     let stdin = json!({"cniVersion": "1.0.0"});
     let calls: Vec<Call> = plugins
@@ -103,8 +104,8 @@ pub fn version(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
             samples[j].push(calls[j].run()?.0);
         }
     }
-    let bridge = samples[3].median();
-    let verdicts = samples[..3]
+    let bridge = samples[ours].median();
+    let verdicts = samples[..ours]
         .iter()
         .map(|s| Verdict {
             what: format!("VERSION exec, {}", s.name),
@@ -384,7 +385,9 @@ pub fn merge_1000(w: &World) -> (Vec<Sample>, Vec<Verdict>) {
 pub fn sizes(w: &World) -> (Vec<Sample>, Vec<Verdict>) {
     let mut samples = Vec::new();
     let mut verdicts = Vec::new();
-    for (bin, limit) in [("delegator", 1.0), ("merger", 1.0), ("verifier", 2.0)] {
+    // The plugins that speak netlink carry its message types (netlink-packet-route): the
+    // verifier (rtnetlink on a current-thread tokio) and vmtap (blocking cni-netlink) get 2 MB.
+    for (bin, limit) in [("delegator", 1.0), ("merger", 1.0), ("verifier", 2.0), ("vmtap", 2.0)] {
         let bytes = std::fs::metadata(w.bin(bin)).map(|m| m.len()).unwrap_or(0);
         let mb = bytes as f64 / 1_000_000.0;
         let mut s = Sample::new("binary size", bin, "MB");
@@ -441,6 +444,16 @@ pub fn peak_rss(w: &World, me: &Path) -> Result<(Vec<Sample>, Vec<Verdict>), Str
                 w.call(w.bin("verifier"), Command::Add, "rss-v", "c0", &conf)
                     .in_netns(ns8.path().display().to_string()),
                 None,
+            )
+        },
+        {
+            // Eight taps, sixteen redirects and their qdiscs; the DEL removes them again.
+            let conf = json!({"cniVersion": "1.1.0", "name": "r", "type": "vmtap", "prevResult": result8});
+            let ns = ns8.path().display().to_string();
+            (
+                "vmtap (8 interfaces)",
+                w.call(w.bin("vmtap"), Command::Add, "rss-t", "c0", &conf).in_netns(ns.clone()),
+                Some(w.call(w.bin("vmtap"), Command::Del, "rss-t", "c0", &conf).in_netns(ns)),
             )
         },
         {
@@ -808,4 +821,117 @@ pub fn status(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
         holds: t <= 1.5,
     };
     Ok((s.to_vec(), vec![verdict]))
+}
+
+/// The group of the ADD+DEL of a chain ± vmtap at `n` pod interfaces.
+fn vmtap_group(n: usize) -> &'static str {
+    match n {
+        1 => "chain ± vmtap, 1 interface",
+        _ => "chain ± vmtap, 3 interfaces",
+    }
+}
+
+/// ADD+DEL of a conflist with vmtap last beside the same conflist without it, run the way
+/// libcni runs chains and interleaved (alternating order): `[ptp]` for 1 pod interface,
+/// `[delegator merged {ptp, ptp, ptp}]` for 3. What vmtap adds is one more process in the chain
+/// plus, per interface, a tap, an ingress qdisc on each side and two `mirred` filters at ADD
+/// and their removal at DEL; its budget is 1 ms plus 0.5 ms per interface (median of paired
+/// differences).
+pub fn vmtap_added(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
+    let mut samples = Vec::new();
+    let mut verdicts = Vec::new();
+    let ctr = w.ctr.path().display().to_string();
+    let paths = vec![w.bins.clone(), w.reference.clone()];
+    let cache = w.dir.path().join("vcache");
+    for n in [1usize, 3] {
+        let g = vmtap_group(n);
+        let ptps: Vec<Value> = (0..n)
+            .map(|i| json!({"cniVersion": "1.0.0", "name": format!("v{i}"), "type": "ptp", "ipam": w.ipam(130 + i as u8)}))
+            .collect();
+        let first = match n {
+            1 => json!({"type": "ptp", "ipam": w.ipam(130)}),
+            _ => json!({"type": "delegator", "result": "merged", "stateDir": w.dir.path().join("vstate"),
+                "delegates": ptps}),
+        };
+        let list = |plugins: Vec<Value>| -> Result<NetConfList, String> {
+            let v = json!({"cniVersion": "1.0.0", "name": format!("benchv{n}"), "plugins": plugins});
+            NetConfList::parse(&serde_json::to_vec(&v).unwrap_or_default()).map_err(|e| e.to_string())
+        };
+        let without = list(vec![first.clone()])?;
+        let with = list(vec![first, json!({"type": "vmtap"})])?;
+        let shown = if n == 1 { "[ptp]" } else { "[delegator merged {ptp, ptp, ptp}]" };
+        let with_shown = format!("{}, vmtap]", shown.trim_end_matches(']'));
+        let mut s = [
+            Sample::new(g, format!("ADD+DEL {shown}"), "ms"),
+            Sample::new(g, format!("ADD+DEL {with_shown}"), "ms"),
+            Sample::new(g, format!("ADD {shown}"), "ms"),
+            Sample::new(g, format!("ADD {with_shown}"), "ms"),
+            Sample::new(g, format!("DEL {shown}"), "ms"),
+            Sample::new(g, format!("DEL {with_shown}"), "ms"),
+        ];
+        w.in_host(|| -> Result<(), String> {
+            let exec = RawExec { timeout: Some(Duration::from_secs(30)), ..RawExec::default() };
+            let chain = Chain { exec: &exec, paths: paths.clone(), cache_dir: cache.clone() };
+            let cycle = |l: &NetConfList, id: String| -> Result<(Duration, Duration), String> {
+                let r = RuntimeConf {
+                    container_id: id,
+                    netns: ctr.clone(),
+                    ifname: "eth0".into(),
+                    args: String::new(),
+                    capability_args: Default::default(),
+                };
+                let t = Instant::now();
+                chain.add(l, &r).map_err(|e| e.msg)?;
+                let add = t.elapsed();
+                let t = Instant::now();
+                chain.del(l, &r).map_err(|e| e.msg)?;
+                Ok((add, t.elapsed()))
+            };
+            cycle(&without, format!("warm{n}-a"))?;
+            cycle(&with, format!("warm{n}-b"))?;
+            // Fewer rounds for more interfaces: each is longer.
+            for i in 0..w.reps(if n == 1 { 300 } else { 150 }) {
+                let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+                for k in order {
+                    let (add, del) = cycle(if k == 0 { &without } else { &with }, format!("v{n}-{k}-{i}"))?;
+                    s[k].push(add + del);
+                    s[k + 2].push(add);
+                    s[k + 4].push(del);
+                }
+            }
+            Ok(())
+        })??;
+        let mut paired = Sample::new(g, "paired difference (added by vmtap)", "ms");
+        paired.values = s[1].values.iter().zip(&s[0].values).map(|(a, b)| a - b).collect();
+        let added = paired.median();
+        let limit = 1.0 + 0.5 * n as f64;
+        verdicts.push(Verdict {
+            what: format!(
+                "ADD+DEL at {n} interface{}: added by vmtap (median of paired differences)",
+                if n == 1 { "" } else { "s" }
+            ),
+            measured: format!(
+                "{} (p10–p90 {} – {}; medians {} vs {})",
+                signed_ms(added),
+                signed_ms(paired.p10()),
+                signed_ms(paired.p90()),
+                ms(s[1].median()),
+                ms(s[0].median())
+            ),
+            budget: format!("≤ {} (1 ms + 0.5 ms per interface)", ms(limit)),
+            holds: added <= limit,
+        });
+        samples.extend(s);
+        samples.push(paired);
+    }
+    Ok((samples, verdicts))
+}
+
+/// A duration in milliseconds that may be negative (a paired difference).
+fn signed_ms(v: f64) -> String {
+    if v < 0.0 {
+        format!("−{}", ms(-v))
+    } else {
+        ms(v)
+    }
 }

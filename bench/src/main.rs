@@ -2,10 +2,11 @@
 //! is measured side by side and interleaved in one run; results go to a directory as Markdown,
 //! CSV and SVG, with a verdict for each budget.
 //!
-//! Usage: `braid-bench [--out DIR] [--quick] [--readme README.md] [--only CASE]` (quick: a
+//! Usage: `braid-bench [--out DIR] [--quick] [--readme README.md] [--only CASE,…]` (quick: a
 //! tenth of the repetitions, for a smoke run; readme: refresh the README's results section;
-//! only: run one case — see [`CASES`] — and write its results alone). Started with
-//! `BRAID_BENCH_RSS_CHILD` set, it is the helper child that measures peak RSS.
+//! only: run just these cases, by the names in [`CASES`], for a look at one figure without the
+//! whole run — the written results then hold only those, so it refuses `--readme`). Started
+//! with `BRAID_BENCH_RSS_CHILD` set, it is the helper child that measures peak RSS.
 
 mod cases;
 mod report;
@@ -29,12 +30,8 @@ pub struct Verdict {
     pub holds: bool,
 }
 
-fn say(msg: &str) {
-    let _ = writeln!(std::io::stderr(), "== {msg}");
-}
-
-/// The cases, by the name `--only` takes, in the order a full run measures them.
-pub const CASES: &[&str] = &[
+/// The cases by the name `--only` selects them with, in the order they run.
+pub const CASES: [&str; 12] = [
     "version",
     "exec-floor",
     "delegator",
@@ -44,15 +41,19 @@ pub const CASES: &[&str] = &[
     "verifier",
     "merge",
     "status",
+    "vmtap",
     "sizes",
     "rss",
 ];
 
-fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: Option<&str>) -> Result<bool, String> {
-    let run = |case: &str| only.is_none_or(|o| o == case);
+fn say(msg: &str) {
+    let _ = writeln!(std::io::stderr(), "== {msg}");
+}
+
+fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> Result<bool, String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let bins = me.parent().map(PathBuf::from).ok_or("cannot tell where braid's binaries are")?;
-    for b in ["delegator", "merger", "verifier", "braid-fault", "braid-exec-floor"] {
+    for b in ["delegator", "merger", "verifier", "vmtap", "braid-fault", "braid-exec-floor"] {
         if !bins.join(b).exists() {
             return Err(format!("{} is missing: build the release binaries first", bins.join(b).display()));
         }
@@ -71,48 +72,47 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: Option<&str>) 
         samples.extend(s);
         verdicts.extend(v);
     };
-    if run("version") {
-        say("VERSION exec latency");
+    let run = |case: &str, what: &str| {
+        let yes = only.is_empty() || only.iter().any(|o| o == case);
+        if yes {
+            say(what);
+        }
+        yes
+    };
+    if run("version", "VERSION exec latency") {
         take(cases::version(&w)?);
     }
-    if run("exec-floor") {
-        say("the exec floor: an empty static binary beside the delegator's VERSION");
+    if run("exec-floor", "the exec floor: an empty static binary beside the delegator's VERSION") {
         take(cases::exec_floor(&w)?);
     }
-    if run("delegator") {
-        say("ADD+DEL of [bridge, ptp]: delegator vs direct");
+    if run("delegator", "ADD+DEL of [bridge, ptp]: delegator vs direct") {
         take(cases::delegator_overhead(&w)?);
     }
-    if run("selection") {
-        say("ADD+DEL with networks selected by the pod annotation vs configured");
+    if run("selection", "ADD+DEL with networks selected by the pod annotation vs configured") {
         take(cases::selection(&w)?);
     }
-    if run("parallel") {
-        say("ADD+DEL of 1, 4, 8 ptp: direct, at once, delegator sequential and parallel");
+    if run("parallel", "ADD+DEL of 1, 4, 8 ptp: direct, at once, delegator sequential and parallel") {
         take(cases::parallel_attach(&w)?);
     }
-    if run("merger") {
-        say("conflist with and without the merger");
+    if run("merger", "conflist with and without the merger") {
         take(cases::merger_added(&w)?);
     }
-    if run("verifier") {
-        say("verifier CHECK for 1, 8, 64 interfaces");
+    if run("verifier", "verifier CHECK for 1, 8, 64 interfaces") {
         take(cases::verifier_scaling(&w)?);
     }
-    if run("merge") {
-        say("merge of 1,000 attachments");
+    if run("merge", "merge of 1,000 attachments") {
         take(cases::merge_1000(&w));
     }
-    if run("status") {
-        say("STATUS of the delegator as installed, and of the merger");
+    if run("status", "STATUS of the delegator as installed, and of the merger") {
         take(cases::status(&w)?);
     }
-    if run("sizes") {
-        say("binary sizes");
+    if run("vmtap", "ADD+DEL of a chain with and without vmtap, at 1 and 3 interfaces") {
+        take(cases::vmtap_added(&w)?);
+    }
+    if run("sizes", "binary sizes") {
         take(cases::sizes(&w));
     }
-    if run("rss") {
-        say("peak RSS during ADD");
+    if run("rss", "peak RSS during ADD") {
         take(cases::peak_rss(&w, &me)?);
     }
     let machine = report::Machine::read(&w.bins);
@@ -151,7 +151,15 @@ fn main() {
     let mut out = PathBuf::from("bench-results");
     let mut scale = 1.0;
     let mut readme = None;
-    let mut only = None;
+    let mut only: Vec<String> = Vec::new();
+    let usage = |why: String| -> ! {
+        let _ = writeln!(
+            std::io::stderr(),
+            "usage: braid-bench [--out DIR] [--quick] [--readme FILE] [--only CASE,…] ({why}; cases: {})",
+            CASES.join(", ")
+        );
+        std::process::exit(2)
+    };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -159,26 +167,19 @@ fn main() {
             "--quick" => scale = 0.1,
             "--readme" => readme = it.next().map(PathBuf::from),
             "--only" => match it.next() {
-                Some(c) if CASES.contains(&c.as_str()) => only = Some(c.clone()),
-                other => {
-                    let _ = writeln!(std::io::stderr(), "--only takes one of {CASES:?}, not {other:?}");
-                    std::process::exit(2)
-                }
+                Some(list) => only.extend(list.split(',').map(|c| c.trim().to_string())),
+                None => usage("--only needs a list of cases".into()),
             },
-            other => {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "usage: braid-bench [--out DIR] [--quick] [--readme FILE] [--only CASE] (unknown {other:?})"
-                );
-                std::process::exit(2)
-            }
+            other => usage(format!("unknown {other:?}")),
         }
     }
-    if only.is_some() && readme.is_some() {
-        let _ = writeln!(std::io::stderr(), "--readme needs the full run, not --only");
-        std::process::exit(2)
+    if let Some(bad) = only.iter().find(|c| !CASES.contains(&c.as_str())) {
+        usage(format!("unknown case {bad:?}"));
     }
-    match bench(out, scale, readme, only.as_deref()) {
+    if !only.is_empty() && readme.is_some() {
+        usage("--only runs part of the suite: the README shows whole runs only".into());
+    }
+    match bench(out, scale, readme, &only) {
         Ok(all) => std::process::exit(if all { 0 } else { 3 }),
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "braid-bench: {e}");

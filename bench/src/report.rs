@@ -177,9 +177,15 @@ pub fn svg(samples: &[Sample]) -> String {
         );
         y += head_h;
         for x in rows {
-            let scale = |v: f64| label_w + bar_w * (v / max);
-            let braid =
-                !x.name.contains("bridge") && !x.name.contains("direct") && !x.name.contains("[bridge, tuning]");
+            // A paired difference can be negative: its bar and whisker stop at the axis.
+            let scale = |v: f64| label_w + bar_w * (v.max(0.0) / max);
+            // Grey for what braid is compared against: reference plugins called directly, and
+            // the chains without the braid plugin under test.
+            let baseline = x.name.contains("bridge")
+                || x.name.contains("direct")
+                || x.name.contains("[bridge, tuning]")
+                || (x.group.contains("vmtap") && !x.name.contains("vmtap"));
+            let braid = !baseline;
             let fill = if braid { "#3b7dd8" } else { "#9a9a9a" };
             let _ = writeln!(
                 s,
