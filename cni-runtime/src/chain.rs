@@ -183,7 +183,8 @@ impl Chain<'_> {
         if list.disable_check {
             return Ok(());
         }
-        let cached = self.cached_result(list, rt).map_err(|e| {
+        let cached = self.cache_path(&list.name, rt).map_err(|e| e.msg).and_then(|p| self.cached_result(list, &p));
+        let cached = cached.map_err(|e| {
             ChainError::plain(format!(
                 "failed to get network {} cached result: {e}",
                 cni_types::gojson::quote(&list.name)
@@ -198,14 +199,20 @@ impl Chain<'_> {
         Ok(())
     }
 
-    /// DEL every plugin in reverse with the cached result (if any); removes the cache.
+    /// DEL every plugin in reverse with the cached result (if any); removes the cache. With a
+    /// name no cache path can be built from (see [`Chain::cache_path`]) the plugins still get
+    /// their DEL, without prevResult, and no file is touched: ADD refused such a name before
+    /// running anything, so no cache of it exists.
     pub fn del(&self, list: &NetConfList, rt: &RuntimeConf) -> Result<(), ChainError> {
+        let cache = self.cache_path(&list.name, rt).ok();
         let mut cached = None;
-        if version::greater_than_or_equal_to(&list.cni_version, "0.4.0").unwrap_or(false) {
-            match self.cached_result(list, rt) {
+        if let (Some(path), true) =
+            (&cache, version::greater_than_or_equal_to(&list.cni_version, "0.4.0").unwrap_or(false))
+        {
+            match self.cached_result(list, path) {
                 Ok(c) => cached = c,
                 Err(_) => {
-                    let _ = std::fs::remove_file(self.cache_path(&list.name, rt));
+                    let _ = std::fs::remove_file(path);
                 }
             }
         }
@@ -215,7 +222,8 @@ impl Chain<'_> {
             let path = self.find(plugin).map_err(|e| wrap(plugin, "delete", e))?;
             invoke::exec_without_result(self.exec, &path, &stdin, &req).map_err(|e| wrap(plugin, "delete", e))?;
         }
-        match std::fs::remove_file(self.cache_path(&list.name, rt)) {
+        let Some(path) = cache else { return Ok(()) };
+        match std::fs::remove_file(path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(ChainError::plain(format!("failed to remove cached result: {e}"))),
@@ -330,20 +338,28 @@ impl Chain<'_> {
         })
     }
 
-    /// `<cacheDir>/results/<network>-<containerID>-<ifname>`.
-    pub fn cache_path(&self, network: &str, rt: &RuntimeConf) -> PathBuf {
-        self.cache_dir.join("results").join(format!("{network}-{}-{}", rt.container_id, rt.ifname))
+    /// `<cacheDir>/results/<network>-<containerID>-<ifname>`, each part validated first (the
+    /// network and container ID as libcni validates them on ADD, the interface name as the
+    /// spec says): DEL and CHECK build the path from a name ADD never checked (a configuration
+    /// changed since, a list without state), and a `/` or `..` in it must never make braid read
+    /// or remove a file elsewhere. libcni itself builds it with `filepath.Join` unchecked.
+    pub fn cache_path(&self, network: &str, rt: &RuntimeConf) -> Result<PathBuf, ChainError> {
+        if let Some(e) = Chain::cache_key_error(network, rt) {
+            return Err(ChainError::plain(e));
+        }
+        let bad = |e: CniError| ChainError::plain(format!("cache file path: {e}"));
+        cni_types::validate::network_name(network).map_err(bad)?;
+        cni_types::validate::container_id(&rt.container_id).map_err(bad)?;
+        cni_types::validate::interface_name(&rt.ifname).map_err(bad)?;
+        Ok(self.cache_dir.join("results").join(format!("{network}-{}-{}", rt.container_id, rt.ifname)))
     }
 
     fn write_cache(&self, list: &NetConfList, rt: &RuntimeConf, result: &AnyResult) -> Result<(), ChainError> {
-        if let Some(e) = Chain::cache_key_error(&list.name, rt) {
-            return Err(ChainError::plain(e));
-        }
+        let path = self.cache_path(&list.name, rt)?;
         let io = |e: std::io::Error| ChainError::plain(format!("failed to write cached result: {e}"));
         let dir = self.cache_dir.join("results");
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(io)?;
         let bytes = cache_file_bytes(list, rt, result);
-        let path = self.cache_path(&list.name, rt);
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         {
             use std::io::Write;
@@ -360,8 +376,8 @@ impl Chain<'_> {
         std::fs::rename(&tmp, &path).map_err(io)
     }
 
-    fn cached_result(&self, list: &NetConfList, rt: &RuntimeConf) -> Result<Option<AnyResult>, String> {
-        let bytes = match std::fs::read(self.cache_path(&list.name, rt)) {
+    fn cached_result(&self, list: &NetConfList, path: &Path) -> Result<Option<AnyResult>, String> {
+        let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e.to_string()),

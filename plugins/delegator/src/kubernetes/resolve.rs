@@ -1,7 +1,8 @@
 //! From a selection element to a delegate: the definition `<networksDir>/<namespace>/<name>`
 //! (`.conflist`, else `.conf`, else `.json`; NPWG §3.4.1's on-disk resolution, a
 //! NetworkAttachmentDefinition's `namespace/name`), its `name` checked or injected, the
-//! element's `cni-args` merged into every plugin's `args.cni`, its requests turned into the
+//! element's `cni-args` merged into every plugin's `args.cni` unless the definition pins a key
+//! ([`PINNED_KEY`]), its requests turned into the
 //! attachment's own `runtimeConfig`, each checked against the plugins' capabilities.
 
 use super::annotation::{Element, RUNTIME_KEYS};
@@ -35,6 +36,53 @@ fn read_definition(dir: &Path, namespace: &str, name: &str) -> Result<Option<(St
         }
     }
     Ok(None)
+}
+
+/// The definition's own key naming the `args.cni` keys a pod's `cni-args` may not set.
+pub const PINNED_KEY: &str = "pinnedCniArgs";
+
+/// Which `args.cni` keys the operator pinned in a definition ([`PINNED_KEY`]): a list of key
+/// names, or `true` for every key. Without it the NPWG default holds — a selection element's
+/// `cni-args` are merged into every plugin's `args.cni`, winning over the definition's.
+#[derive(Debug, Clone, PartialEq, Default)]
+enum Pinned {
+    /// Nothing pinned (the key absent, `null`, `false` or `[]`).
+    #[default]
+    None,
+    /// These keys.
+    Keys(Vec<String>),
+    /// Every key: the network takes no `cni-args` at all.
+    All,
+}
+
+impl Pinned {
+    /// Reads and removes the key (it is braid's, not the plugins').
+    fn take(def: &mut Map<String, Value>) -> Result<Pinned, String> {
+        let want = || format!("{PINNED_KEY} must be true or a list of args.cni key names");
+        match def.remove(PINNED_KEY) {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(Pinned::None),
+            Some(Value::Bool(true)) => Ok(Pinned::All),
+            Some(Value::Array(keys)) => keys
+                .iter()
+                .map(|k| {
+                    k.as_str()
+                        .filter(|k| !k.is_empty())
+                        .map(str::to_string)
+                        .ok_or_else(|| format!("{}, not {k}", want()))
+                })
+                .collect::<Result<_, _>>()
+                .map(Pinned::Keys),
+            Some(other) => Err(format!("{}, not {other}", want())),
+        }
+    }
+
+    fn covers(&self, key: &str) -> bool {
+        match self {
+            Pinned::None => false,
+            Pinned::Keys(k) => k.iter().any(|k| k == key),
+            Pinned::All => true,
+        }
+    }
 }
 
 /// The plugin objects of a definition (the object itself for a single plugin).
@@ -82,6 +130,10 @@ pub fn delegate(
     let list = def.contains_key("plugins");
     if list && !matches!(def.get("plugins"), Some(Value::Array(_))) {
         return Err(bad("plugins must be a list of plugin configurations".into()));
+    }
+    let pinned = Pinned::take(&mut def).map_err(bad)?;
+    if let Some(key) = e.cni_args.iter().flat_map(|a| a.keys()).find(|k| pinned.covers(k)) {
+        return Err(Problem::PinnedCniArg { key: key.clone(), path: path.clone() });
     }
     if let Some(args) = &e.cni_args {
         for plugin in plugins_mut(&mut def) {
