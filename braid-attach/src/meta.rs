@@ -229,12 +229,18 @@ pub const OWNER_FILE: &str = ".braid-owner";
 /// merger key their states alike (`<containerID>@<ifname>`), so two of them sharing a
 /// `stateDir` in one chain would overwrite each other's record — and the second one's rollback
 /// or DEL would undo the first one's delegates. So a directory serves one plugin kind.
+///
+/// The owner file is read as state is: never through a symlink, never blocking on a FIFO, at
+/// most a few bytes.
 fn claim(dir: &std::path::Path, plugin: &str) -> Result<Option<CniError>, CniError> {
+    use cni_runtime::files::{read_regular, Links};
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
+    const MAX_OWNER: u64 = 64;
     let path = dir.join(OWNER_FILE);
     let io = |e: std::io::Error| CniError::new(cni_types::error::IO_FAILURE, format!("{}: {e}", path.display()));
-    let owner = match std::fs::read_to_string(&path) {
+    let read = || read_regular(&path, MAX_OWNER, Links::Refuse).map(|b| String::from_utf8_lossy(&b).into_owned());
+    let owner = match read() {
         Ok(o) => o,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let created = std::fs::OpenOptions::new()
@@ -249,9 +255,7 @@ fn claim(dir: &std::path::Path, plugin: &str) -> Result<Option<CniError>, CniErr
                     return Ok(None);
                 }
                 // Claimed at the same moment by someone else: read whom.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    std::fs::read_to_string(&path).map_err(io)?
-                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read().map_err(io)?,
                 Err(e) => return Err(io(e)),
             }
         }

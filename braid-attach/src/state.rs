@@ -11,18 +11,13 @@
 use nix::fcntl::{Flock, FlockArg};
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// A new 0600 file that must not exist yet, never through a symlink.
 fn create_new(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-        .open(path)
+    cni_runtime::files::create_new(path, 0o600)
 }
 
 /// State is replayed as root: what DEL runs comes from it. So a state directory or file must
@@ -68,6 +63,12 @@ impl From<StateError> for cni_types::CniError {
 fn err(action: &'static str, path: &Path, source: std::io::Error) -> StateError {
     StateError { action, path: path.to_path_buf(), source }
 }
+
+/// The largest state file read (64 MiB): a plan records each delegate's configuration (a
+/// plugin's stdin is capped at 16 MiB, files it names at 1 MiB) and result (a plugin's stdout is
+/// capped at 16 MiB); real ones are a few kilobytes. A larger file is not braid's and is
+/// treated as unusable (DEL then deletes the configured delegates).
+pub const MAX_STATE: u64 = 64 << 20;
 
 /// The longest container ID kept: `<id>@<ifname>` and `<id>.lock` must fit a file name (255
 /// bytes); runtimes use 64 hex characters.
@@ -191,7 +192,7 @@ impl StateStore {
         // O_NONBLOCK: a FIFO planted in place of the state must not hang DEL in open(2).
         let flags = nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC | nix::libc::O_NONBLOCK;
         let file = OpenOptions::new().read(true).custom_flags(flags).open(&path);
-        let mut file = match file {
+        let file = match file {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(err("open", &path, e)),
@@ -201,8 +202,7 @@ impl StateStore {
             return Err(err("read", &path, std::io::Error::other("not a regular file")));
         }
         trusted(&meta).map_err(|e| err("trust", &path, e))?;
-        let mut buf = Vec::new();
-        file.read_to_end(&mut buf).map_err(|e| err("read", &path, e))?;
+        let buf = cni_runtime::files::read_capped(file, MAX_STATE).map_err(|e| err("read", &path, e))?;
         Ok(Some(buf))
     }
 

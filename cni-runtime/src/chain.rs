@@ -4,6 +4,7 @@
 //! builds them; the `cniCacheV1` result cache. Delegates that are conflists run through this,
 //! and the integration tests use it as their runtime.
 
+use crate::files::Links;
 use crate::invoke::{self, Exec, InvokeError};
 use cni_types::config::{runtime_config_for, GcAttachment, GC_ATTACHMENTS_LEGACY, GC_VALID_ATTACHMENTS};
 use cni_types::result::AnyResult;
@@ -11,7 +12,7 @@ use cni_types::version::{self, Command};
 use cni_types::{CniError, Invocation, NetConf, NetConfList};
 use serde_json::{Map, Value};
 use std::fmt;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 /// What the runtime knows about one attachment (libcni's `RuntimeConf`): the parameters of
@@ -132,6 +133,10 @@ pub fn build_one_config(
     }
     conf.to_bytes()
 }
+
+/// The cap on a cached result: a result is a plugin's stdout, capped at
+/// [`MAX_OUTPUT`](crate::child_io::MAX_OUTPUT), plus the configuration it came from.
+const MAX_CACHE_FILE: u64 = 2 * crate::child_io::MAX_OUTPUT as u64;
 
 /// Runs conflists with one exec implementation, finding plugins in `paths`, caching results
 /// under `cache_dir`.
@@ -361,15 +366,11 @@ impl Chain<'_> {
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(io)?;
         let bytes = cache_file_bytes(list, rt, result);
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        // A leftover of this pid's is ours to replace; whatever stands there is never followed.
+        let _ = std::fs::remove_file(&tmp);
         {
             use std::io::Write;
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)
-                .map_err(io)?;
+            let mut f = crate::files::create_new(&tmp, 0o600).map_err(io)?;
             f.write_all(&bytes).map_err(io)?;
             f.sync_all().map_err(io)?;
         }
@@ -377,7 +378,7 @@ impl Chain<'_> {
     }
 
     fn cached_result(&self, list: &NetConfList, path: &Path) -> Result<Option<AnyResult>, String> {
-        let bytes = match std::fs::read(path) {
+        let bytes = match crate::files::read_regular(path, MAX_CACHE_FILE, Links::Refuse) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e.to_string()),
@@ -401,7 +402,7 @@ impl Chain<'_> {
         };
         let mut out = Vec::new();
         for entry in dir.flatten() {
-            let Ok(bytes) = std::fs::read(entry.path()) else { continue };
+            let Ok(bytes) = crate::files::read_regular(&entry.path(), MAX_CACHE_FILE, Links::Refuse) else { continue };
             let Ok(v) = serde_json::from_slice::<Value>(&bytes) else { continue };
             if v.get("kind").and_then(Value::as_str) != Some("cniCacheV1")
                 || v.get("networkName").and_then(Value::as_str) != Some(network)
@@ -489,9 +490,12 @@ pub fn inject_conf(orig: &[u8], inject: &Map<String, Value>) -> Result<Vec<u8>, 
     Ok(conf.to_bytes())
 }
 
-/// Reads `path`, whether a conflist or a single plugin configuration (wrapped as a list).
+/// Reads `path`, whether a conflist or a single plugin configuration (wrapped as a list): a
+/// regular file (symlinks followed, as libcni does), never a FIFO, at most
+/// [`MAX_CONFIG_FILE`](crate::files::MAX_CONFIG_FILE) bytes.
 pub fn load_list(path: &Path) -> Result<NetConfList, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes = crate::files::read_regular(path, crate::files::MAX_CONFIG_FILE, Links::Follow)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     let value = cni_types::gojson::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     if value.get("plugins").is_some() {
         NetConfList::parse(&bytes).map_err(|e| e.to_string())

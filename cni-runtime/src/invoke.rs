@@ -201,20 +201,35 @@ impl Exec for RawExec {
                 let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
             }
             let _ = crate::child_io::wait_until(&mut child, Some(Instant::now() + Duration::from_secs(2)));
-            if !outcome.stderr.is_empty() {
-                let _ = std::io::stderr().write_all(&outcome.stderr);
-            }
+            forward_stderr(&outcome);
             return Err(InvokeError::TimedOut { path: plugin.to_path_buf(), after: self.timeout.unwrap_or_default() });
         };
+        forward_stderr(&outcome);
         let (stdout, stderr) = (outcome.stdout, outcome.stderr);
-        // Always forward the child's stderr (Go drops it when stdout holds an error object).
-        if !stderr.is_empty() {
-            let _ = std::io::stderr().write_all(&stderr);
+        if outcome.stdout_dropped > 0 {
+            return Err(InvokeError::Failed(format!(
+                "{} printed more than {} bytes on stdout ({})",
+                plugin.display(),
+                crate::child_io::MAX_OUTPUT,
+                status_text(status)
+            )));
         }
         if status.success() {
             return Ok(stdout);
         }
         Err(failure(&stdout, &stderr, &status_text(status)))
+    }
+}
+
+/// Always forwards the child's stderr (Go drops it when stdout holds an error object), saying
+/// how much was dropped beyond the cap.
+fn forward_stderr(outcome: &crate::child_io::Outcome) {
+    let mut err = std::io::stderr();
+    if !outcome.stderr.is_empty() {
+        let _ = err.write_all(&outcome.stderr);
+    }
+    if outcome.stderr_dropped > 0 {
+        let _ = writeln!(err, "\n[{} more bytes of the plugin's stderr dropped]", outcome.stderr_dropped);
     }
 }
 

@@ -199,3 +199,17 @@ fn upstream_invoke_tests() {
     .to_string()
     .starts_with(p)));
 }
+
+#[test]
+fn a_plugin_printing_more_than_the_cap_on_stdout_fails_and_is_not_held_in_full() {
+    let s = Scripts::new("flood");
+    // 17 MB of stdout, then success: the pipe is drained to the end (the child exits), a result
+    // that large is refused. (The stderr cap: child_io's unit tests, without flooding this one's.)
+    let p = s.add("flood", "cat >/dev/null; head -c 17000000 /dev/zero");
+    let e = invoke::add(&RawExec::default(), &p, CONF, &req()).unwrap_err();
+    assert_eq!(
+        e,
+        InvokeError::Failed(format!("{} printed more than 16777216 bytes on stdout (exit status 0)", p.display()))
+    );
+    assert_eq!(cni_types::CniError::from(e).code, 999);
+}

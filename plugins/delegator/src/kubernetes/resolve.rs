@@ -8,31 +8,23 @@
 use super::annotation::{Element, RUNTIME_KEYS};
 use super::error::Problem;
 use braid_attach::{Delegate, DelegateConfig};
+use cni_runtime::files::{read_regular, Links, MAX_CONFIG_FILE};
 use cni_types::{NetConf, NetConfList};
 use serde_json::{Map, Value};
-use std::io::Read;
 use std::path::Path;
 
-/// A definition larger than this is refused (an operator's file, but never read unbounded).
-const MAX_DEFINITION: u64 = 1 << 20;
-
-/// Reads the first definition that exists; `Ok(None)` when none does.
+/// Reads the first definition that exists; `Ok(None)` when none does. A definition is an
+/// operator's file, but it is still read as [`cni_runtime::files`] reads what it is handed: a
+/// regular file of at most 1 MiB, never through a symlink, never blocking on a FIFO (the
+/// installer mirrors definitions as regular files).
 fn read_definition(dir: &Path, namespace: &str, name: &str) -> Result<Option<(String, Vec<u8>)>, Problem> {
     for ext in ["conflist", "conf", "json"] {
         let path = dir.join(namespace).join(format!("{name}.{ext}"));
         let shown = path.display().to_string();
-        let bad = |why: String| Problem::BadDefinition { path: shown.clone(), why };
-        match std::fs::File::open(&path) {
-            Ok(f) => {
-                let mut bytes = Vec::new();
-                f.take(MAX_DEFINITION + 1).read_to_end(&mut bytes).map_err(|e| bad(e.to_string()))?;
-                if bytes.len() as u64 > MAX_DEFINITION {
-                    return Err(bad(format!("larger than {MAX_DEFINITION} bytes")));
-                }
-                return Ok(Some((shown, bytes)));
-            }
+        match read_regular(&path, MAX_CONFIG_FILE, Links::Refuse) {
+            Ok(bytes) => return Ok(Some((shown, bytes))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(bad(e.to_string())),
+            Err(e) => return Err(Problem::BadDefinition { path: shown, why: e.to_string() }),
         }
     }
     Ok(None)

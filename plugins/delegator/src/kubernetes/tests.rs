@@ -368,6 +368,24 @@ fn a_definition_pins_args_cni_keys_a_pod_may_not_set() {
 }
 
 #[test]
+fn definitions_are_regular_files_never_a_fifo_a_symlink_or_a_flood() {
+    let d = Dir::new("planted");
+    d.put("team-a/real.conflist", r#"{"cniVersion":"1.0.0","name":"real","plugins":[{"type":"ptp"}]}"#);
+    assert!(std::process::Command::new("mkfifo").arg(d.0.join("team-a/fifo.conflist")).status().unwrap().success());
+    std::os::unix::fs::symlink(d.0.join("team-a/real.conflist"), d.0.join("team-a/link.conflist")).unwrap();
+    d.put("team-a/huge.conflist", &" ".repeat((1 << 20) + 1));
+    for (name, why) in [
+        ("fifo", "fifo.conflist: not a regular file"),
+        ("link", "link.conflist: Too many levels of symbolic links"),
+        ("huge", "huge.conflist: larger than 1048576 bytes"),
+    ] {
+        let m = refusal(&d.0, name);
+        assert!(m.contains(&format!("element 0 (network team-a/{name}): definition ")) && m.contains(why), "{m}");
+    }
+    assert_eq!(select_with(&d.0, "real").unwrap().delegates.len(), 1);
+}
+
+#[test]
 fn without_annotations_configured_delegates_only() {
     let d = Dir::new("none");
     let s = select(&kconf(&d.0), &delegator(None), ARGS, &cluster()).unwrap();
