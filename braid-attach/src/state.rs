@@ -14,6 +14,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// A new 0600 file that must not exist yet, never through a symlink.
 fn create_new(path: &Path) -> std::io::Result<File> {
@@ -54,9 +55,14 @@ impl fmt::Display for StateError {
 impl std::error::Error for StateError {}
 
 impl From<StateError> for cni_types::CniError {
-    /// Code 5, the spec's I/O failure, naming the file.
+    /// Code 5, the spec's I/O failure, naming the file; a lock still held at the deadline is
+    /// code 11 ("try again later").
     fn from(e: StateError) -> cni_types::CniError {
-        cni_types::CniError::new(cni_types::error::IO_FAILURE, e.to_string())
+        let code = match e.source.kind() {
+            std::io::ErrorKind::TimedOut => cni_types::error::TRY_AGAIN_LATER,
+            _ => cni_types::error::IO_FAILURE,
+        };
+        cni_types::CniError::new(code, e.to_string())
     }
 }
 
@@ -181,6 +187,12 @@ impl StateStore {
 
     /// The container lock, or `None` at once when `wait` is false and someone holds it.
     pub fn lock_with(&self, container_id: &str, wait: bool) -> Result<Option<ContainerLock>, StateError> {
+        self.lock_until(container_id, if wait { Wait::Until(None) } else { Wait::No })
+    }
+
+    /// The container lock, waiting as `wait` says: `None` at once for [`Wait::No`] when someone
+    /// holds it, an error of kind `TimedOut` naming the holder when a deadline passes first.
+    pub fn lock_until(&self, container_id: &str, wait: Wait) -> Result<Option<ContainerLock>, StateError> {
         cni_types::validate::container_id(container_id)
             .map_err(|e| err("lock", &self.dir, std::io::Error::other(e.to_string())))?;
         lock_file(self.dir.join(format!("{container_id}.lock")), wait)
@@ -300,10 +312,25 @@ impl StateStore {
     }
 }
 
-/// Takes an exclusive `flock` on `path` (created 0600, never through a symlink), waiting for a
-/// holder to finish. The file is removed when the lock is released; a waiter that then holds a
-/// lock on a file no longer at `path` starts again, so two holders never coexist.
-pub fn lock_file(path: PathBuf, wait: bool) -> Result<Option<ContainerLock>, StateError> {
+/// How long a lock is waited for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Not at all: a held lock is `None` at once.
+    No,
+    /// Until the deadline (`None`: as long as it takes).
+    Until(Option<Instant>),
+}
+
+/// The longest nap between two attempts on a held lock (`flock(2)` has no timed wait; the
+/// naps start at 1 ms and double).
+const MAX_NAP: Duration = Duration::from_millis(50);
+
+/// Takes an exclusive `flock` on `path` (created 0600, never through a symlink), waiting as
+/// `wait` says. The file is removed when the lock is released; a waiter that then holds a lock
+/// on a file no longer at `path` starts again, so two holders never coexist. A deadline that
+/// passes first is an error of kind `TimedOut` that names the holder where `/proc/locks` does.
+pub fn lock_file(path: PathBuf, wait: Wait) -> Result<Option<ContainerLock>, StateError> {
+    let mut nap = Duration::from_millis(1);
     loop {
         let file = OpenOptions::new()
             .read(true)
@@ -313,10 +340,27 @@ pub fn lock_file(path: PathBuf, wait: bool) -> Result<Option<ContainerLock>, Sta
             .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
             .open(&path)
             .map_err(|e| err("open lock", &path, e))?;
-        let how = if wait { FlockArg::LockExclusive } else { FlockArg::LockExclusiveNonblock };
-        let locked = match Flock::lock(file, how) {
+        let how = match wait {
+            Wait::Until(None) => FlockArg::LockExclusive,
+            _ => FlockArg::LockExclusiveNonblock,
+        };
+        let mut attempt = Flock::lock(file, how);
+        while let (Err((file, nix::errno::Errno::EWOULDBLOCK)), Wait::Until(Some(until))) = (&attempt, wait) {
+            let now = Instant::now();
+            if now >= until {
+                let held = holder(file).map_or_else(String::new, |h| format!(" by {h}"));
+                let why =
+                    std::io::Error::new(std::io::ErrorKind::TimedOut, format!("still held{held} at the deadline"));
+                return Err(err("lock", &path, why));
+            }
+            std::thread::sleep(nap.min(until - now));
+            nap = (nap * 2).min(MAX_NAP);
+            let Err((file, _)) = attempt else { break };
+            attempt = Flock::lock(file, FlockArg::LockExclusiveNonblock);
+        }
+        let locked = match attempt {
             Ok(l) => l,
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) if !wait => return Ok(None),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) if wait == Wait::No => return Ok(None),
             Err((_, e)) => return Err(err("lock", &path, e.into())),
         };
         let held = locked.metadata().map_err(|e| err("stat lock", &path, e))?;
@@ -327,4 +371,25 @@ pub fn lock_file(path: PathBuf, wait: bool) -> Result<Option<ContainerLock>, Sta
             _ => continue,
         }
     }
+}
+
+/// Who holds the `flock` on `file`: `pid 1234 (delegator)`, from `/proc/locks` (`proc(5)`: a
+/// line `1: FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF`, device numbers in
+/// hex; lines of waiters carry `->`) and the holder's `/proc/<pid>/comm`.
+fn holder(file: &File) -> Option<String> {
+    use cni_runtime::files::{read_regular, Links};
+    let meta = file.metadata().ok()?;
+    let id =
+        format!("{:02x}:{:02x}:{}", nix::sys::stat::major(meta.dev()), nix::sys::stat::minor(meta.dev()), meta.ino());
+    let locks = read_regular(Path::new("/proc/locks"), 8 << 20, Links::Refuse).ok()?;
+    let locks = String::from_utf8_lossy(&locks);
+    let pid = locks.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&id.as_str())).then(|| f.get(4).map(|p| p.to_string()))?
+    })?;
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    Some(match comm.trim() {
+        "" => format!("pid {pid}"),
+        c => format!("pid {pid} ({c})"),
+    })
 }

@@ -94,6 +94,8 @@ impl std::error::Error for ChainError {}
 fn from_invoke(e: InvokeError) -> ChainError {
     let cause = match &e {
         InvokeError::Plugin(c) => Some(c.clone()),
+        // Code 11 must survive the list's wrapping: the caller ran out of time, not the plugin.
+        InvokeError::DeadlinePassed { .. } => Some(CniError::from(e.clone())),
         _ => None,
     };
     ChainError { msg: e.to_string(), cause }

@@ -2,9 +2,11 @@
 //! cover what real plugins cannot — failing on command, hanging, crashing, printing garbage.
 //!
 //! Keys (all optional):
-//! - `log`: a file to append one JSON line per call to: `{"command", "env": {CNI_*}, "stdin"}`.
+//! - `log`: a file to append one JSON line per call to: `{"command", "pid", "env": {CNI_*}, "stdin"}`.
 //! - `fail`: `{"command": "ADD", "code": 7, "msg": "...", "details": "..."}` — fail that command.
 //! - `sleepMs` with `sleepOn` (a command, or `"*"`): sleep before acting.
+//! - `hangWhile` with `sleepOn`: a file; sleep before acting for as long as it exists (a test
+//!   ends the hang by removing it — a recorded configuration replayed by DEL then goes through).
 //! - `abortOn`: a command on which the process aborts (SIGABRT) mid-call.
 //! - `garbageOn`: a command on which it prints `this is not JSON` and exits with `garbageExit`
 //!   (default 0).
@@ -125,7 +127,7 @@ fn main() {
     if let Some(path) = conf.get("log").and_then(Value::as_str) {
         let env: serde_json::Map<String, Value> =
             std::env::vars().filter(|(k, _)| k.starts_with("CNI_")).map(|(k, v)| (k, Value::String(v))).collect();
-        let line = json!({"command": command, "env": env, "stdin": String::from_utf8_lossy(&stdin)});
+        let line = json!({"command": command, "pid": std::process::id(), "env": env, "stdin": String::from_utf8_lossy(&stdin)});
         if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
             // One write per line: O_APPEND keeps parallel callers' lines whole.
             let _ = f.write_all(format!("{line}\n").as_bytes());
@@ -135,6 +137,11 @@ fn main() {
     if fault.on("sleepOn", &command) {
         let ms = fault.conf.get("sleepMs").and_then(Value::as_u64).unwrap_or(0);
         std::thread::sleep(std::time::Duration::from_millis(ms));
+        if let Some(path) = fault.conf.get("hangWhile").and_then(Value::as_str) {
+            while std::path::Path::new(path).exists() {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
     }
     if fault.on("abortOn", &command) {
         std::process::abort();
