@@ -238,6 +238,18 @@ fn each<T: Send>(parallel: bool, indices: &[usize], f: &(dyn Fn(usize) -> T + Sy
     })
 }
 
+/// How long DEL lets a delegate that a crashed ADD left running finish on its own: half of
+/// what is left of the deadline (the other half is for the DELs), at most a minute (the
+/// default per-call `timeout`, which the crashed ADD would have given it).
+pub fn leftover_wait(deadline: &Deadline) -> Instant {
+    let now = Instant::now();
+    let cap = now + std::time::Duration::from_secs(60);
+    match deadline.until() {
+        Some(u) => cap.min(now + u.saturating_duration_since(now) / 2),
+        None => cap,
+    }
+}
+
 /// `delegate 1 (network "p2p", type "ptp", interface net1)`: how errors and logs name one.
 fn describe(i: usize, a: &Attachment) -> String {
     format!("delegate {i} (network {:?}, type {:?}, interface {})", a.name, a.plugin_type, a.ifname)
@@ -341,12 +353,31 @@ impl Attacher<'_> {
     }
 
     /// Ends every delegate process a crashed ADD left running (recorded, same start time, still
-    /// alive), with what it spawned, before DEL undoes its work: otherwise it could finish after
-    /// the DEL and leave an attachment nobody knows of.
+    /// alive) before DEL undoes its work: otherwise it could finish after the DEL and leave an
+    /// attachment nobody knows of.
+    ///
+    /// A leftover is first given time to finish on its own ([`leftover_wait`]); only one still
+    /// running then is killed with its process group. Killing at once would cut a delegate at
+    /// an arbitrary instruction — and some are not safe to cut: host-local creates its
+    /// reservation file (`O_EXCL`) and writes the container ID into it in a second step
+    /// (`backend/disk/backend.go`, `Reserve`), so a SIGKILL between the two leaves an empty
+    /// file that no DEL releases (`ReleaseByID` matches the contents). That was the rare leak
+    /// of the crash runs; what a finished ADD did, the DEL that follows undoes.
     fn end_leftovers(&self, state: &Plan, log: &mut Logger) -> Result<(), CniError> {
         for (i, a) in state.attachments.iter().enumerate() {
             let Some(p) = a.process.filter(|_| a.phase == Phase::Running) else { continue };
             let leftover = cni_runtime::procs::Started { pid: p.pid, start: p.start };
+            if !leftover.alive() {
+                continue;
+            }
+            if leftover.wait_gone(leftover_wait(&self.deadline)) {
+                log.warn(format_args!(
+                    "{}: its ADD (pid {}) was still running: it finished on its own",
+                    describe(i, a),
+                    p.pid
+                ));
+                continue;
+            }
             match leftover.kill_group(std::time::Duration::from_secs(5)) {
                 Ok(true) => {
                     log.warn(format_args!("{}: its ADD (pid {}) was still running: killed", describe(i, a), p.pid))

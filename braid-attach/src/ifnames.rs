@@ -93,3 +93,15 @@ pub fn assign(
     }
     Ok(NetnsLock { _lock: lock, held })
 }
+
+/// Removes the lock file of the namespace at `netns` when nobody holds it: one an ADD killed
+/// while holding it left behind (a SIGKILL runs no destructor). DEL calls this; it never waits,
+/// never creates a file, and leaves a held lock alone.
+pub fn sweep(netns: &str, lock_dir: &Path) {
+    let Ok((dev, ino)) = cni_skel::netns::identity(Path::new(netns)) else { return };
+    let path = lock_dir.join(format!("netns-{dev}-{ino}.lock"));
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+        // Taken and at once released: the release removes the file.
+        drop(lock_file(path, Wait::No));
+    }
+}

@@ -199,10 +199,14 @@ impl Meta {
             self.log.warn(format_args!("{e}; deleting what the state records"));
         }
         let a = bounded(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline);
-        match &self.state_unusable {
+        let deleted = match &self.state_unusable {
             Some(why) => a.del_without_state(&self.call, &self.config.delegates, why, &mut self.log),
             None => a.del(&self.call, &self.config.delegates, &mut self.log),
+        };
+        if deleted.is_ok() {
+            crate::ifnames::sweep(&self.call.netns, std::path::Path::new(crate::ifnames::LOCK_DIR));
         }
+        deleted
     }
 
     /// CHECK every recorded delegate with its own result.

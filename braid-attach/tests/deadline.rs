@@ -218,3 +218,37 @@ fn a_held_container_lock_is_waited_for_until_the_deadline_then_named() {
     let order: Vec<String> = calls(&exec).into_iter().map(|c| c.0).collect();
     assert_eq!(order, ["bridge ADD eth0", "bridge DEL eth0"]);
 }
+
+#[test]
+fn a_delegate_a_crashed_add_left_running_is_let_finish_before_del_undoes_it() {
+    use braid_attach::plan::{Phase, Process, Progress};
+    let w = World::new("leftover");
+    let exec = FakeExec::default();
+    exec.reply(ok_result("198.18.0.2/24"));
+    let a = w.attacher(&exec, false, deadline());
+    a.add(&call(), &[delegate("bridge", "eth0")], &mut Logger::recording("test", "ADD")).unwrap();
+    // As if the ADD had crashed while a second delegate ran: its process is recorded, running.
+    // It finishes its work only once DEL holds the container's lock, so never before DEL came.
+    let marker = w.dir.join("finished");
+    let lock = w.dir.join("ctr1.lock");
+    let script = format!("while [ ! -e {} ]; do sleep 0.01; done; echo done > {}", lock.display(), marker.display());
+    let mut child = std::process::Command::new("sh").args(["-c", &script]).spawn().unwrap();
+    let started = cni_runtime::procs::Started::of(child.id()).unwrap();
+    let key = Key::new("ctr1", "eth0").unwrap();
+    let record = Progress {
+        index: 0,
+        phase: Phase::Running,
+        result: serde_json::Value::Null,
+        process: Some(Process { pid: started.pid, start: started.start }),
+    };
+    a.store.append(&key, &record.to_line()).unwrap();
+    let finisher = std::thread::spawn(move || child.wait());
+    exec.calls.lock().unwrap().clear();
+    let mut log = Logger::recording("test", "DEL");
+    a.del(&call(), &[], &mut log).unwrap();
+    assert!(finisher.join().unwrap().unwrap().success(), "it was killed instead of let finish");
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "done\n");
+    let order: Vec<String> = calls(&exec).into_iter().map(|c| c.0).collect();
+    assert_eq!(order, ["bridge DEL eth0"]);
+    assert!(a.store.keys().unwrap().is_empty());
+}

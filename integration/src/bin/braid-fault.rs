@@ -12,6 +12,11 @@
 //!   (default 0).
 //! - `errorExitZeroOn`: a command on which it prints an error object but exits 0.
 //! - `result`: the ADD result to print, any cniVersion, printed verbatim.
+//! - `reserve`: a directory where ADD reserves a slot the way host-local reserves an IP: it
+//!   creates the first free file `r<N>` (`O_EXCL`), sleeps `reserveMs`, then writes
+//!   `<CNI_CONTAINERID>\r\n<CNI_IFNAME>` into it, then sleeps `holdMs`; DEL removes every file
+//!   holding exactly that (host-local's `ReleaseByID`), so a slot cut between its two steps is
+//!   never released — the window a crash test forces.
 //! - `link`: `true` to create a real veth pair named `CNI_IFNAME`/`<CNI_IFNAME>p` inside
 //!   `CNI_NETNS` on ADD (and delete it on DEL), so leaks are visible.
 #![allow(clippy::print_stdout)]
@@ -141,6 +146,31 @@ fn main() {
             while std::path::Path::new(path).exists() {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
+        }
+    }
+    if let Some(dir) = fault.conf.get("reserve").and_then(Value::as_str) {
+        let id = std::env::var("CNI_CONTAINERID").unwrap_or_default();
+        let owner = format!("{id}\r\n{}", std::env::var("CNI_IFNAME").unwrap_or_default());
+        let ms = |k: &str| std::time::Duration::from_millis(fault.conf.get(k).and_then(Value::as_u64).unwrap_or(0));
+        match command.as_str() {
+            "ADD" => {
+                let slot = (0..1000).find_map(|n| {
+                    std::fs::OpenOptions::new().write(true).create_new(true).open(format!("{dir}/r{n}")).ok()
+                });
+                if let Some(mut f) = slot {
+                    std::thread::sleep(ms("reserveMs"));
+                    let _ = f.write_all(owner.as_bytes());
+                    std::thread::sleep(ms("holdMs"));
+                }
+            }
+            "DEL" => {
+                for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                    if std::fs::read_to_string(e.path()).is_ok_and(|c| c.trim() == owner) {
+                        let _ = std::fs::remove_file(e.path());
+                    }
+                }
+            }
+            _ => {}
         }
     }
     if fault.on("abortOn", &command) {
