@@ -3,10 +3,12 @@
 //! CSV and SVG, with a verdict for each budget.
 //!
 //! Usage: `braid-bench [--out DIR] [--quick] [--readme README.md]` (quick: a tenth of the
-//! repetitions, for a smoke run; readme: refresh the README's results section). Started with
+//! repetitions, for a smoke run; readme: refresh the README's results section), or
+//! `braid-bench --crash [N]`: only the crash run, N SIGKILLs per plugin and mode (default 200). Started with
 //! `BRAID_BENCH_RSS_CHILD` set, it is the helper child that measures peak RSS.
 
 mod cases;
+mod crash;
 mod report;
 mod run;
 mod stats;
@@ -74,6 +76,8 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>) -> Result<bool, Stri
     take(cases::sizes(&w));
     say("peak RSS during ADD");
     take(cases::peak_rss(&w, &me)?);
+    say("crash run: the delegator and the merger SIGKILLed at random moments of ADD, then DEL");
+    take(crash::crash_run(&w, w.reps(200))?);
     let machine = report::Machine::read(&w.bins);
     report::write_all(&out, &machine, &samples, &verdicts).map_err(|e| format!("{}: {e}", out.display()))?;
     let _ = std::io::stdout().write_all(report::markdown(&machine, &samples, &verdicts).as_bytes());
@@ -86,6 +90,26 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>) -> Result<bool, Stri
         }
     }
     say(&format!("written: {0}/results.md, results.csv, budgets.csv, results.svg", out.display()));
+    Ok(verdicts.iter().all(|v| v.holds))
+}
+
+/// Only the crash run, `kills` SIGKILLs per plugin and mode, its verdicts printed: for long
+/// runs hunting rare windows (`scripts/bench.sh --crash N`).
+fn crash_only_run(kills: usize) -> Result<bool, String> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let bins = me.parent().map(PathBuf::from).ok_or("cannot tell where braid's binaries are")?;
+    let w = cases::World {
+        bins,
+        reference: PathBuf::from(braid_integration::REFERENCE_PLUGINS),
+        host: Netns::new("bh"),
+        ctr: Netns::new("bc"),
+        dir: TempDir::new("crash"),
+        scale: 1.0,
+    };
+    let (_, verdicts) = crash::crash_run(&w, kills)?;
+    for v in &verdicts {
+        let _ = writeln!(std::io::stdout(), "{}: {} — {}", v.what, v.measured, if v.holds { "holds" } else { "FAILS" });
+    }
     Ok(verdicts.iter().all(|v| v.holds))
 }
 
@@ -110,22 +134,28 @@ fn main() {
     let mut out = PathBuf::from("bench-results");
     let mut scale = 1.0;
     let mut readme = None;
+    let mut crash_only = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--out" => out = it.next().map(PathBuf::from).unwrap_or(out),
             "--quick" => scale = 0.1,
             "--readme" => readme = it.next().map(PathBuf::from),
+            "--crash" => crash_only = it.next().and_then(|n| n.parse::<usize>().ok()).or(Some(200)),
             other => {
                 let _ = writeln!(
                     std::io::stderr(),
-                    "usage: braid-bench [--out DIR] [--quick] [--readme FILE] (unknown {other:?})"
+                    "usage: braid-bench [--out DIR] [--quick] [--readme FILE] | --crash [N] (unknown {other:?})"
                 );
                 std::process::exit(2)
             }
         }
     }
-    match bench(out, scale, readme) {
+    let outcome = match crash_only {
+        Some(kills) => crash_only_run(kills),
+        None => bench(out, scale, readme),
+    };
+    match outcome {
         Ok(all) => std::process::exit(if all { 0 } else { 3 }),
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "braid-bench: {e}");
