@@ -3,7 +3,10 @@
 # Usage: sudo scripts/bench.sh [OUTDIR]   (default docs/bench; --quick as a second argument for a
 # smoke run with a tenth of the repetitions). Writes results.md, results.csv, budgets.csv and
 # results.svg (and, for the default directory, the README's results section); exits 0 when every
-# budget holds, 3 when one does not, 1 when the run failed.
+# budget holds, 3 when one does not, 1 when the run failed. The full run includes a crash run
+# (200 SIGKILLs of the delegator and of the merger, sequential and parallel, each then DEL).
+#        sudo scripts/bench.sh --crash [N]   only the crash run, N SIGKILLs per plugin and mode
+# (default 500): a long hunt for rare crash windows that names every leftover it finds.
 # One case alone (e.g. STATUS's cost): "$(bash scripts/build-release.sh | tail -n1)/braid-bench"
 # --out DIR --only status (the cases: braid-bench --only help).
 # Runs everything in namespaces it creates; the machine's own network namespace is never touched.
@@ -25,6 +28,12 @@ fi
 
 echo "== building release binaries" >&2
 bin="$(bash scripts/build-release.sh | tail -n1)"
+if [ "$out" = "--crash" ]; then
+  status=0
+  "$bin/braid-bench" --crash "${quick:-500}" || status=$?
+  [ "$status" -eq 0 ] && echo "== crash run: nothing left" >&2 || echo "== crash run: leftovers (see above)" >&2
+  exit "$status"
+fi
 echo "== measuring the binaries in $bin" >&2
 status=0
 readme=()

@@ -45,7 +45,7 @@ impl World {
         format!("{}:{}", self.bins.display(), self.reference.display())
     }
 
-    fn reps(&self, n: usize) -> usize {
+    pub(crate) fn reps(&self, n: usize) -> usize {
         ((n as f64 * self.scale).round() as usize).max(5)
     }
 
@@ -66,7 +66,7 @@ impl World {
     }
 
     /// Runs `work` on a thread inside the node's namespace (children inherit it).
-    fn in_host<T: Send>(&self, work: impl FnOnce() -> T + Send) -> Result<T, String> {
+    pub(crate) fn in_host<T: Send>(&self, work: impl FnOnce() -> T + Send) -> Result<T, String> {
         cni_skel::netns::run_in(&self.host.path(), work).map_err(|e| e.to_string())
     }
 

@@ -5,10 +5,12 @@
 //! Usage: `braid-bench [--out DIR] [--quick] [--readme README.md] [--only CASE,…]` (quick: a
 //! tenth of the repetitions, for a smoke run; readme: refresh the README's results section;
 //! only: run just these cases, by the names in [`CASES`], for a look at one figure without the
-//! whole run — the written results then hold only those, so it refuses `--readme`). Started
-//! with `BRAID_BENCH_RSS_CHILD` set, it is the helper child that measures peak RSS.
+//! whole run — the written results then hold only those, so it refuses `--readme`), or
+//! `braid-bench --crash [N]`: only the crash run, N SIGKILLs per plugin and mode (default 200).
+//! Started with `BRAID_BENCH_RSS_CHILD` set, it is the helper child that measures peak RSS.
 
 mod cases;
+mod crash;
 mod report;
 mod run;
 mod stats;
@@ -31,7 +33,7 @@ pub struct Verdict {
 }
 
 /// The cases by the name `--only` selects them with, in the order they run.
-pub const CASES: [&str; 12] = [
+pub const CASES: [&str; 13] = [
     "version",
     "exec-floor",
     "delegator",
@@ -44,6 +46,7 @@ pub const CASES: [&str; 12] = [
     "vmtap",
     "sizes",
     "rss",
+    "crash",
 ];
 
 fn say(msg: &str) {
@@ -115,6 +118,9 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
     if run("rss", "peak RSS during ADD") {
         take(cases::peak_rss(&w, &me)?);
     }
+    if run("crash", "crash run: the delegator and the merger SIGKILLed at random moments of ADD, then DEL") {
+        take(crash::crash_run(&w, w.reps(200))?);
+    }
     let machine = report::Machine::read(&w.bins);
     report::write_all(&out, &machine, &samples, &verdicts).map_err(|e| format!("{}: {e}", out.display()))?;
     let _ = std::io::stdout().write_all(report::markdown(&machine, &samples, &verdicts).as_bytes());
@@ -127,6 +133,26 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
         }
     }
     say(&format!("written: {0}/results.md, results.csv, budgets.csv, results.svg", out.display()));
+    Ok(verdicts.iter().all(|v| v.holds))
+}
+
+/// Only the crash run, `kills` SIGKILLs per plugin and mode, its verdicts printed: for long
+/// runs hunting rare windows (`scripts/bench.sh --crash N`).
+fn crash_only_run(kills: usize) -> Result<bool, String> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let bins = me.parent().map(PathBuf::from).ok_or("cannot tell where braid's binaries are")?;
+    let w = cases::World {
+        bins,
+        reference: PathBuf::from(braid_integration::REFERENCE_PLUGINS),
+        host: Netns::new("bh"),
+        ctr: Netns::new("bc"),
+        dir: TempDir::new("crash"),
+        scale: 1.0,
+    };
+    let (_, verdicts) = crash::crash_run(&w, kills)?;
+    for v in &verdicts {
+        let _ = writeln!(std::io::stdout(), "{}: {} — {}", v.what, v.measured, if v.holds { "holds" } else { "FAILS" });
+    }
     Ok(verdicts.iter().all(|v| v.holds))
 }
 
@@ -155,11 +181,12 @@ fn main() {
     let usage = |why: String| -> ! {
         let _ = writeln!(
             std::io::stderr(),
-            "usage: braid-bench [--out DIR] [--quick] [--readme FILE] [--only CASE,…] ({why}; cases: {})",
+            "usage: braid-bench [--out DIR] [--quick] [--readme FILE] [--only CASE,…] | --crash [N] ({why}; cases: {})",
             CASES.join(", ")
         );
         std::process::exit(2)
     };
+    let mut crash_only = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -170,6 +197,7 @@ fn main() {
                 Some(list) => only.extend(list.split(',').map(|c| c.trim().to_string())),
                 None => usage("--only needs a list of cases".into()),
             },
+            "--crash" => crash_only = it.next().and_then(|n| n.parse::<usize>().ok()).or(Some(200)),
             other => usage(format!("unknown {other:?}")),
         }
     }
@@ -179,7 +207,11 @@ fn main() {
     if !only.is_empty() && readme.is_some() {
         usage("--only runs part of the suite: the README shows whole runs only".into());
     }
-    match bench(out, scale, readme, &only) {
+    let outcome = match crash_only {
+        Some(kills) => crash_only_run(kills),
+        None => bench(out, scale, readme, &only),
+    };
+    match outcome {
         Ok(all) => std::process::exit(if all { 0 } else { 3 }),
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "braid-bench: {e}");

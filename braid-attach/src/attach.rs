@@ -23,18 +23,22 @@
 //!   waited for, then every attempted one is deleted in reverse plan order, as above. The plan
 //!   records that it was parallel: DEL and CHECK of it run the delegates at once too.
 
+use crate::deadline::Deadline;
 use crate::plan::{Attachment, Kind, Phase, Plan, Process, Progress};
-use crate::state::{Key, StateStore};
+use crate::state::{Key, StateStore, Wait};
 use cni_runtime::chain::{build_one_config, Chain, RuntimeConf};
 use cni_runtime::invoke::{self, Exec};
 use cni_skel::log::Logger;
 use cni_types::config::GcAttachment;
-use cni_types::error::{DECODING_FAILURE, INTERNAL, INVALID_NETWORK_CONFIG, IO_FAILURE, UNKNOWN_CONTAINER};
+use cni_types::error::{
+    DECODING_FAILURE, INTERNAL, INVALID_NETWORK_CONFIG, IO_FAILURE, TRY_AGAIN_LATER, UNKNOWN_CONTAINER,
+};
 use cni_types::result::AnyResult;
 use cni_types::version::{self, Command};
 use cni_types::{CniError, Context as _, Invocation, NetConf, NetConfList};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
+use std::time::Instant;
 
 /// A delegate's configuration: one plugin, or a conflist run with libcni semantics.
 #[derive(Debug, Clone, PartialEq)]
@@ -165,20 +169,23 @@ pub fn ignore_unknown(args: &str) -> String {
     }
 }
 
-/// An [`Exec`] that reports every process it starts.
-struct Watched<'a> {
+/// An [`Exec`] that kills what it starts at `until` at the latest (the command's deadline, or
+/// its ADD part) and reports every process it starts to `spawned`: whatever runs a delegate —
+/// one plugin, or a conflist through [`Chain`] — runs it through this.
+struct Bounded<'a> {
     inner: &'a dyn Exec,
     spawned: &'a dyn Fn(u32),
+    until: Option<Instant>,
 }
 
-impl Exec for Watched<'_> {
+impl Exec for Bounded<'_> {
     fn exec(
         &self,
         plugin: &std::path::Path,
         stdin: &[u8],
         env: &[(String, String)],
     ) -> Result<Vec<u8>, cni_runtime::InvokeError> {
-        self.inner.exec_observed(plugin, stdin, env, self.spawned)
+        self.inner.exec_until(plugin, stdin, env, self.spawned, self.until)
     }
     fn find(&self, name: &str, paths: &[PathBuf]) -> Result<PathBuf, cni_runtime::InvokeError> {
         self.inner.find(name, paths)
@@ -196,6 +203,10 @@ pub struct Attacher<'a> {
     /// Start every delegate's ADD at once (the `parallel` key); recorded in the plan, which
     /// decides how its DEL and CHECK run. A DEL without a usable state follows this instead.
     pub parallel: bool,
+    /// The command's deadline ([`crate::deadline`]): every delegate call and lock wait of ADD
+    /// ends by its ADD part, those of a rollback, DEL, CHECK and GC by its end.
+    /// [`Deadline::none`] waits as long as it takes.
+    pub deadline: Deadline,
 }
 
 /// The state of a plan: every delegate with the exact configuration it is (to be) sent.
@@ -227,6 +238,18 @@ fn each<T: Send>(parallel: bool, indices: &[usize], f: &(dyn Fn(usize) -> T + Sy
     })
 }
 
+/// How long DEL lets a delegate that a crashed ADD left running finish on its own: half of
+/// what is left of the deadline (the other half is for the DELs), at most a minute (the
+/// default per-call `timeout`, which the crashed ADD would have given it).
+pub fn leftover_wait(deadline: &Deadline) -> Instant {
+    let now = Instant::now();
+    let cap = now + std::time::Duration::from_secs(60);
+    match deadline.until() {
+        Some(u) => cap.min(now + u.saturating_duration_since(now) / 2),
+        None => cap,
+    }
+}
+
 /// `delegate 1 (network "p2p", type "ptp", interface net1)`: how errors and logs name one.
 fn describe(i: usize, a: &Attachment) -> String {
     format!("delegate {i} (network {:?}, type {:?}, interface {})", a.name, a.plugin_type, a.ifname)
@@ -238,8 +261,14 @@ fn plugin_stdin(conf: &NetConf, caps: &Map<String, Value>, prev: Option<&AnyResu
 }
 
 impl Attacher<'_> {
-    fn chain(&self) -> Chain<'_> {
-        Chain { exec: self.exec, paths: self.paths.clone(), cache_dir: self.store.dir().join("cache") }
+    /// A conflist run with `exec` (a [`Bounded`] one).
+    fn chain_with<'e>(&self, exec: &'e dyn Exec) -> Chain<'e> {
+        Chain { exec, paths: self.paths.clone(), cache_dir: self.store.dir().join("cache") }
+    }
+
+    /// The exec of every call that must end by the command's deadline.
+    fn until_end(&self) -> Bounded<'_> {
+        Bounded { inner: self.exec, spawned: &|_| {}, until: self.deadline.until() }
     }
 
     fn invocation(&self, command: Command, call: &RuntimeConf, ifname: &str, args: &str) -> Invocation {
@@ -251,13 +280,24 @@ impl Attacher<'_> {
         Key::new(&call.container_id, &call.ifname)
     }
 
-    /// The container's lock. Inside another braid plugin ([`crate::meta::depth`] > 0) a held
-    /// lock is refused at once: the holder may be the enclosing plugin itself, waiting for us
-    /// (a delegate that refers back, directly or through a conflist, to a network with the
-    /// same `stateDir`) — waiting would only end in the timeouts.
-    fn lock(&self, call: &RuntimeConf) -> Result<crate::state::ContainerLock, CniError> {
+    /// The container's lock, waited for until `until` (code 11 then, naming the holder). Inside
+    /// another braid plugin ([`crate::meta::depth`] > 0) a held lock is refused at once: the
+    /// holder may be the enclosing plugin itself, waiting for us (a delegate that refers back,
+    /// directly or through a conflist, to a network with the same `stateDir`) — waiting would
+    /// only end at the deadline.
+    fn lock(&self, call: &RuntimeConf, until: Option<Instant>) -> Result<crate::state::ContainerLock, CniError> {
         let nested = crate::meta::depth() > 0;
-        self.store.lock_with(&call.container_id, !nested)?.ok_or_else(|| {
+        let wait = if nested { Wait::No } else { Wait::Until(until) };
+        let locked = self.store.lock_until(&call.container_id, wait).map_err(|e| match e.source.kind() {
+            std::io::ErrorKind::TimedOut => self.deadline.passed(format_args!(
+                "the lock of container {} ({}: {})",
+                call.container_id,
+                e.path.display(),
+                e.source
+            )),
+            _ => e.into(),
+        })?;
+        locked.ok_or_else(|| {
             CniError::new(
                 cni_types::error::INVALID_NETWORK_CONFIG,
                 format!(
@@ -281,7 +321,7 @@ impl Attacher<'_> {
             // Best effort: without the record a crash right now leaves what it always did.
             let _ = self.store.append(key, &line);
         };
-        let exec = Watched { inner: self.exec, spawned: &record };
+        let exec = Bounded { inner: self.exec, spawned: &record, until: self.deadline.add_until() };
         let args = d.effective_args(call);
         match &d.config {
             DelegateConfig::Plugin(c) => {
@@ -289,7 +329,8 @@ impl Attacher<'_> {
                 let inv = self.invocation(Command::Add, call, &d.ifname, &args);
                 let path = self.exec.find(c.plugin_type(), &self.paths).map_err(|e| (e.into(), false))?;
                 invoke::add(&exec, &path, &stdin, &inv).map_err(|e| {
-                    let started = !matches!(e, cni_runtime::InvokeError::Spawn { .. });
+                    use cni_runtime::InvokeError::{DeadlinePassed, Spawn};
+                    let started = !matches!(e, Spawn { .. } | DeadlinePassed { started: false, .. });
                     (e.into(), started)
                 })
             }
@@ -308,12 +349,31 @@ impl Attacher<'_> {
     }
 
     /// Ends every delegate process a crashed ADD left running (recorded, same start time, still
-    /// alive), with what it spawned, before DEL undoes its work: otherwise it could finish after
-    /// the DEL and leave an attachment nobody knows of.
+    /// alive) before DEL undoes its work: otherwise it could finish after the DEL and leave an
+    /// attachment nobody knows of.
+    ///
+    /// A leftover is first given time to finish on its own ([`leftover_wait`]); only one still
+    /// running then is killed with its process group. Killing at once would cut a delegate at
+    /// an arbitrary instruction — and some are not safe to cut: host-local creates its
+    /// reservation file (`O_EXCL`) and writes the container ID into it in a second step
+    /// (`backend/disk/backend.go`, `Reserve`), so a SIGKILL between the two leaves an empty
+    /// file that no DEL releases (`ReleaseByID` matches the contents). That was the rare leak
+    /// of the crash runs; what a finished ADD did, the DEL that follows undoes.
     fn end_leftovers(&self, state: &Plan, log: &mut Logger) -> Result<(), CniError> {
         for (i, a) in state.attachments.iter().enumerate() {
             let Some(p) = a.process.filter(|_| a.phase == Phase::Running) else { continue };
             let leftover = cni_runtime::procs::Started { pid: p.pid, start: p.start };
+            if !leftover.alive() {
+                continue;
+            }
+            if leftover.wait_gone(leftover_wait(&self.deadline)) {
+                log.warn(format_args!(
+                    "{}: its ADD (pid {}) was still running: it finished on its own",
+                    describe(i, a),
+                    p.pid
+                ));
+                continue;
+            }
             match leftover.kill_group(std::time::Duration::from_secs(5)) {
                 Ok(true) => {
                     log.warn(format_args!("{}: its ADD (pid {}) was still running: killed", describe(i, a), p.pid))
@@ -333,7 +393,7 @@ impl Attacher<'_> {
         log: &mut Logger,
     ) -> Result<Vec<AnyResult>, CniError> {
         let key = Self::key(call)?;
-        let _lock = self.lock(call)?;
+        let _lock = self.lock(call, self.deadline.add_until())?;
         // Checked under the lock: a second ADD of the same attachment must never replace the
         // first one's record (its rollback would then undo the first one's delegates).
         if self.store.read(&key)?.is_some() {
@@ -453,7 +513,14 @@ impl Attacher<'_> {
     ) -> CniError {
         let (i, e) = first;
         let rollback = self.del_recorded(call, state, attempted, false, log);
-        let mut msg = format!("{} failed: {}", describe(i, &state.attachments[i]), e.msg);
+        // A delegate cut off by the deadline (code 11 once the ADD part has passed) is named as
+        // what the command was waiting for; one that failed by itself as failed.
+        let cut_off = e.code == TRY_AGAIN_LATER && self.deadline.add_until().is_some_and(|u| Instant::now() >= u);
+        let mut msg = if cut_off {
+            self.deadline.passed(format_args!("{} ADD: {}", describe(i, &state.attachments[i]), e.msg)).msg
+        } else {
+            format!("{} failed: {}", describe(i, &state.attachments[i]), e.msg)
+        };
         for (j, other) in &others {
             msg.push_str(&format!("; {} failed too: {}", describe(*j, &state.attachments[*j]), other.msg));
         }
@@ -461,10 +528,17 @@ impl Attacher<'_> {
             if let Err(removed) = self.store.remove(key) {
                 return removed.into();
             }
+            if cut_off {
+                msg.push_str("; every attempted delegate was rolled back");
+            }
         } else {
             msg.push_str(&format!("; rollback incomplete, state kept for DEL: {}", rollback.join("; ")));
         }
-        let e = CniError { code: e.code, msg, details: e.details };
+        // A rollback the deadline cut short is code 11 whatever the ADD failed of: what is left
+        // needs the runtime's DEL, which it sends for a failed ADD anyway.
+        let rollback_cut = !rollback.is_empty() && self.deadline.until().is_some_and(|u| Instant::now() >= u);
+        let code = if rollback_cut { TRY_AGAIN_LATER } else { e.code };
+        let e = CniError { code, msg, details: e.details };
         log.error(&e);
         e
     }
@@ -479,7 +553,8 @@ impl Attacher<'_> {
             let list = NetConfList::parse(&bytes).code(DECODING_FAILURE)?;
             let caps = a.capability_args.clone().unwrap_or_else(|| call.capability_args.clone());
             let rt = RuntimeConf { ifname: a.ifname.clone(), args, capability_args: caps, ..call.clone() };
-            let chain = self.chain();
+            let exec = self.until_end();
+            let chain = self.chain_with(&exec);
             return Ok(if command == Command::Check { chain.check(&list, &rt) } else { chain.del(&list, &rt) }?);
         }
         let mut conf = a.config.clone();
@@ -490,7 +565,7 @@ impl Attacher<'_> {
         let stdin = serde_json::to_vec(&conf).unwrap_or_default();
         let inv = self.invocation(command, call, &a.ifname, &args);
         let path = self.exec.find(&a.plugin_type, &self.paths)?;
-        Ok(invoke::exec_without_result(self.exec, &path, &stdin, &inv)?)
+        Ok(invoke::exec_without_result(&self.until_end(), &path, &stdin, &inv)?)
     }
 
     /// DEL the first `count` attachments of a recorded plan, last first; returns the failures
@@ -587,8 +662,14 @@ impl Attacher<'_> {
         // What made the state unusable: DEL then deletes the configured delegates, as for a
         // corrupt state, and never blocks or gives up before they are released.
         let mut unusable: Vec<String> = unusable_dir.map(|e| e.msg.clone()).into_iter().collect();
-        let _lock = match unusable_dir.map_or_else(|| self.lock(call).map(Some), |_| Ok(None)) {
+        let _lock = match unusable_dir.map_or_else(|| self.lock(call, self.deadline.until()).map(Some), |_| Ok(None)) {
             Ok(l) => l,
+            // Still held at the deadline (an ADD of this container is running): deleting without
+            // the lock would race it. The runtime tries again; nothing was touched.
+            Err(e) if e.code == TRY_AGAIN_LATER => {
+                log.error(&e);
+                return Err(e);
+            }
             // Nested, with the lock held above us: our ADD would have been refused by the same
             // rule, so there is nothing of ours to delete (a cycle's DEL must end too).
             Err(e) if crate::meta::depth() > 0 && e.code == INVALID_NETWORK_CONFIG => {
@@ -705,7 +786,7 @@ impl Attacher<'_> {
             ifname: key.ifname().to_string(),
             ..RuntimeConf::default()
         };
-        let _lock = self.lock(&call)?;
+        let _lock = self.lock(&call, self.deadline.until())?;
         let Some(bytes) = self.store.read(key)? else { return Ok(()) };
         if let Some(state) = Plan::decode(&bytes) {
             let call = RuntimeConf { netns: state.netns.clone(), ..call };
@@ -751,10 +832,10 @@ impl Attacher<'_> {
                     let inv = self.invocation(Command::Gc, &call, "", &ignore_unknown(""));
                     self.exec
                         .find(c.plugin_type(), &self.paths)
-                        .and_then(|p| invoke::exec_without_result(self.exec, &p, &conf.to_bytes(), &inv))
+                        .and_then(|p| invoke::exec_without_result(&self.until_end(), &p, &conf.to_bytes(), &inv))
                         .map_err(|e| e.to_string())
                 }
-                DelegateConfig::List(l) => self.chain().gc(l, Some(valid)).map_err(|e| e.msg),
+                DelegateConfig::List(l) => self.chain_with(&self.until_end()).gc(l, Some(valid)).map_err(|e| e.msg),
             };
             if let Err(e) = result {
                 errors.push(format!("delegate {i} (network {:?}): {e}", d.name()));

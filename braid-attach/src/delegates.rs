@@ -16,7 +16,9 @@ fn invalid(msg: impl Into<String>) -> CniError {
 }
 
 /// libcni's `LoadNetworkConf`: the first `*.conflist` (sorted) in `dir` whose name matches,
-/// then single-plugin `*.conf`/`*.json` files.
+/// then single-plugin `*.conf`/`*.json` files. Each file is read as
+/// [`cni_runtime::chain::load_list`] reads one: a regular file (symlinks followed, as libcni
+/// does), never a FIFO, at most 1 MiB; one that is not is skipped like one that does not parse.
 fn load_by_name(dir: &Path, name: &str) -> Result<NetConfList, CniError> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| invalid(format!("delegates: cannot read confDir {}: {e}", dir.display())))?

@@ -9,7 +9,8 @@
 //! already exists is refused (code 7) before anything runs.
 
 use crate::attach::Delegate;
-use crate::state::{lock_file, ContainerLock};
+use crate::deadline::Deadline;
+use crate::state::{lock_file, ContainerLock, Wait};
 use cni_types::error::INVALID_NETWORK_CONFIG;
 use cni_types::CniError;
 use std::os::unix::fs::DirBuilderExt;
@@ -41,8 +42,14 @@ impl NetnsLock {
 
 /// Locks the namespace at `netns`, refuses fixed names that exist there, and gives each
 /// auto-named delegate the first `net<N>` (N ≥ 1) that neither the namespace nor an earlier
-/// delegate of this plan has. Hold the returned lock until the delegates' ADDs returned.
-pub fn assign(netns: &str, delegates: &mut [Delegate], lock_dir: &Path) -> Result<NetnsLock, CniError> {
+/// delegate of this plan has. Hold the returned lock until the delegates' ADDs returned. The
+/// lock is waited for until the ADD part of `deadline` ends (then code 11, naming the holder).
+pub fn assign(
+    netns: &str,
+    delegates: &mut [Delegate],
+    lock_dir: &Path,
+    deadline: &Deadline,
+) -> Result<NetnsLock, CniError> {
     let path = Path::new(netns);
     // Opening checks that it is a network namespace (code 4 otherwise) before anything else.
     drop(cni_skel::netns::open(path)?);
@@ -56,7 +63,16 @@ pub fn assign(netns: &str, delegates: &mut [Delegate], lock_dir: &Path) -> Resul
     let lock = if inherited.split(',').any(|h| h == id) {
         None
     } else {
-        lock_file(lock_dir.join(format!("netns-{dev}-{ino}.lock")), true)?
+        lock_file(lock_dir.join(format!("netns-{dev}-{ino}.lock")), Wait::Until(deadline.add_until())).map_err(|e| {
+            match e.source.kind() {
+                std::io::ErrorKind::TimedOut => deadline.passed(format_args!(
+                    "the lock of pod namespace {netns} ({}: {})",
+                    e.path.display(),
+                    e.source
+                )),
+                _ => e.into(),
+            }
+        })?
     };
     let held = if inherited.is_empty() { id } else { format!("{inherited},{id}") };
     let present: Vec<String> = cni_skel::links::links(path)?.into_iter().map(|l| l.name).collect();
@@ -76,4 +92,16 @@ pub fn assign(netns: &str, delegates: &mut [Delegate], lock_dir: &Path) -> Resul
         d.ifname = name;
     }
     Ok(NetnsLock { _lock: lock, held })
+}
+
+/// Removes the lock file of the namespace at `netns` when nobody holds it: one an ADD killed
+/// while holding it left behind (a SIGKILL runs no destructor). DEL calls this; it never waits,
+/// never creates a file, and leaves a held lock alone.
+pub fn sweep(netns: &str, lock_dir: &Path) {
+    let Ok((dev, ino)) = cni_skel::netns::identity(Path::new(netns)) else { return };
+    let path = lock_dir.join(format!("netns-{dev}-{ino}.lock"));
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+        // Taken and at once released: the release removes the file.
+        drop(lock_file(path, Wait::No));
+    }
 }

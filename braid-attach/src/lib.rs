@@ -7,6 +7,7 @@
 //! * [`meta`]: the configuration every meta-plugin shares (`delegates`, `stateDir`,
 //!   `timeout`) and the one setup both plugins run for every command.
 //! * [`delegates`]: reading the `delegates` key and validating the plan before anything runs.
+//! * [`deadline`]: one deadline for a whole command, a share of it kept for rollback.
 //! * [`attach`]: the engine — plan made durable first, rollback in reverse, DEL and CHECK from
 //!   the recorded plan.
 //! * [`ifnames`]: the `net<N>` names braid chooses, under a lock per pod namespace.
@@ -17,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod attach;
+pub mod deadline;
 pub mod delegates;
 pub mod ifnames;
 pub mod meta;
@@ -26,4 +28,5 @@ pub mod state;
 pub mod status;
 
 pub use attach::{Attacher, Delegate, DelegateConfig};
+pub use deadline::Deadline;
 pub use meta::{Meta, MetaConfig, Spec};

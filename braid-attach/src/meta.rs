@@ -1,8 +1,9 @@
 //! The setup every braid meta-plugin runs for every command, written once: parse the shared
-//! keys (`delegates`, `stateDir`, `timeout`, `parallel`, `confDir`), open the state store, build the
+//! keys (`delegates`, `stateDir`, `timeout`, `deadline`, `parallel`, `confDir`), open the state store, build the
 //! executor, the logger and the runtime view of the call, and hand the commands to the engine.
 
 use crate::attach::{Attacher, Delegate};
+use crate::deadline::Deadline;
 use crate::state::StateStore;
 use cni_runtime::chain::RuntimeConf;
 use cni_runtime::invoke::RawExec;
@@ -11,7 +12,7 @@ use cni_skel::CmdArgs;
 use cni_types::result::AnyResult;
 use cni_types::{CniError, NetConf};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The longest `timeout` accepted, in seconds (a day: anything near it is a typo).
 pub const MAX_TIMEOUT_SECS: u64 = 86_400;
@@ -50,6 +51,12 @@ pub struct MetaConfig {
     pub state_dir: PathBuf,
     /// `timeout`: seconds per delegate call (default 60).
     pub timeout: Duration,
+    /// `deadline`: seconds for the whole command, rollback included (default
+    /// [`crate::deadline::DEFAULT`]); see [`crate::deadline`].
+    pub deadline: Duration,
+    /// When the command started (when its configuration was parsed): the deadline counts from
+    /// here.
+    pub started: Instant,
     /// `parallel`: start every delegate's ADD at once (default false; NPWG §7.3 says
     /// attachments are not parallelised, so it is the operator's choice).
     pub parallel: bool,
@@ -62,6 +69,7 @@ pub struct MetaConfig {
 impl MetaConfig {
     /// Parses the call's configuration through [`CmdArgs::conf`].
     pub fn parse(args: &CmdArgs, spec: &Spec<'_>) -> Result<MetaConfig, CniError> {
+        let started = Instant::now();
         let conf = args.conf()?;
         let absent = match conf.get("delegates") {
             None | Some(serde_json::Value::Null) => true,
@@ -86,8 +94,9 @@ impl MetaConfig {
         let default_dir = format!("/var/lib/cni/{}", spec.plugin);
         let state_dir = cni_skel::keys::path(&conf, "stateDir", &default_dir)?;
         let timeout = cni_skel::keys::seconds(&conf, "timeout", Duration::from_secs(60), MAX_TIMEOUT_SECS)?;
+        let deadline = cni_skel::keys::seconds(&conf, "deadline", crate::deadline::DEFAULT, MAX_TIMEOUT_SECS)?;
         let parallel = cni_skel::keys::flag(&conf, "parallel", false)?;
-        Ok(MetaConfig { conf, delegates, state_dir, timeout, parallel, delegates_error })
+        Ok(MetaConfig { conf, delegates, state_dir, timeout, deadline, started, parallel, delegates_error })
     }
 }
 
@@ -100,6 +109,7 @@ pub struct Meta {
     /// The call as a runtime sees it: what every delegate call is built from.
     pub call: RuntimeConf,
     exec: RawExec,
+    deadline: Deadline,
     paths: Vec<PathBuf>,
     store: StateStore,
     state_unusable: Option<CniError>,
@@ -144,7 +154,8 @@ impl Meta {
         }
         let env = vec![(DEPTH_ENV.to_string(), (depth + 1).to_string())];
         let exec = RawExec { timeout: Some(config.timeout), env };
-        Ok(Meta { config, log, call, exec, paths: args.path_list(), store, state_unusable, foreign })
+        let deadline = Deadline::new(config.started, config.deadline);
+        Ok(Meta { config, log, call, exec, deadline, paths: args.path_list(), store, state_unusable, foreign })
     }
 
     /// ADD every delegate (rolled back on failure); their results in order. Auto-named
@@ -156,11 +167,12 @@ impl Meta {
             &self.call.netns,
             &mut self.config.delegates,
             std::path::Path::new(crate::ifnames::LOCK_DIR),
+            &self.deadline,
         )?;
         // Nested braid plugins must not wait for the lock held here on their behalf.
         self.exec.env.retain(|(k, _)| k != crate::ifnames::HELD_ENV);
         self.exec.env.push((crate::ifnames::HELD_ENV.to_string(), names.held().to_string()));
-        attacher(&self.exec, &self.paths, &self.store, self.config.parallel).add(
+        bounded(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline).add(
             &self.call,
             &self.config.delegates,
             &mut self.log,
@@ -186,24 +198,29 @@ impl Meta {
         if let Some(e) = &self.config.delegates_error {
             self.log.warn(format_args!("{e}; deleting what the state records"));
         }
-        let a = attacher(&self.exec, &self.paths, &self.store, self.config.parallel);
-        match &self.state_unusable {
+        let a = bounded(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline);
+        let deleted = match &self.state_unusable {
             Some(why) => a.del_without_state(&self.call, &self.config.delegates, why, &mut self.log),
             None => a.del(&self.call, &self.config.delegates, &mut self.log),
+        };
+        if deleted.is_ok() {
+            crate::ifnames::sweep(&self.call.netns, std::path::Path::new(crate::ifnames::LOCK_DIR));
         }
+        deleted
     }
 
     /// CHECK every recorded delegate with its own result.
     pub fn check(&mut self) -> Result<(), CniError> {
         self.refuse_foreign()?;
-        attacher(&self.exec, &self.paths, &self.store, self.config.parallel).check(&self.call, &mut self.log)
+        bounded(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline)
+            .check(&self.call, &mut self.log)
     }
 
     /// GC with the configuration's valid attachments.
     pub fn gc(&mut self) -> Result<(), CniError> {
         self.refuse_foreign()?;
         let valid = self.config.conf.valid_attachments()?;
-        attacher(&self.exec, &self.paths, &self.store, self.config.parallel).gc(
+        bounded(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline).gc(
             &self.config.delegates,
             &valid,
             &mut self.log,
@@ -224,12 +241,18 @@ pub const OWNER_FILE: &str = ".braid-owner";
 /// merger key their states alike (`<containerID>@<ifname>`), so two of them sharing a
 /// `stateDir` in one chain would overwrite each other's record — and the second one's rollback
 /// or DEL would undo the first one's delegates. So a directory serves one plugin kind.
+///
+/// The owner file is read as state is: never through a symlink, never blocking on a FIFO, at
+/// most a few bytes.
 fn claim(dir: &std::path::Path, plugin: &str) -> Result<Option<CniError>, CniError> {
+    use cni_runtime::files::{read_regular, Links};
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
+    const MAX_OWNER: u64 = 64;
     let path = dir.join(OWNER_FILE);
     let io = |e: std::io::Error| CniError::new(cni_types::error::IO_FAILURE, format!("{}: {e}", path.display()));
-    let owner = match std::fs::read_to_string(&path) {
+    let read = || read_regular(&path, MAX_OWNER, Links::Refuse).map(|b| String::from_utf8_lossy(&b).into_owned());
+    let owner = match read() {
         Ok(o) => o,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let created = std::fs::OpenOptions::new()
@@ -244,9 +267,7 @@ fn claim(dir: &std::path::Path, plugin: &str) -> Result<Option<CniError>, CniErr
                     return Ok(None);
                 }
                 // Claimed at the same moment by someone else: read whom.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    std::fs::read_to_string(&path).map_err(io)?
-                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read().map_err(io)?,
                 Err(e) => return Err(io(e)),
             }
         }
@@ -277,5 +298,16 @@ pub fn foreign_owner(dir: &std::path::Path, plugin: &str) -> Option<CniError> {
 }
 
 fn attacher<'a>(exec: &'a RawExec, paths: &[PathBuf], store: &StateStore, parallel: bool) -> Attacher<'a> {
-    Attacher { exec, paths: paths.to_vec(), store: store.clone(), parallel }
+    Attacher { exec, paths: paths.to_vec(), store: store.clone(), parallel, deadline: Deadline::none() }
+}
+
+/// [`attacher`], every wait of it drawing on the command's `deadline`.
+fn bounded<'a>(
+    exec: &'a RawExec,
+    paths: &[PathBuf],
+    store: &StateStore,
+    parallel: bool,
+    deadline: Deadline,
+) -> Attacher<'a> {
+    Attacher { deadline, ..attacher(exec, paths, store, parallel) }
 }

@@ -11,18 +11,14 @@
 use nix::fcntl::{Flock, FlockArg};
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// A new 0600 file that must not exist yet, never through a symlink.
 fn create_new(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-        .open(path)
+    cni_runtime::files::create_new(path, 0o600)
 }
 
 /// State is replayed as root: what DEL runs comes from it. So a state directory or file must
@@ -59,15 +55,26 @@ impl fmt::Display for StateError {
 impl std::error::Error for StateError {}
 
 impl From<StateError> for cni_types::CniError {
-    /// Code 5, the spec's I/O failure, naming the file.
+    /// Code 5, the spec's I/O failure, naming the file; a lock still held at the deadline is
+    /// code 11 ("try again later").
     fn from(e: StateError) -> cni_types::CniError {
-        cni_types::CniError::new(cni_types::error::IO_FAILURE, e.to_string())
+        let code = match e.source.kind() {
+            std::io::ErrorKind::TimedOut => cni_types::error::TRY_AGAIN_LATER,
+            _ => cni_types::error::IO_FAILURE,
+        };
+        cni_types::CniError::new(code, e.to_string())
     }
 }
 
 fn err(action: &'static str, path: &Path, source: std::io::Error) -> StateError {
     StateError { action, path: path.to_path_buf(), source }
 }
+
+/// The largest state file read (64 MiB): a plan records each delegate's configuration (a
+/// plugin's stdin is capped at 16 MiB, files it names at 1 MiB) and result (a plugin's stdout is
+/// capped at 16 MiB); real ones are a few kilobytes. A larger file is not braid's and is
+/// treated as unusable (DEL then deletes the configured delegates).
+pub const MAX_STATE: u64 = 64 << 20;
 
 /// The longest container ID kept: `<id>@<ifname>` and `<id>.lock` must fit a file name (255
 /// bytes); runtimes use 64 hex characters.
@@ -193,6 +200,12 @@ impl StateStore {
 
     /// The container lock, or `None` at once when `wait` is false and someone holds it.
     pub fn lock_with(&self, container_id: &str, wait: bool) -> Result<Option<ContainerLock>, StateError> {
+        self.lock_until(container_id, if wait { Wait::Until(None) } else { Wait::No })
+    }
+
+    /// The container lock, waiting as `wait` says: `None` at once for [`Wait::No`] when someone
+    /// holds it, an error of kind `TimedOut` naming the holder when a deadline passes first.
+    pub fn lock_until(&self, container_id: &str, wait: Wait) -> Result<Option<ContainerLock>, StateError> {
         cni_types::validate::container_id(container_id)
             .map_err(|e| err("lock", &self.dir, std::io::Error::other(e.to_string())))?;
         lock_file(self.dir.join(format!("{container_id}.lock")), wait)
@@ -204,7 +217,7 @@ impl StateStore {
         // O_NONBLOCK: a FIFO planted in place of the state must not hang DEL in open(2).
         let flags = nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC | nix::libc::O_NONBLOCK;
         let file = OpenOptions::new().read(true).custom_flags(flags).open(&path);
-        let mut file = match file {
+        let file = match file {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(err("open", &path, e)),
@@ -214,8 +227,7 @@ impl StateStore {
             return Err(err("read", &path, std::io::Error::other("not a regular file")));
         }
         trusted(&meta).map_err(|e| err("trust", &path, e))?;
-        let mut buf = Vec::new();
-        file.read_to_end(&mut buf).map_err(|e| err("read", &path, e))?;
+        let buf = cni_runtime::files::read_capped(file, MAX_STATE).map_err(|e| err("read", &path, e))?;
         Ok(Some(buf))
     }
 
@@ -313,10 +325,25 @@ impl StateStore {
     }
 }
 
-/// Takes an exclusive `flock` on `path` (created 0600, never through a symlink), waiting for a
-/// holder to finish. The file is removed when the lock is released; a waiter that then holds a
-/// lock on a file no longer at `path` starts again, so two holders never coexist.
-pub fn lock_file(path: PathBuf, wait: bool) -> Result<Option<ContainerLock>, StateError> {
+/// How long a lock is waited for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Not at all: a held lock is `None` at once.
+    No,
+    /// Until the deadline (`None`: as long as it takes).
+    Until(Option<Instant>),
+}
+
+/// The longest nap between two attempts on a held lock (`flock(2)` has no timed wait; the
+/// naps start at 1 ms and double).
+const MAX_NAP: Duration = Duration::from_millis(50);
+
+/// Takes an exclusive `flock` on `path` (created 0600, never through a symlink), waiting as
+/// `wait` says. The file is removed when the lock is released; a waiter that then holds a lock
+/// on a file no longer at `path` starts again, so two holders never coexist. A deadline that
+/// passes first is an error of kind `TimedOut` that names the holder where `/proc/locks` does.
+pub fn lock_file(path: PathBuf, wait: Wait) -> Result<Option<ContainerLock>, StateError> {
+    let mut nap = Duration::from_millis(1);
     loop {
         let file = OpenOptions::new()
             .read(true)
@@ -326,10 +353,27 @@ pub fn lock_file(path: PathBuf, wait: bool) -> Result<Option<ContainerLock>, Sta
             .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
             .open(&path)
             .map_err(|e| err("open lock", &path, e))?;
-        let how = if wait { FlockArg::LockExclusive } else { FlockArg::LockExclusiveNonblock };
-        let locked = match Flock::lock(file, how) {
+        let how = match wait {
+            Wait::Until(None) => FlockArg::LockExclusive,
+            _ => FlockArg::LockExclusiveNonblock,
+        };
+        let mut attempt = Flock::lock(file, how);
+        while let (Err((file, nix::errno::Errno::EWOULDBLOCK)), Wait::Until(Some(until))) = (&attempt, wait) {
+            let now = Instant::now();
+            if now >= until {
+                let held = holder(file).map_or_else(String::new, |h| format!(" by {h}"));
+                let why =
+                    std::io::Error::new(std::io::ErrorKind::TimedOut, format!("still held{held} at the deadline"));
+                return Err(err("lock", &path, why));
+            }
+            std::thread::sleep(nap.min(until - now));
+            nap = (nap * 2).min(MAX_NAP);
+            let Err((file, _)) = attempt else { break };
+            attempt = Flock::lock(file, FlockArg::LockExclusiveNonblock);
+        }
+        let locked = match attempt {
             Ok(l) => l,
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) if !wait => return Ok(None),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) if wait == Wait::No => return Ok(None),
             Err((_, e)) => return Err(err("lock", &path, e.into())),
         };
         let held = locked.metadata().map_err(|e| err("stat lock", &path, e))?;
@@ -340,4 +384,25 @@ pub fn lock_file(path: PathBuf, wait: bool) -> Result<Option<ContainerLock>, Sta
             _ => continue,
         }
     }
+}
+
+/// Who holds the `flock` on `file`: `pid 1234 (delegator)`, from `/proc/locks` (`proc(5)`: a
+/// line `1: FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF`, device numbers in
+/// hex; lines of waiters carry `->`) and the holder's `/proc/<pid>/comm`.
+fn holder(file: &File) -> Option<String> {
+    use cni_runtime::files::{read_regular, Links};
+    let meta = file.metadata().ok()?;
+    let id =
+        format!("{:02x}:{:02x}:{}", nix::sys::stat::major(meta.dev()), nix::sys::stat::minor(meta.dev()), meta.ino());
+    let locks = read_regular(Path::new("/proc/locks"), 8 << 20, Links::Refuse).ok()?;
+    let locks = String::from_utf8_lossy(&locks);
+    let pid = locks.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&id.as_str())).then(|| f.get(4).map(|p| p.to_string()))?
+    })?;
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    Some(match comm.trim() {
+        "" => format!("pid {pid}"),
+        c => format!("pid {pid} ({c})"),
+    })
 }

@@ -5,6 +5,7 @@
 use braid_attach::attach::{Attacher, Delegate, DelegateConfig};
 use braid_attach::plan::{Phase, Plan};
 use braid_attach::state::{Key, StateStore};
+use braid_attach::Deadline;
 use cni_runtime::chain::RuntimeConf as Call;
 use cni_runtime::invoke::{Exec, InvokeError};
 use cni_runtime::testing::FakeExec;
@@ -30,6 +31,7 @@ impl World {
             paths: vec!["/opt/cni/bin".into()],
             store: StateStore::open(&self.dir).unwrap(),
             parallel: false,
+            deadline: Deadline::none(),
         }
     }
 
@@ -352,6 +354,7 @@ fn a_result_that_cannot_be_recorded_rolls_back_like_a_failure() {
         paths: vec!["/opt/cni/bin".into()],
         store: StateStore::open(&w.dir).unwrap(),
         parallel: false,
+        deadline: Deadline::none(),
     };
     let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
     assert_eq!(e.code, 5, "{e:?}");
@@ -461,6 +464,7 @@ fn a_delegate_that_never_started_gets_no_del_and_keeps_no_state() {
         paths: vec!["/opt/cni/bin".into()],
         store: StateStore::open(&w.dir).unwrap(),
         parallel: false,
+        deadline: Deadline::none(),
     };
     fake.reply(ok_result("198.18.0.2/24"));
     fake.reply(ok_result("198.18.1.2/24"));

@@ -58,3 +58,43 @@ fn a_state_dir_replaced_by_a_symlink_is_refused_for_add_and_del_still_succeeds()
     assert_eq!(std::fs::read_dir(base.join("elsewhere")).unwrap().count(), 0);
     std::fs::remove_dir_all(&base).unwrap();
 }
+
+#[test]
+fn an_owner_file_replaced_by_a_fifo_or_a_symlink_is_refused_without_blocking() {
+    let base = std::env::temp_dir().join(format!("braid-meta-planted-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    for (tag, why) in [("fifo", "not a regular file"), ("link", "Too many levels of symbolic links")] {
+        let dir = base.join(tag);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        let owner = dir.join(braid_attach::meta::OWNER_FILE);
+        if tag == "fifo" {
+            assert!(std::process::Command::new("mkfifo").arg(&owner).status().unwrap().success());
+        } else {
+            std::fs::write(base.join("merger"), b"merger").unwrap();
+            std::os::unix::fs::symlink(base.join("merger"), &owner).unwrap();
+        }
+        let e = Meta::open(&args(Command::Add, &dir), &DELEGATOR).err().unwrap();
+        assert_eq!(e.code, 5, "{e}");
+        assert!(e.msg.contains(".braid-owner") && e.msg.contains(why), "{e}");
+    }
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn a_fifo_in_conf_dir_is_skipped_not_waited_for() {
+    let dir = std::env::temp_dir().join(format!("braid-meta-confdir-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Sorted first, so the lookup reaches it before the real one.
+    assert!(std::process::Command::new("mkfifo").arg(dir.join("00-fifo.conflist")).status().unwrap().success());
+    std::fs::write(dir.join("10-big.conflist"), " ".repeat((1 << 20) + 1)).unwrap();
+    std::fs::write(dir.join("20-real.conflist"), r#"{"cniVersion":"1.0.0","name":"real","plugins":[{"type":"ptp"}]}"#)
+        .unwrap();
+    let conf = serde_json::json!({"cniVersion": "1.0.0", "name": "n", "type": "x", "confDir": dir,
+        "delegates": ["real"]});
+    let conf = cni_types::NetConf::parse(conf.to_string().as_bytes()).unwrap();
+    let d = braid_attach::delegates::parse(&conf, &|_| None).unwrap();
+    assert_eq!(d[0].name(), "real");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -7,6 +7,7 @@
 use braid_attach::attach::{Attacher, Delegate, DelegateConfig};
 use braid_attach::plan::{Phase, Plan};
 use braid_attach::state::{Key, StateStore};
+use braid_attach::Deadline;
 use cni_runtime::chain::RuntimeConf as Call;
 use cni_runtime::invoke::{Exec, InvokeError};
 use cni_skel::log::Logger;
@@ -91,7 +92,13 @@ impl World {
     }
 
     fn attacher<'a>(&self, exec: &'a Scripted, parallel: bool) -> Attacher<'a> {
-        Attacher { exec, paths: vec!["/opt/cni/bin".into()], store: StateStore::open(&self.dir).unwrap(), parallel }
+        Attacher {
+            exec,
+            paths: vec!["/opt/cni/bin".into()],
+            store: StateStore::open(&self.dir).unwrap(),
+            parallel,
+            deadline: Deadline::none(),
+        }
     }
 }
 
@@ -235,6 +242,7 @@ fn several_failures_keep_the_first_ones_code_and_name_them_all() {
         paths: vec!["/opt/cni/bin".into()],
         store: StateStore::open(&w.dir).unwrap(),
         parallel: true,
+        deadline: Deadline::none(),
     };
     let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
     assert_eq!(e.code, 11, "{e:?}");

@@ -75,6 +75,21 @@ fn state_refuses_traversal_and_symlinks() {
 }
 
 #[test]
+fn a_state_file_larger_than_any_plan_is_refused_not_read_whole() {
+    let dir = temp_dir("huge");
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = StateStore::open(&dir).unwrap();
+    let key = Key::new("c", "eth0").unwrap();
+    store.create(&key, b"plan\n").unwrap();
+    // Sparse: no disk is used, but a reader without a cap would hold all of it.
+    let f = std::fs::OpenOptions::new().write(true).open(store.dir().join("c@eth0")).unwrap();
+    f.set_len(braid_attach::state::MAX_STATE + 1).unwrap();
+    let e = store.read(&key).unwrap_err();
+    assert!(e.to_string().ends_with(&format!("c@eth0: larger than {} bytes", braid_attach::state::MAX_STATE)), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn container_lock_serialises_one_container_and_cleans_up() {
     let dir = temp_dir("lock");
     let _ = std::fs::remove_dir_all(&dir);

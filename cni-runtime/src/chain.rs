@@ -4,6 +4,7 @@
 //! builds them; the `cniCacheV1` result cache. Delegates that are conflists run through this,
 //! and the integration tests use it as their runtime.
 
+use crate::files::Links;
 use crate::invoke::{self, Exec, InvokeError};
 use cni_types::config::{runtime_config_for, GcAttachment, GC_ATTACHMENTS_LEGACY, GC_VALID_ATTACHMENTS};
 use cni_types::result::AnyResult;
@@ -11,7 +12,7 @@ use cni_types::version::{self, Command};
 use cni_types::{CniError, Invocation, NetConf, NetConfList};
 use serde_json::{Map, Value};
 use std::fmt;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 /// What the runtime knows about one attachment (libcni's `RuntimeConf`): the parameters of
@@ -93,6 +94,8 @@ impl std::error::Error for ChainError {}
 fn from_invoke(e: InvokeError) -> ChainError {
     let cause = match &e {
         InvokeError::Plugin(c) => Some(c.clone()),
+        // Code 11 must survive the list's wrapping: the caller ran out of time, not the plugin.
+        InvokeError::DeadlinePassed { .. } => Some(CniError::from(e.clone())),
         _ => None,
     };
     ChainError { msg: e.to_string(), cause }
@@ -132,6 +135,10 @@ pub fn build_one_config(
     }
     conf.to_bytes()
 }
+
+/// The cap on a cached result: a result is a plugin's stdout, capped at
+/// [`MAX_OUTPUT`](crate::child_io::MAX_OUTPUT), plus the configuration it came from.
+const MAX_CACHE_FILE: u64 = 2 * crate::child_io::MAX_OUTPUT as u64;
 
 /// Runs conflists with one exec implementation, finding plugins in `paths`, caching results
 /// under `cache_dir`.
@@ -183,7 +190,8 @@ impl Chain<'_> {
         if list.disable_check {
             return Ok(());
         }
-        let cached = self.cached_result(list, rt).map_err(|e| {
+        let cached = self.cache_path(&list.name, rt).map_err(|e| e.msg).and_then(|p| self.cached_result(list, &p));
+        let cached = cached.map_err(|e| {
             ChainError::plain(format!(
                 "failed to get network {} cached result: {e}",
                 cni_types::gojson::quote(&list.name)
@@ -198,14 +206,20 @@ impl Chain<'_> {
         Ok(())
     }
 
-    /// DEL every plugin in reverse with the cached result (if any); removes the cache.
+    /// DEL every plugin in reverse with the cached result (if any); removes the cache. With a
+    /// name no cache path can be built from (see [`Chain::cache_path`]) the plugins still get
+    /// their DEL, without prevResult, and no file is touched: ADD refused such a name before
+    /// running anything, so no cache of it exists.
     pub fn del(&self, list: &NetConfList, rt: &RuntimeConf) -> Result<(), ChainError> {
+        let cache = self.cache_path(&list.name, rt).ok();
         let mut cached = None;
-        if version::greater_than_or_equal_to(&list.cni_version, "0.4.0").unwrap_or(false) {
-            match self.cached_result(list, rt) {
+        if let (Some(path), true) =
+            (&cache, version::greater_than_or_equal_to(&list.cni_version, "0.4.0").unwrap_or(false))
+        {
+            match self.cached_result(list, path) {
                 Ok(c) => cached = c,
                 Err(_) => {
-                    let _ = std::fs::remove_file(self.cache_path(&list.name, rt));
+                    let _ = std::fs::remove_file(path);
                 }
             }
         }
@@ -215,7 +229,8 @@ impl Chain<'_> {
             let path = self.find(plugin).map_err(|e| wrap(plugin, "delete", e))?;
             invoke::exec_without_result(self.exec, &path, &stdin, &req).map_err(|e| wrap(plugin, "delete", e))?;
         }
-        match std::fs::remove_file(self.cache_path(&list.name, rt)) {
+        let Some(path) = cache else { return Ok(()) };
+        match std::fs::remove_file(path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(ChainError::plain(format!("failed to remove cached result: {e}"))),
@@ -330,38 +345,42 @@ impl Chain<'_> {
         })
     }
 
-    /// `<cacheDir>/results/<network>-<containerID>-<ifname>`.
-    pub fn cache_path(&self, network: &str, rt: &RuntimeConf) -> PathBuf {
-        self.cache_dir.join("results").join(format!("{network}-{}-{}", rt.container_id, rt.ifname))
+    /// `<cacheDir>/results/<network>-<containerID>-<ifname>`, each part validated first (the
+    /// network and container ID as libcni validates them on ADD, the interface name as the
+    /// spec says): DEL and CHECK build the path from a name ADD never checked (a configuration
+    /// changed since, a list without state), and a `/` or `..` in it must never make braid read
+    /// or remove a file elsewhere. libcni itself builds it with `filepath.Join` unchecked.
+    pub fn cache_path(&self, network: &str, rt: &RuntimeConf) -> Result<PathBuf, ChainError> {
+        if let Some(e) = Chain::cache_key_error(network, rt) {
+            return Err(ChainError::plain(e));
+        }
+        let bad = |e: CniError| ChainError::plain(format!("cache file path: {e}"));
+        cni_types::validate::network_name(network).map_err(bad)?;
+        cni_types::validate::container_id(&rt.container_id).map_err(bad)?;
+        cni_types::validate::interface_name(&rt.ifname).map_err(bad)?;
+        Ok(self.cache_dir.join("results").join(format!("{network}-{}-{}", rt.container_id, rt.ifname)))
     }
 
     fn write_cache(&self, list: &NetConfList, rt: &RuntimeConf, result: &AnyResult) -> Result<(), ChainError> {
-        if let Some(e) = Chain::cache_key_error(&list.name, rt) {
-            return Err(ChainError::plain(e));
-        }
+        let path = self.cache_path(&list.name, rt)?;
         let io = |e: std::io::Error| ChainError::plain(format!("failed to write cached result: {e}"));
         let dir = self.cache_dir.join("results");
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(io)?;
         let bytes = cache_file_bytes(list, rt, result);
-        let path = self.cache_path(&list.name, rt);
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        // A leftover of this pid's is ours to replace; whatever stands there is never followed.
+        let _ = std::fs::remove_file(&tmp);
         {
             use std::io::Write;
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)
-                .map_err(io)?;
+            let mut f = crate::files::create_new(&tmp, 0o600).map_err(io)?;
             f.write_all(&bytes).map_err(io)?;
             f.sync_all().map_err(io)?;
         }
         std::fs::rename(&tmp, &path).map_err(io)
     }
 
-    fn cached_result(&self, list: &NetConfList, rt: &RuntimeConf) -> Result<Option<AnyResult>, String> {
-        let bytes = match std::fs::read(self.cache_path(&list.name, rt)) {
+    fn cached_result(&self, list: &NetConfList, path: &Path) -> Result<Option<AnyResult>, String> {
+        let bytes = match crate::files::read_regular(path, MAX_CACHE_FILE, Links::Refuse) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e.to_string()),
@@ -385,7 +404,7 @@ impl Chain<'_> {
         };
         let mut out = Vec::new();
         for entry in dir.flatten() {
-            let Ok(bytes) = std::fs::read(entry.path()) else { continue };
+            let Ok(bytes) = crate::files::read_regular(&entry.path(), MAX_CACHE_FILE, Links::Refuse) else { continue };
             let Ok(v) = serde_json::from_slice::<Value>(&bytes) else { continue };
             if v.get("kind").and_then(Value::as_str) != Some("cniCacheV1")
                 || v.get("networkName").and_then(Value::as_str) != Some(network)
@@ -473,9 +492,12 @@ pub fn inject_conf(orig: &[u8], inject: &Map<String, Value>) -> Result<Vec<u8>, 
     Ok(conf.to_bytes())
 }
 
-/// Reads `path`, whether a conflist or a single plugin configuration (wrapped as a list).
+/// Reads `path`, whether a conflist or a single plugin configuration (wrapped as a list): a
+/// regular file (symlinks followed, as libcni does), never a FIFO, at most
+/// [`MAX_CONFIG_FILE`](crate::files::MAX_CONFIG_FILE) bytes.
 pub fn load_list(path: &Path) -> Result<NetConfList, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes = crate::files::read_regular(path, crate::files::MAX_CONFIG_FILE, Links::Follow)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     let value = cni_types::gojson::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     if value.get("plugins").is_some() {
         NetConfList::parse(&bytes).map_err(|e| e.to_string())

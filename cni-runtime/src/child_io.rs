@@ -16,15 +16,25 @@ const LINGER: Duration = Duration::from_millis(200);
 /// The longest single wait, so an exited child is noticed while a grandchild holds the pipes.
 const SLICE: Duration = Duration::from_millis(50);
 
+/// The most kept of each of a child's outputs: the cap cni-skel's dispatcher puts on a
+/// plugin's stdin (`MAX_STDIN`, 16 MiB). A result or an error object is a few kilobytes; a child
+/// that prints more is broken, and must not make its caller hold everything in memory. What
+/// comes beyond the cap is read and dropped, so the child never blocks on a full pipe.
+pub const MAX_OUTPUT: usize = 16 * 1024 * 1024;
+
 /// What the child did.
 #[derive(Debug)]
 pub struct Outcome {
     /// Its exit status; `None` when the deadline passed first (it is still running).
     pub status: Option<ExitStatus>,
-    /// Everything it printed on stdout.
+    /// What it printed on stdout, up to [`MAX_OUTPUT`] bytes.
     pub stdout: Vec<u8>,
-    /// Everything it printed on stderr.
+    /// What it printed on stderr, up to [`MAX_OUTPUT`] bytes.
     pub stderr: Vec<u8>,
+    /// How many bytes of stdout were dropped beyond the cap.
+    pub stdout_dropped: u64,
+    /// How many bytes of stderr were dropped beyond the cap.
+    pub stderr_dropped: u64,
 }
 
 fn nonblocking(fd: impl AsFd) -> std::io::Result<()> {
@@ -33,13 +43,32 @@ fn nonblocking(fd: impl AsFd) -> std::io::Result<()> {
     Ok(())
 }
 
+/// One output pipe's bytes: kept up to `cap`, counted beyond.
+struct Capped {
+    kept: Vec<u8>,
+    dropped: u64,
+    cap: usize,
+}
+
+impl Capped {
+    fn new(cap: usize) -> Capped {
+        Capped { kept: Vec::new(), dropped: 0, cap }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        let room = self.cap.saturating_sub(self.kept.len()).min(bytes.len());
+        self.kept.extend_from_slice(&bytes[..room]);
+        self.dropped += (bytes.len() - room) as u64;
+    }
+}
+
 /// Reads what is there; returns false at end of file (or on an error: the pipe is done).
-fn drain(r: &mut impl Read, into: &mut Vec<u8>) -> bool {
+fn drain(r: &mut impl Read, into: &mut Capped) -> bool {
     let mut buf = [0u8; 16 * 1024];
     loop {
         match r.read(&mut buf) {
             Ok(0) => return false,
-            Ok(n) => into.extend_from_slice(&buf[..n]),
+            Ok(n) => into.push(&buf[..n]),
             Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(_) => return false,
@@ -115,9 +144,19 @@ pub fn wait_until(child: &mut Child, deadline: Option<Instant>) -> std::io::Resu
     wait_exit(child, pidfd(child).as_ref(), deadline)
 }
 
-/// Feeds `input` to the child's stdin and collects its output until it exits or `deadline`.
-/// The child must have been spawned with all three pipes.
+/// Feeds `input` to the child's stdin and collects its output (each up to [`MAX_OUTPUT`])
+/// until it exits or `deadline`. The child must have been spawned with all three pipes.
 pub fn communicate(child: &mut Child, input: &[u8], deadline: Option<Instant>) -> std::io::Result<Outcome> {
+    communicate_capped(child, input, deadline, MAX_OUTPUT)
+}
+
+/// [`communicate`] with each output kept up to `cap` bytes.
+pub fn communicate_capped(
+    child: &mut Child,
+    input: &[u8],
+    deadline: Option<Instant>,
+    cap: usize,
+) -> std::io::Result<Outcome> {
     let mut stdin: Option<ChildStdin> = child.stdin.take();
     let mut stdout: Option<ChildStdout> = child.stdout.take();
     let mut stderr: Option<ChildStderr> = child.stderr.take();
@@ -127,7 +166,7 @@ pub fn communicate(child: &mut Child, input: &[u8], deadline: Option<Instant>) -
     {
         nonblocking(fd)?;
     }
-    let (mut out, mut err, mut written) = (Vec::new(), Vec::new(), 0);
+    let (mut out, mut err, mut written) = (Capped::new(cap), Capped::new(cap), 0);
     if let Some(w) = stdin.as_mut() {
         if !feed(w, input, &mut written) {
             stdin = None;
@@ -138,7 +177,7 @@ pub fn communicate(child: &mut Child, input: &[u8], deadline: Option<Instant>) -
     while stdout.is_some() || stderr.is_some() {
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
-            return Ok(Outcome { status: None, stdout: out, stderr: err });
+            return Ok(Outcome::new(None, out, err));
         }
         if exited.is_some_and(|(_, at)| now.duration_since(at) >= LINGER) {
             break;
@@ -204,7 +243,13 @@ pub fn communicate(child: &mut Child, input: &[u8], deadline: Option<Instant>) -
         Some((s, _)) => Some(s),
         None => wait_exit(child, pidfd.as_ref(), deadline)?,
     };
-    Ok(Outcome { status, stdout: out, stderr: err })
+    Ok(Outcome::new(status, out, err))
+}
+
+impl Outcome {
+    fn new(status: Option<ExitStatus>, out: Capped, err: Capped) -> Outcome {
+        Outcome { status, stdout: out.kept, stderr: err.kept, stdout_dropped: out.dropped, stderr_dropped: err.dropped }
+    }
 }
 
 #[cfg(test)]
@@ -249,6 +294,19 @@ mod tests {
         assert!(o.status.unwrap().success());
         assert_eq!(o.stdout, b"hi\n");
         assert!(t.elapsed() < Duration::from_secs(3), "waited {:?} for the grandchild", t.elapsed());
+    }
+
+    #[test]
+    fn output_beyond_the_cap_is_read_and_dropped() {
+        // 3 MiB on each pipe, a 1 MiB cap: the child is never blocked on a full pipe and exits.
+        let mut c = sh("head -c 3145728 /dev/zero; head -c 3145728 /dev/zero >&2; echo end >&2");
+        let o = communicate_capped(&mut c, b"", Some(Instant::now() + Duration::from_secs(60)), 1 << 20).unwrap();
+        assert!(o.status.unwrap().success());
+        assert_eq!((o.stdout.len(), o.stdout_dropped), (1 << 20, 2 << 20));
+        assert_eq!((o.stderr.len(), o.stderr_dropped), (1 << 20, (2 << 20) + 4));
+        let mut c = sh("printf small");
+        let o = communicate_capped(&mut c, b"", Some(Instant::now() + Duration::from_secs(60)), 5).unwrap();
+        assert_eq!((o.stdout.as_slice(), o.stdout_dropped), (&b"small"[..], 0));
     }
 
     #[test]

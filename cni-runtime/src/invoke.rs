@@ -2,7 +2,7 @@
 //! environment, and decoding what they print — the Go library's `pkg/invoke`, with a timeout
 //! that kills the child and everything it spawned, and the child's stderr always forwarded.
 
-use cni_types::error::INTERNAL;
+use cni_types::error::{INTERNAL, TRY_AGAIN_LATER};
 use cni_types::result::AnyResult;
 use cni_types::{CniError, Invocation};
 use std::fmt;
@@ -42,6 +42,14 @@ pub enum InvokeError {
         /// The limit.
         after: Duration,
     },
+    /// The caller's deadline passed: the plugin was killed with everything it spawned (or, when
+    /// it had already passed, never started). Code 11, "try again later".
+    DeadlinePassed {
+        /// The binary.
+        path: PathBuf,
+        /// Whether it had been started.
+        started: bool,
+    },
     /// The plugin failed with a CNI error object; its code is kept.
     Plugin(CniError),
     /// The plugin failed without a usable error object (Go's `netplugin failed …` texts).
@@ -64,6 +72,12 @@ impl fmt::Display for InvokeError {
             InvokeError::TimedOut { path, after } => {
                 write!(f, "{} timed out after {}", path.display(), humanize(*after))
             }
+            InvokeError::DeadlinePassed { path, started: true } => {
+                write!(f, "{} was killed at the command's deadline", path.display())
+            }
+            InvokeError::DeadlinePassed { path, started: false } => {
+                write!(f, "{} was not started: the command's deadline had passed", path.display())
+            }
             InvokeError::Plugin(e) => write!(f, "{e}"),
             InvokeError::Failed(m) | InvokeError::BadResult(m) => f.write_str(m),
         }
@@ -81,11 +95,13 @@ fn humanize(d: Duration) -> String {
 }
 
 impl From<InvokeError> for CniError {
-    /// A child's typed error keeps its code; everything else is code 999, as in Go
-    /// (`invoke.ExecPluginWithResult` returns plain errors), with the text above.
+    /// A child's typed error keeps its code; a passed deadline is code 11 (`TRY_AGAIN_LATER`:
+    /// the runtime may retry once the node is less busy); everything else is code 999, as in
+    /// Go (`invoke.ExecPluginWithResult` returns plain errors), with the text above.
     fn from(e: InvokeError) -> CniError {
         match e {
             InvokeError::Plugin(e) => e,
+            e @ InvokeError::DeadlinePassed { .. } => CniError::new(TRY_AGAIN_LATER, e.to_string()),
             other => CniError::new(INTERNAL, other.to_string()),
         }
     }
@@ -133,6 +149,24 @@ pub trait Exec {
         self.exec(plugin, stdin, env)
     }
 
+    /// [`Exec::exec_observed`], with the child killed (with everything it spawned) at `until` at
+    /// the latest — the caller's deadline for its whole command, on top of any per-call limit —
+    /// failing with [`InvokeError::DeadlinePassed`]; `None` adds no limit. The default only
+    /// refuses to start once `until` has passed.
+    fn exec_until(
+        &self,
+        plugin: &Path,
+        stdin: &[u8],
+        env: &[(String, String)],
+        spawned: &dyn Fn(u32),
+        until: Option<Instant>,
+    ) -> Result<Vec<u8>, InvokeError> {
+        if until.is_some_and(|u| Instant::now() >= u) {
+            return Err(InvokeError::DeadlinePassed { path: plugin.to_path_buf(), started: false });
+        }
+        self.exec_observed(plugin, stdin, env, spawned)
+    }
+
     /// Finds a plugin binary; the default is [`find_in_path`].
     fn find(&self, name: &str, paths: &[PathBuf]) -> Result<PathBuf, InvokeError> {
         find_in_path(name, paths)
@@ -142,7 +176,8 @@ pub trait Exec {
 /// Executes plugins as child processes.
 #[derive(Debug, Clone, Default)]
 pub struct RawExec {
-    /// Kill the child (and its process group) after this long; `None` waits forever.
+    /// Kill the child (and its process group) after this long; `None` waits forever. A deadline
+    /// given to [`Exec::exec_until`] that comes first wins.
     pub timeout: Option<Duration>,
     /// Variables every child gets besides its CNI ones (a meta-plugin tells its delegates what
     /// it holds: see `braid-attach`'s `ifnames`).
@@ -173,6 +208,21 @@ impl Exec for RawExec {
         env: &[(String, String)],
         spawned: &dyn Fn(u32),
     ) -> Result<Vec<u8>, InvokeError> {
+        self.exec_until(plugin, stdin, env, spawned, None)
+    }
+
+    fn exec_until(
+        &self,
+        plugin: &Path,
+        stdin: &[u8],
+        env: &[(String, String)],
+        spawned: &dyn Fn(u32),
+        until: Option<Instant>,
+    ) -> Result<Vec<u8>, InvokeError> {
+        let not_started = || InvokeError::DeadlinePassed { path: plugin.to_path_buf(), started: false };
+        if until.is_some_and(|u| Instant::now() >= u) {
+            return Err(not_started());
+        }
         let mut attempt = 0;
         let mut child = loop {
             let mut cmd = std::process::Command::new(plugin);
@@ -184,16 +234,27 @@ impl Exec for RawExec {
                 .process_group(0);
             match cmd.spawn() {
                 Ok(c) => break c,
+                // The retry's sleep draws on the deadline like everything else.
                 Err(e) if e.raw_os_error() == Some(ETXTBSY) && attempt < 5 => {
                     attempt += 1;
-                    std::thread::sleep(Duration::from_secs(1));
+                    let nap = Duration::from_secs(1);
+                    if until.is_some_and(|u| Instant::now() + nap >= u) {
+                        return Err(not_started());
+                    }
+                    std::thread::sleep(nap);
                 }
                 Err(e) => return Err(InvokeError::Spawn { path: plugin.to_path_buf(), reason: e.to_string() }),
             }
         };
         let pid = child.id();
         spawned(pid);
-        let deadline = self.timeout.map(|t| Instant::now() + t);
+        let timeout_at = self.timeout.map(|t| Instant::now() + t);
+        // Whichever limit comes first; `by_deadline` says which one it was.
+        let (deadline, by_deadline) = match (timeout_at, until) {
+            (Some(t), Some(u)) if u <= t => (Some(u), true),
+            (None, Some(u)) => (Some(u), true),
+            (t, _) => (t, false),
+        };
         let spawn_err = |e: std::io::Error| InvokeError::Spawn { path: plugin.to_path_buf(), reason: e.to_string() };
         let outcome = crate::child_io::communicate(&mut child, stdin, deadline).map_err(spawn_err)?;
         let Some(status) = outcome.status else {
@@ -201,20 +262,38 @@ impl Exec for RawExec {
                 let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
             }
             let _ = crate::child_io::wait_until(&mut child, Some(Instant::now() + Duration::from_secs(2)));
-            if !outcome.stderr.is_empty() {
-                let _ = std::io::stderr().write_all(&outcome.stderr);
+            forward_stderr(&outcome);
+            if by_deadline {
+                return Err(InvokeError::DeadlinePassed { path: plugin.to_path_buf(), started: true });
             }
             return Err(InvokeError::TimedOut { path: plugin.to_path_buf(), after: self.timeout.unwrap_or_default() });
         };
+        forward_stderr(&outcome);
         let (stdout, stderr) = (outcome.stdout, outcome.stderr);
-        // Always forward the child's stderr (Go drops it when stdout holds an error object).
-        if !stderr.is_empty() {
-            let _ = std::io::stderr().write_all(&stderr);
+        if outcome.stdout_dropped > 0 {
+            return Err(InvokeError::Failed(format!(
+                "{} printed more than {} bytes on stdout ({})",
+                plugin.display(),
+                crate::child_io::MAX_OUTPUT,
+                status_text(status)
+            )));
         }
         if status.success() {
             return Ok(stdout);
         }
         Err(failure(&stdout, &stderr, &status_text(status)))
+    }
+}
+
+/// Always forwards the child's stderr (Go drops it when stdout holds an error object), saying
+/// how much was dropped beyond the cap.
+fn forward_stderr(outcome: &crate::child_io::Outcome) {
+    let mut err = std::io::stderr();
+    if !outcome.stderr.is_empty() {
+        let _ = err.write_all(&outcome.stderr);
+    }
+    if outcome.stderr_dropped > 0 {
+        let _ = writeln!(err, "\n[{} more bytes of the plugin's stderr dropped]", outcome.stderr_dropped);
     }
 }
 

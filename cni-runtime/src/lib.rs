@@ -8,7 +8,9 @@
 //!   `cniCacheV1` result cache.
 //! * [`procs`]: finding and ending a plugin process that outlived the one that started it.
 //! * [`child_io`]: a child's three pipes and its exit, served on the calling thread with a
-//!   deadline (no helper threads).
+//!   deadline (no helper threads), each output capped.
+//! * [`files`]: reading conflists, cached results and state without blocking on a FIFO, past a
+//!   cap, or (where asked) through a symlink.
 //!
 //! With the `testing` feature, `testing::FakeExec` records calls and answers from a script.
 //!
@@ -19,6 +21,7 @@
 
 pub mod chain;
 pub mod child_io;
+pub mod files;
 pub mod invoke;
 pub mod procs;
 #[cfg(feature = "testing")]

@@ -38,6 +38,21 @@ impl Started {
         stat(self.pid).is_some_and(|(state, start)| start == self.start && state != 'Z')
     }
 
+    /// Waits until this process has ended on its own, or `until` passed; whether it ended. It
+    /// need not be our child: its `/proc` entry is watched (naps from 1 ms to 20 ms).
+    pub fn wait_gone(&self, until: Instant) -> bool {
+        let mut nap = Duration::from_millis(1);
+        while self.alive() {
+            let now = Instant::now();
+            if now >= until {
+                return false;
+            }
+            std::thread::sleep(nap.min(until - now));
+            nap = (nap * 2).min(Duration::from_millis(20));
+        }
+        true
+    }
+
     /// Kills its whole process group if it still runs, and waits (up to `wait`) until it has
     /// ended. Returns whether it was running; an error when it survived the wait.
     pub fn kill_group(&self, wait: Duration) -> Result<bool, String> {
@@ -74,5 +89,26 @@ mod tests {
         assert_eq!(c.kill_group(Duration::from_secs(5)), Ok(true));
         waiter.join().unwrap().unwrap();
         assert_eq!(c.kill_group(Duration::from_secs(1)), Ok(false));
+    }
+
+    #[test]
+    fn a_process_that_ends_on_its_own_is_waited_for_one_that_does_not_is_not() {
+        let mut quick = std::process::Command::new("sh")
+            .args(["-c", "read x"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let q = Started::of(quick.id()).unwrap();
+        let mut slow = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let s = Started::of(slow.id()).unwrap();
+        // Not yet: its deadline has passed at once.
+        assert!(!q.wait_gone(Instant::now()));
+        drop(quick.stdin.take());
+        let reaper = std::thread::spawn(move || quick.wait());
+        assert!(q.wait_gone(Instant::now() + Duration::from_secs(30)));
+        reaper.join().unwrap().unwrap();
+        assert!(!s.wait_gone(Instant::now() + Duration::from_millis(50)));
+        let _ = slow.kill();
+        let _ = slow.wait();
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::invoke::{Exec, InvokeError};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// One call recorded by [`FakeExec`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,6 +14,19 @@ pub struct FakeCall {
     pub stdin: Vec<u8>,
     /// The environment overrides.
     pub env: Vec<(String, String)>,
+    /// The deadline it was given ([`Exec::exec_until`]); `None` through plain [`Exec::exec`].
+    pub until: Option<Instant>,
+}
+
+/// One scripted answer of [`FakeExec`].
+#[derive(Debug)]
+pub enum FakeReply {
+    /// The plugin returns this.
+    Answer(Result<Vec<u8>, InvokeError>),
+    /// The plugin never returns: [`FakeExec`] waits for the call's deadline, then answers as
+    /// `RawExec` does when it kills a child there ([`InvokeError::DeadlinePassed`]). A call
+    /// without a deadline would wait forever: it fails at once instead, naming the mistake.
+    Hang,
 }
 
 /// A scripted [`Exec`] for unit tests: records every call and answers from a queue.
@@ -21,12 +35,21 @@ pub struct FakeExec {
     /// Every call, in order.
     pub calls: std::sync::Mutex<Vec<FakeCall>>,
     /// Answers, in order; when empty, calls succeed with empty stdout.
-    pub replies: std::sync::Mutex<std::collections::VecDeque<Result<Vec<u8>, InvokeError>>>,
+    pub replies: std::sync::Mutex<std::collections::VecDeque<FakeReply>>,
 }
 
 impl FakeExec {
     /// Queues an answer.
     pub fn reply(&self, r: Result<Vec<u8>, InvokeError>) {
+        self.push(FakeReply::Answer(r));
+    }
+
+    /// Queues a call that never returns by itself (see [`FakeReply::Hang`]).
+    pub fn hang(&self) {
+        self.push(FakeReply::Hang);
+    }
+
+    fn push(&self, r: FakeReply) {
         if let Ok(mut q) = self.replies.lock() {
             q.push_back(r);
         }
@@ -35,10 +58,35 @@ impl FakeExec {
 
 impl Exec for FakeExec {
     fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
+        self.exec_until(plugin, stdin, env, &|_| {}, None)
+    }
+
+    fn exec_until(
+        &self,
+        plugin: &Path,
+        stdin: &[u8],
+        env: &[(String, String)],
+        _spawned: &dyn Fn(u32),
+        until: Option<Instant>,
+    ) -> Result<Vec<u8>, InvokeError> {
         if let Ok(mut c) = self.calls.lock() {
-            c.push(FakeCall { plugin: plugin.to_path_buf(), stdin: stdin.to_vec(), env: env.to_vec() });
+            c.push(FakeCall { plugin: plugin.to_path_buf(), stdin: stdin.to_vec(), env: env.to_vec(), until });
         }
-        self.replies.lock().ok().and_then(|mut q| q.pop_front()).unwrap_or(Ok(Vec::new()))
+        let reply = self.replies.lock().ok().and_then(|mut q| q.pop_front());
+        match reply {
+            None => Ok(Vec::new()),
+            Some(FakeReply::Answer(r)) => r,
+            Some(FakeReply::Hang) => match until {
+                Some(u) => {
+                    std::thread::sleep(u.saturating_duration_since(Instant::now()));
+                    Err(InvokeError::DeadlinePassed { path: plugin.to_path_buf(), started: true })
+                }
+                None => Err(InvokeError::Failed(format!(
+                    "FakeExec: {} would hang forever: it was called without a deadline",
+                    plugin.display()
+                ))),
+            },
+        }
     }
 
     fn find(&self, name: &str, _paths: &[PathBuf]) -> Result<PathBuf, InvokeError> {

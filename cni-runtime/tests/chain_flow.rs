@@ -122,7 +122,7 @@ fn full_flow() {
     let result = chain.add(&f.list, &f.rt).unwrap();
     assert_eq!(result.to_value(), f.flow["ADD.finalResult"]);
     assert_calls(&exec, &f.flow["ADD.calls"], "ADD");
-    let cache_path = chain.cache_path(&f.list.name, &f.rt);
+    let cache_path = chain.cache_path(&f.list.name, &f.rt).unwrap();
     assert!(cache_path.ends_with("results/dbnet-ctr-abc-eth0"));
     let cached: Value = serde_json::from_slice(&std::fs::read(&cache_path).unwrap()).unwrap();
     assert_eq!(cached, load("cache-file.json"));
@@ -149,6 +149,37 @@ fn full_flow() {
 
     chain.del(&f.list, &f.rt).unwrap();
     assert_calls(&exec, &f.flow["DEL-again-no-cache.calls"], "DEL again");
+}
+
+#[test]
+fn a_network_name_that_would_leave_the_cache_directory_touches_no_file() {
+    let f = Flow::new("traverse");
+    let exec = FakeExec::default();
+    // <cache>/a/results/../../victim-<id>-<ifname> is <cache>/victim-<id>-<ifname>.
+    let chain = Chain { cache_dir: f.cache.join("a"), ..f.chain(&exec) };
+    let mut list = f.list.clone();
+    list.name = "../../victim".into();
+    let victim = f.cache.join(format!("victim-{}-{}", f.rt.container_id, f.rt.ifname));
+    std::fs::create_dir_all(f.cache.join("a/results")).unwrap();
+    let planted = br#"{"kind":"cniCacheV1","result":{"cniVersion":"1.0.0","dns":{"domain":"victim.example"}}}"#;
+    std::fs::write(&victim, planted).unwrap();
+    let e = chain.cache_path(&list.name, &f.rt).unwrap_err();
+    assert!(e.msg.starts_with("cache file path: invalid characters found in network name"), "{e}");
+    // CHECK needs the cache: refused, naming why.
+    let e = chain.check(&list, &f.rt).unwrap_err();
+    assert!(e.msg.contains("cached result: cache file path: invalid characters found in network name"), "{e}");
+    // DEL still reaches every plugin, never with the planted file as prevResult, and removes nothing.
+    chain.del(&list, &f.rt).unwrap();
+    let calls = exec.calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), list.plugins.len());
+    for c in &calls {
+        let stdin = String::from_utf8(c.stdin.clone()).unwrap();
+        assert!(!stdin.contains("victim.example"), "{stdin}");
+    }
+    assert_eq!(std::fs::read(&victim).unwrap(), planted);
+    // ADD refuses it before running anything.
+    assert!(chain.add(&list, &f.rt).is_err());
+    assert_eq!(exec.calls.lock().unwrap().len(), list.plugins.len());
 }
 
 #[test]

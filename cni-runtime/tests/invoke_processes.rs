@@ -199,3 +199,47 @@ fn upstream_invoke_tests() {
     .to_string()
     .starts_with(p)));
 }
+
+#[test]
+fn a_plugin_printing_more_than_the_cap_on_stdout_fails_and_is_not_held_in_full() {
+    let s = Scripts::new("flood");
+    // 17 MB of stdout, then success: the pipe is drained to the end (the child exits), a result
+    // that large is refused. (The stderr cap: child_io's unit tests, without flooding this one's.)
+    let p = s.add("flood", "cat >/dev/null; head -c 17000000 /dev/zero");
+    let e = invoke::add(&RawExec::default(), &p, CONF, &req()).unwrap_err();
+    assert_eq!(
+        e,
+        InvokeError::Failed(format!("{} printed more than 16777216 bytes on stdout (exit status 0)", p.display()))
+    );
+    assert_eq!(cni_types::CniError::from(e).code, 999);
+}
+
+#[test]
+fn the_callers_deadline_kills_like_a_timeout_and_is_code_11() {
+    let s = Scripts::new("deadline");
+    let marker = s.0.join("grandchild.pid");
+    let p = s.add("hang", &format!("sleep 30 & echo $! > {}; sleep 30", marker.display()));
+    // The deadline comes before the per-call timeout: it is what kills.
+    let exec = RawExec { timeout: Some(Duration::from_secs(60)), ..RawExec::default() };
+    let until = Some(Instant::now() + Duration::from_millis(300));
+    let e = exec.exec_until(&p, CONF, &req().env(), &|_| {}, until).unwrap_err();
+    assert_eq!(e, InvokeError::DeadlinePassed { path: p.clone(), started: true });
+    assert_eq!(e.to_string(), format!("{} was killed at the command's deadline", p.display()));
+    assert_eq!(cni_types::CniError::from(e).code, 11);
+    let pid = std::fs::read_to_string(&marker).unwrap().trim().to_string();
+    std::thread::sleep(Duration::from_millis(100));
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(stat.is_empty() || stat.contains(") Z "), "grandchild {pid} survived: {stat}");
+    // A timeout that comes first is still a timeout (code 999).
+    let exec = RawExec { timeout: Some(Duration::from_millis(200)), ..RawExec::default() };
+    let e = exec.exec_until(&p, CONF, &req().env(), &|_| {}, Some(Instant::now() + Duration::from_secs(60)));
+    assert!(matches!(e, Err(InvokeError::TimedOut { .. })), "{e:?}");
+    // Once the deadline has passed nothing is started.
+    let ran = s.0.join("ran");
+    let q = s.add("quick", &format!("touch {}", ran.display()));
+    let spawned = std::cell::Cell::new(false);
+    let e = exec.exec_until(&q, CONF, &req().env(), &|_| spawned.set(true), Some(Instant::now())).unwrap_err();
+    assert_eq!(e, InvokeError::DeadlinePassed { path: q.clone(), started: false });
+    assert_eq!(e.to_string(), format!("{} was not started: the command's deadline had passed", q.display()));
+    assert!(!spawned.get() && !ran.exists());
+}

@@ -45,6 +45,23 @@ impl fmt::Display for Level {
     }
 }
 
+/// Opens (creating 0600) a log file for appending: never through a symlink (plugins run as root,
+/// and a link planted in a log directory would make them append wherever it points), never
+/// blocking on a FIFO (`O_NONBLOCK`; with no reader `open(2)` fails at once), and only a
+/// regular file is written to.
+fn open_log(path: &str) -> std::io::Result<File> {
+    let f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(f)
+}
+
 /// A logger bound to one invocation.
 #[derive(Debug)]
 pub struct Logger {
@@ -105,7 +122,7 @@ impl Logger {
             }
         }
         if let Some(path) = conf.get("logFile").and_then(|v| v.as_str()).filter(|p| !p.is_empty()) {
-            match OpenOptions::new().create(true).append(true).mode(0o600).open(path) {
+            match open_log(path) {
                 Ok(f) => self.file = Some(f),
                 Err(e) => problem = Some(format!("logFile {path}: {e}")),
             }
@@ -219,6 +236,33 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains("INFO [test] ADD ctr1: hello"), "{text}");
         assert!(!text.contains("hidden"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_log_file_that_is_a_fifo_or_a_symlink_is_reported_not_used() {
+        let dir = std::env::temp_dir().join(format!("braid-log-planted-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("elsewhere");
+        std::fs::write(&target, b"").unwrap();
+        std::os::unix::fs::symlink(&target, dir.join("link.log")).unwrap();
+        nix::unistd::mkfifo(&dir.join("fifo.log"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // A FIFO with a reader: open(2) succeeds, but writing could block: refused all the same.
+        let reader = OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK).open(dir.join("fifo.log"));
+        for (name, why) in [("link.log", "Too many levels of symbolic links"), ("fifo.log", "not a regular file")] {
+            let conf = cni_types::NetConf::parse(
+                format!(r#"{{"name":"n","logFile":"{}"}}"#, dir.join(name).display()).as_bytes(),
+            )
+            .unwrap();
+            let mut l = Logger::recording("test", "ADD");
+            let problem = l.configure(&conf).unwrap();
+            assert!(problem.starts_with(&format!("logFile {}: ", dir.join(name).display())), "{problem}");
+            assert!(problem.contains(why), "{problem}");
+            l.error("still logged");
+        }
+        drop(reader);
+        assert_eq!(std::fs::read(&target).unwrap(), b"");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -69,9 +69,17 @@ impl From<NetnsError> for cni_types::CniError {
     }
 }
 
-/// Opens a namespace file and checks that it is one.
+/// Opens a namespace file and checks that it is one. `O_NONBLOCK`: a FIFO at `CNI_NETNS` would
+/// otherwise block `open(2)` until a writer came, before the filesystem check could refuse it
+/// (nsfs ignores the flag). Symlinks are followed: `/proc/<pid>/ns/net` is one, and runtimes
+/// pass it.
 pub fn open(path: &Path) -> Result<File, NetnsError> {
-    let file = File::open(path).map_err(|e| NetnsError::Open(path.to_path_buf(), e))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| NetnsError::Open(path.to_path_buf(), e))?;
     let st = fstatfs(&file).map_err(|e| NetnsError::Open(path.to_path_buf(), e.into()))?;
     let magic = st.filesystem_type().0 as i64;
     if magic != NSFS_MAGIC && magic != PROC_SUPER_MAGIC {

@@ -43,6 +43,11 @@ fn run_in_reports_missing_and_non_namespace_paths() {
     let not = netns::run_in(&tmp, || ()).unwrap_err();
     assert!(not.to_string().starts_with("unknown FS magic on"), "{not}");
     std::fs::remove_file(&tmp).unwrap();
+    // A FIFO with no writer would block open(2) forever: refused at once instead.
+    nix::unistd::mkfifo(&tmp, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let fifo = netns::run_in(&tmp, || ()).unwrap_err();
+    assert!(fifo.to_string().starts_with("unknown FS magic on"), "{fifo}");
+    std::fs::remove_file(&tmp).unwrap();
 }
 
 #[test]

@@ -43,7 +43,8 @@ pub struct Containerd {
     pub h: Harness,
     dir: PathBuf,
     socket: PathBuf,
-    child: Option<Child>,
+    /// The daemon (behind a lock: a soak restarts it while workers use it).
+    child: std::sync::Mutex<Option<Child>>,
     cri: Option<Cri>,
     /// Sandboxes not yet removed.
     pods: Vec<String>,
@@ -89,23 +90,12 @@ impl Containerd {
 
         let made_dirs =
             ["/run/containerd", SHIM_SOCKETS].iter().map(PathBuf::from).filter(|p| !p.exists()).collect::<Vec<_>>();
-        let log = std::fs::File::create(dir.join("containerd.log")).unwrap_or_else(|e| panic!("containerd.log: {e}"));
-        let err = log.try_clone().unwrap_or_else(|e| panic!("containerd.log: {e}"));
-        let child = Command::new("nsenter")
-            .arg(format!("--net={}", h.host.path().display()))
-            .arg("containerd")
-            .arg("--config")
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting containerd: {e}"));
+        let child = spawn_daemon(&h, &dir);
         let mut c = Containerd {
             h,
             dir,
             socket,
-            child: Some(child),
+            child: std::sync::Mutex::new(Some(child)),
             cri: None,
             pods: Vec::new(),
             created: Vec::new(),
@@ -118,6 +108,57 @@ impl Containerd {
         c.cri = Some(Cri::connect(&c.socket, Duration::from_secs(60)).unwrap_or_else(|e| panic!("{e}")));
         c.wait_networks_loaded();
         c
+    }
+
+    /// SIGKILLs the daemon (its shims live on, as on a node) and starts it again on the same
+    /// root, state and configuration; returns once its socket is back. Clients made with
+    /// [`Self::client`] reconnect by themselves; [`Self::cri`] after [`Self::reconnect`].
+    #[allow(dead_code)] // used by the soak only
+    pub fn kill_and_restart(&self) {
+        let mut child = self.child.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(mut c) = child.take() {
+            let _ = Command::new("kill").args(["-KILL", &c.id().to_string()]).status();
+            let _ = c.wait();
+        }
+        // A socket file a killed daemon left would answer nothing: the new daemon makes its own.
+        let _ = std::fs::remove_file(&self.socket);
+        *child = Some(spawn_daemon(&self.h, &self.dir));
+        let up = wait_for(Duration::from_secs(20), || self.socket.exists().then_some(()));
+        assert!(up.is_some(), "containerd did not open its socket again:\n{}", self.log());
+    }
+
+    /// A new [`Self::cri`] client (after [`Self::kill_and_restart`]), once CRI reports the
+    /// last network loaded again (the one a pod gets with `max_conf_num = 1`).
+    #[allow(dead_code)] // used by the soak only
+    pub fn reconnect(&mut self) {
+        self.cri = Some(Cri::connect(&self.socket, Duration::from_secs(60)).unwrap_or_else(|e| panic!("{e}")));
+        if let Some(name) = self.networks.pop() {
+            self.wait_network_loaded(&name);
+        }
+    }
+
+    /// A CRI client of its own (a kubelet worker's), or why none: the daemon may be down.
+    #[allow(dead_code)] // used by the soak only
+    pub fn client(&self) -> Result<Cri, String> {
+        Cri::connect(&self.socket, Duration::from_secs(60))
+    }
+
+    /// Sandboxes created by other clients ([`Self::client`]): their shim sockets and, while
+    /// they exist, the sandboxes themselves are removed on drop like this test's own.
+    #[allow(dead_code)] // used by the soak only
+    pub fn adopt(&mut self, ids: impl IntoIterator<Item = String>) {
+        for id in ids {
+            if !self.created.contains(&id) {
+                self.created.push(id.clone());
+                self.pods.push(id);
+            }
+        }
+    }
+
+    /// Forgets sandboxes removed through another client.
+    #[allow(dead_code)] // used by the soak only
+    pub fn removed(&mut self, id: &str) {
+        self.pods.retain(|p| p != id);
     }
 
     /// The CRI client.
@@ -300,7 +341,8 @@ impl Drop for Containerd {
             }
         }
         drop(self.cri.take());
-        if let Some(mut child) = self.child.take() {
+        let child = self.child.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(mut child) = child {
             // nsenter execs containerd: the child's PID is the daemon's.
             stop_pid(child.id(), Duration::from_secs(10));
             let _ = child.wait();
@@ -316,6 +358,27 @@ impl Drop for Containerd {
         remove_libcni_cache_entries(&self.networks);
         unmount_below(self.h.dir.path());
     }
+}
+
+/// Starts containerd in the test's host namespace on the configuration in `dir`, its output
+/// appended to `containerd.log`. `nsenter` execs containerd: the child's PID is the daemon's.
+fn spawn_daemon(h: &Harness, dir: &Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("containerd.log"))
+        .unwrap_or_else(|e| panic!("containerd.log: {e}"));
+    let err = log.try_clone().unwrap_or_else(|e| panic!("containerd.log: {e}"));
+    Command::new("nsenter")
+        .arg(format!("--net={}", h.host.path().display()))
+        .arg("containerd")
+        .arg("--config")
+        .arg(dir.join("config.toml"))
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err)
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting containerd: {e}"))
 }
 
 fn config_toml(dir: &Path, socket: &Path, net_dir: &Path, bin_dir: &Path, max_conf_num: usize) -> String {

@@ -1,6 +1,6 @@
 //! A minimal CRI client (`runtime.v1.RuntimeService`) that stands in for the kubelet:
-//! RunPodSandbox, PodSandboxStatus, StopPodSandbox, RemovePodSandbox and Status, over a unix
-//! socket with tonic.
+//! RunPodSandbox, PodSandboxStatus, StopPodSandbox, RemovePodSandbox, ListPodSandbox and Status,
+//! over a unix socket with tonic.
 //!
 //! The messages are written by hand with prost's derive (no protoc): only the fields the tests
 //! use, with the field numbers of kubernetes/cri-api's `pkg/apis/runtime/v1/api.proto`. prost
@@ -77,6 +77,32 @@ pub struct PodSandboxIdRequest {
     /// The sandbox ID.
     #[prost(string, tag = "1")]
     pub pod_sandbox_id: String,
+}
+
+/// `ListPodSandboxRequest` (no filter: every sandbox).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListPodSandboxRequest {}
+
+/// `PodSandbox` (the fields the tests use).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PodSandbox {
+    /// The sandbox ID.
+    #[prost(string, tag = "1")]
+    pub id: String,
+    /// Its metadata.
+    #[prost(message, optional, tag = "2")]
+    pub metadata: Option<PodSandboxMetadata>,
+    /// `SANDBOX_READY` = 0, `SANDBOX_NOTREADY` = 1.
+    #[prost(int32, tag = "3")]
+    pub state: i32,
+}
+
+/// `ListPodSandboxResponse`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListPodSandboxResponse {
+    /// The sandboxes.
+    #[prost(message, repeated, tag = "1")]
+    pub items: Vec<PodSandbox>,
 }
 
 /// `StopPodSandboxResponse` and `RemovePodSandboxResponse` (empty).
@@ -296,6 +322,14 @@ impl Cri {
         let _: Empty = self
             .unary("/runtime.v1.RuntimeService/RemovePodSandbox", PodSandboxIdRequest { pod_sandbox_id: id.into() })?;
         Ok(())
+    }
+
+    /// ListPodSandbox: every sandbox the runtime knows.
+    #[allow(dead_code)] // used by the soak only
+    pub fn list_pod_sandboxes(&self) -> Result<Vec<PodSandbox>, CriError> {
+        let resp: ListPodSandboxResponse =
+            self.unary("/runtime.v1.RuntimeService/ListPodSandbox", ListPodSandboxRequest {})?;
+        Ok(resp.items)
     }
 
     /// Status (verbose).

@@ -2,14 +2,21 @@
 //! cover what real plugins cannot — failing on command, hanging, crashing, printing garbage.
 //!
 //! Keys (all optional):
-//! - `log`: a file to append one JSON line per call to: `{"command", "env": {CNI_*}, "stdin"}`.
+//! - `log`: a file to append one JSON line per call to: `{"command", "pid", "env": {CNI_*}, "stdin"}`.
 //! - `fail`: `{"command": "ADD", "code": 7, "msg": "...", "details": "..."}` — fail that command.
 //! - `sleepMs` with `sleepOn` (a command, or `"*"`): sleep before acting.
+//! - `hangWhile` with `sleepOn`: a file; sleep before acting for as long as it exists (a test
+//!   ends the hang by removing it — a recorded configuration replayed by DEL then goes through).
 //! - `abortOn`: a command on which the process aborts (SIGABRT) mid-call.
 //! - `garbageOn`: a command on which it prints `this is not JSON` and exits with `garbageExit`
 //!   (default 0).
 //! - `errorExitZeroOn`: a command on which it prints an error object but exits 0.
 //! - `result`: the ADD result to print, any cniVersion, printed verbatim.
+//! - `reserve`: a directory where ADD reserves a slot the way host-local reserves an IP: it
+//!   creates the first free file `r<N>` (`O_EXCL`), sleeps `reserveMs`, then writes
+//!   `<CNI_CONTAINERID>\r\n<CNI_IFNAME>` into it, then sleeps `holdMs`; DEL removes every file
+//!   holding exactly that (host-local's `ReleaseByID`), so a slot cut between its two steps is
+//!   never released — the window a crash test forces.
 //! - `link`: `true` to create a real veth pair named `CNI_IFNAME`/`<CNI_IFNAME>p` inside
 //!   `CNI_NETNS` on ADD (and delete it on DEL), so leaks are visible.
 #![allow(clippy::print_stdout)]
@@ -125,7 +132,7 @@ fn main() {
     if let Some(path) = conf.get("log").and_then(Value::as_str) {
         let env: serde_json::Map<String, Value> =
             std::env::vars().filter(|(k, _)| k.starts_with("CNI_")).map(|(k, v)| (k, Value::String(v))).collect();
-        let line = json!({"command": command, "env": env, "stdin": String::from_utf8_lossy(&stdin)});
+        let line = json!({"command": command, "pid": std::process::id(), "env": env, "stdin": String::from_utf8_lossy(&stdin)});
         if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
             // One write per line: O_APPEND keeps parallel callers' lines whole.
             let _ = f.write_all(format!("{line}\n").as_bytes());
@@ -135,6 +142,36 @@ fn main() {
     if fault.on("sleepOn", &command) {
         let ms = fault.conf.get("sleepMs").and_then(Value::as_u64).unwrap_or(0);
         std::thread::sleep(std::time::Duration::from_millis(ms));
+        if let Some(path) = fault.conf.get("hangWhile").and_then(Value::as_str) {
+            while std::path::Path::new(path).exists() {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+    if let Some(dir) = fault.conf.get("reserve").and_then(Value::as_str) {
+        let id = std::env::var("CNI_CONTAINERID").unwrap_or_default();
+        let owner = format!("{id}\r\n{}", std::env::var("CNI_IFNAME").unwrap_or_default());
+        let ms = |k: &str| std::time::Duration::from_millis(fault.conf.get(k).and_then(Value::as_u64).unwrap_or(0));
+        match command.as_str() {
+            "ADD" => {
+                let slot = (0..1000).find_map(|n| {
+                    std::fs::OpenOptions::new().write(true).create_new(true).open(format!("{dir}/r{n}")).ok()
+                });
+                if let Some(mut f) = slot {
+                    std::thread::sleep(ms("reserveMs"));
+                    let _ = f.write_all(owner.as_bytes());
+                    std::thread::sleep(ms("holdMs"));
+                }
+            }
+            "DEL" => {
+                for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                    if std::fs::read_to_string(e.path()).is_ok_and(|c| c.trim() == owner) {
+                        let _ = std::fs::remove_file(e.path());
+                    }
+                }
+            }
+            _ => {}
+        }
     }
     if fault.on("abortOn", &command) {
         std::process::abort();

@@ -194,8 +194,12 @@ fn element(index: usize, o: &Map<String, Value>) -> Result<Element, SelectionErr
                 e.runtime.insert("bandwidth".into(), v.clone());
             }
             "deviceID" => {
-                if string(index, "deviceID", v)?.is_empty() {
-                    return Err(bad(Problem::BadValue { key: "deviceID", value: v.to_string(), want: "a device ID" }));
+                if device_id(string(index, "deviceID", v)?).is_none() {
+                    return Err(bad(Problem::BadValue {
+                        key: "deviceID",
+                        value: v.to_string(),
+                        want: DEVICE_ID_FORMS,
+                    }));
                 }
                 e.runtime.insert("deviceID".into(), v.clone());
             }
@@ -235,6 +239,61 @@ fn element(index: usize, o: &Map<String, Value>) -> Result<Element, SelectionErr
     }
     check_names(index, &e)?;
     Ok(e)
+}
+
+/// What a `deviceID` may be, as a refusal says it.
+pub const DEVICE_ID_FORMS: &str =
+    "a PCI address (dddd:bb:dd.f, lower-case hex) or an auxiliary device name (module.device.N)";
+
+/// The forms of `deviceID` braid passes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceId {
+    /// A PCI address as sysfs names it (`/sys/bus/pci/devices/<id>`): CNI's CONVENTIONS.md
+    /// defines `deviceID` as "a PCI address of the network device" (`0000:04:00.5`), and
+    /// host-device (`loadConf`: `pciBusID` ← `runtimeConfig.deviceID`) and SR-IOV CNI use it so.
+    Pci,
+    /// An auxiliary-bus device (`/sys/bus/auxiliary/devices/<id>`, e.g. `mlx5_core.sf.4`): what
+    /// the SR-IOV network device plugin hands out for auxiliary network devices (subfunctions).
+    Auxiliary,
+}
+
+/// Which form `s` is, `None` when it is neither. Plugins build sysfs paths from it, so only
+/// these exact shapes pass: no `/`, no `..`, nothing empty.
+///
+/// * PCI: `domain:bus:device.function` as the kernel prints it (`pci_name()`: `%04x:%02x:%02x.%d`)
+///   — a domain of 4 to 8 hex digits (VMD domains are wider than 4), bus 2 hex digits, device
+///   2 hex digits up to `1f`, function `0`–`7`.
+/// * Auxiliary: `<module>.<device>.<id>` (the auxiliary bus's `auxiliary_device_init` naming):
+///   module and device of lower-case letters, digits and `_`, the id a decimal number.
+pub fn device_id(s: &str) -> Option<DeviceId> {
+    let hex = |p: &str, min: usize, max: usize| {
+        (min..=max).contains(&p.len()) && p.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+    };
+    let parts: Vec<&str> = s.split(':').collect();
+    if let [domain, bus, slot] = parts[..] {
+        let (dev, func) = slot.split_once('.')?;
+        let ok = hex(domain, 4, 8)
+            && hex(bus, 2, 2)
+            && hex(dev, 2, 2)
+            && u8::from_str_radix(dev, 16).is_ok_and(|d| d <= 0x1f)
+            && func.len() == 1
+            && func.bytes().all(|c| (b'0'..=b'7').contains(&c));
+        return ok.then_some(DeviceId::Pci);
+    }
+    let word = |p: &str| !p.is_empty() && p.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_');
+    let parts: Vec<&str> = s.split('.').collect();
+    match parts[..] {
+        [module, device, id]
+            if s.len() <= 64
+                && word(module)
+                && word(device)
+                && !id.is_empty()
+                && id.bytes().all(|c| c.is_ascii_digit()) =>
+        {
+            Some(DeviceId::Auxiliary)
+        }
+        _ => None,
+    }
 }
 
 /// `[{hostPort, containerPort, protocol?, hostIP?}]`, ports 1…65535, protocol TCP/UDP/SCTP in

@@ -107,6 +107,13 @@ pub enum Problem {
         /// The runtimeConfig key / capability.
         capability: String,
     },
+    /// A `cni-args` key the network's definition pins (`pinnedCniArgs`).
+    PinnedCniArg {
+        /// The key.
+        key: String,
+        /// The definition file.
+        path: String,
+    },
     /// An interface name another attachment of the pod already has.
     InterfaceTaken {
         /// The name.
@@ -142,6 +149,10 @@ impl fmt::Display for Problem {
             Problem::NoCapability { key, capability } => write!(
                 f,
                 "{key} requested, but no plugin of the network declares the capability {capability:?}"
+            ),
+            Problem::PinnedCniArg { key, path } => write!(
+                f,
+                "cni-args {key:?} is pinned by the network's definition {path} (pinnedCniArgs): a pod may not set it"
             ),
             Problem::InterfaceTaken { ifname, by } => write!(f, "interface {ifname} is already used by {by}"),
         }

@@ -192,4 +192,6 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -
 }
 
 #[cfg(test)]
+mod properties;
+#[cfg(test)]
 mod tests;

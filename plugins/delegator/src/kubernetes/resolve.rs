@@ -1,40 +1,80 @@
 //! From a selection element to a delegate: the definition `<networksDir>/<namespace>/<name>`
 //! (`.conflist`, else `.conf`, else `.json`; NPWG §3.4.1's on-disk resolution, a
 //! NetworkAttachmentDefinition's `namespace/name`), its `name` checked or injected, the
-//! element's `cni-args` merged into every plugin's `args.cni`, its requests turned into the
+//! element's `cni-args` merged into every plugin's `args.cni` unless the definition pins a key
+//! ([`PINNED_KEY`]), its requests turned into the
 //! attachment's own `runtimeConfig`, each checked against the plugins' capabilities.
 
 use super::annotation::{Element, RUNTIME_KEYS};
 use super::error::Problem;
 use braid_attach::{Delegate, DelegateConfig};
+use cni_runtime::files::{read_regular, Links, MAX_CONFIG_FILE};
 use cni_types::{NetConf, NetConfList};
 use serde_json::{Map, Value};
-use std::io::Read;
 use std::path::Path;
 
-/// A definition larger than this is refused (an operator's file, but never read unbounded).
-const MAX_DEFINITION: u64 = 1 << 20;
-
-/// Reads the first definition that exists; `Ok(None)` when none does.
+/// Reads the first definition that exists; `Ok(None)` when none does. A definition is an
+/// operator's file, but it is still read as [`cni_runtime::files`] reads what it is handed: a
+/// regular file of at most 1 MiB, never through a symlink, never blocking on a FIFO (the
+/// installer mirrors definitions as regular files).
 fn read_definition(dir: &Path, namespace: &str, name: &str) -> Result<Option<(String, Vec<u8>)>, Problem> {
     for ext in ["conflist", "conf", "json"] {
         let path = dir.join(namespace).join(format!("{name}.{ext}"));
         let shown = path.display().to_string();
-        let bad = |why: String| Problem::BadDefinition { path: shown.clone(), why };
-        match std::fs::File::open(&path) {
-            Ok(f) => {
-                let mut bytes = Vec::new();
-                f.take(MAX_DEFINITION + 1).read_to_end(&mut bytes).map_err(|e| bad(e.to_string()))?;
-                if bytes.len() as u64 > MAX_DEFINITION {
-                    return Err(bad(format!("larger than {MAX_DEFINITION} bytes")));
-                }
-                return Ok(Some((shown, bytes)));
-            }
+        match read_regular(&path, MAX_CONFIG_FILE, Links::Refuse) {
+            Ok(bytes) => return Ok(Some((shown, bytes))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(bad(e.to_string())),
+            Err(e) => return Err(Problem::BadDefinition { path: shown, why: e.to_string() }),
         }
     }
     Ok(None)
+}
+
+/// The definition's own key naming the `args.cni` keys a pod's `cni-args` may not set.
+pub const PINNED_KEY: &str = "pinnedCniArgs";
+
+/// Which `args.cni` keys the operator pinned in a definition ([`PINNED_KEY`]): a list of key
+/// names, or `true` for every key. Without it the NPWG default holds — a selection element's
+/// `cni-args` are merged into every plugin's `args.cni`, winning over the definition's.
+#[derive(Debug, Clone, PartialEq, Default)]
+enum Pinned {
+    /// Nothing pinned (the key absent, `null`, `false` or `[]`).
+    #[default]
+    None,
+    /// These keys.
+    Keys(Vec<String>),
+    /// Every key: the network takes no `cni-args` at all.
+    All,
+}
+
+impl Pinned {
+    /// Reads and removes the key (it is braid's, not the plugins').
+    fn take(def: &mut Map<String, Value>) -> Result<Pinned, String> {
+        let want = || format!("{PINNED_KEY} must be true or a list of args.cni key names");
+        match def.remove(PINNED_KEY) {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(Pinned::None),
+            Some(Value::Bool(true)) => Ok(Pinned::All),
+            Some(Value::Array(keys)) => keys
+                .iter()
+                .map(|k| {
+                    k.as_str()
+                        .filter(|k| !k.is_empty())
+                        .map(str::to_string)
+                        .ok_or_else(|| format!("{}, not {k}", want()))
+                })
+                .collect::<Result<_, _>>()
+                .map(Pinned::Keys),
+            Some(other) => Err(format!("{}, not {other}", want())),
+        }
+    }
+
+    fn covers(&self, key: &str) -> bool {
+        match self {
+            Pinned::None => false,
+            Pinned::Keys(k) => k.iter().any(|k| k == key),
+            Pinned::All => true,
+        }
+    }
 }
 
 /// The plugin objects of a definition (the object itself for a single plugin).
@@ -82,6 +122,10 @@ pub fn delegate(
     let list = def.contains_key("plugins");
     if list && !matches!(def.get("plugins"), Some(Value::Array(_))) {
         return Err(bad("plugins must be a list of plugin configurations".into()));
+    }
+    let pinned = Pinned::take(&mut def).map_err(bad)?;
+    if let Some(key) = e.cni_args.iter().flat_map(|a| a.keys()).find(|k| pinned.covers(k)) {
+        return Err(Problem::PinnedCniArg { key: key.clone(), path: path.clone() });
     }
     if let Some(args) = &e.cni_args {
         for plugin in plugins_mut(&mut def) {

@@ -13,7 +13,7 @@ use cni_types::result::AnyResult;
 use cni_types::{CniError, CniResult};
 use serde_json::{json, Map, Value};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 /// Where the document of this pod's sandbox lives; `None` when `CNI_ARGS` does not name the
@@ -114,8 +114,11 @@ pub fn write(path: &Path, doc: &Value) -> Result<(), CniError> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let bytes = serde_json::to_vec(doc).unwrap_or_default();
+    // A leftover of this pid's is ours to replace; whatever stands there (a symlink planted in
+    // the directory) is never followed or written through.
+    let _ = std::fs::remove_file(&tmp);
     let written = (|| {
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o644).open(&tmp)?;
+        let mut f = cni_runtime::files::create_new(&tmp, 0o644)?;
         f.write_all(&bytes)?;
         f.write_all(b"\n")?;
         // The umask may have taken bits away: the file is meant to be world-readable.

@@ -163,7 +163,12 @@ fn json_form_refusals() {
         (r#"[{"name":"a","portMappings":[{"hostPort":80,"containerPort":80,"hostIP":"x"}]}]"#, "portMappings"),
         (r#"[{"name":"a","bandwidth":{"ingressBurst":5}}]"#, "a burst only with its rate"),
         (r#"[{"name":"a","bandwidth":{"ingressRate":-5}}]"#, "bandwidth"),
-        (r#"[{"name":"a","deviceID":""}]"#, "deviceID \"\" must be a device ID"),
+        (r#"[{"name":"a","deviceID":""}]"#, "element 0: deviceID \"\" must be a PCI address (dddd:bb:dd.f"),
+        (
+            r#"[{"name":"a","deviceID":"../../../../dev/sda"}]"#,
+            "deviceID \"../../../../dev/sda\" must be a PCI address",
+        ),
+        (r#"[{"name":"a","deviceID":5}]"#, "deviceID must be a string, not 5"),
         (r#"[{"name":"a","cni-args":[1]}]"#, "cni-args must be an object, not [1]"),
         (r#"[{"name":"a","default-route":["198.18.0.1/24"]}]"#, "must be a list of gateway IP addresses"),
         (
@@ -176,6 +181,59 @@ fn json_form_refusals() {
         let e = parse(bad).unwrap_err().to_string();
         assert!(e.contains(want), "{bad}: {e}");
         assert!(e.starts_with("pod annotation k8s.v1.cni.cncf.io/networks"), "{e}");
+    }
+}
+
+#[test]
+fn device_ids_are_pci_addresses_or_auxiliary_devices() {
+    use annotation::{device_id, DeviceId};
+    for ok in ["0000:00:1f.6", "0000:3b:02.7", "10000:e1:00.0", "ffffffff:ff:1f.0"] {
+        assert_eq!(device_id(ok), Some(DeviceId::Pci), "{ok}");
+    }
+    for ok in ["mlx5_core.sf.4", "mlx5_core.eth.0", "idpf.rdma.12"] {
+        assert_eq!(device_id(ok), Some(DeviceId::Auxiliary), "{ok}");
+    }
+    for bad in [
+        "",
+        "d1",
+        "0000:00:20.0", // device above 0x1f
+        "0000:00:1f.8", // function above 7
+        "0000:00:1F.6", // sysfs names are lower case
+        "000:00:1f.6",  // domain too short
+        "000000000:00:1f.6",
+        "0000:0:1f.6",
+        "0000:00:1f.6/",
+        "0000:00:1f.6/../../..",
+        "../0000:00:1f.6",
+        "0000:00:1f",
+        "0000:00:1f.66",
+        " 0000:00:1f.6",
+        "..",
+        "mlx5_core..4",
+        "mlx5_core.sf.",
+        "mlx5_core.sf.x",
+        "mlx5_core.sf.4.5",
+        "Mlx5.sf.4",
+        "mlx5/core.sf.4",
+        "a.b.1/..",
+    ] {
+        assert_eq!(device_id(bad), None, "{bad:?}");
+    }
+    // Whatever passes can name nothing outside its sysfs directory.
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let alphabet: Vec<char> = "0123456789abcdef:./_xyzF ".chars().collect();
+    for _ in 0..20_000 {
+        let s: String = (0..(seed % 20) as usize)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                alphabet[(seed % alphabet.len() as u64) as usize]
+            })
+            .collect();
+        if device_id(&s).is_some() {
+            assert!(!s.contains('/') && !s.contains("..") && !s.is_empty() && !s.starts_with('.'), "{s:?}");
+        }
     }
 }
 
@@ -212,7 +270,7 @@ fn resolution_isolation_and_requests() {
     let s = select_with(
         &d.0,
         r#"[{"name":"global","namespace":"default","mac":"02:00:00:00:00:0a","ips":["198.18.9.5/24"],"cni-args":{"over":"annotation","new":1}},
-            {"name":"local","interface":"lan0","bandwidth":{"ingressRate":1},"infiniband-guid":"00:11:22:33:44:55:66:77","deviceID":"d1"},
+            {"name":"local","interface":"lan0","bandwidth":{"ingressRate":1},"infiniband-guid":"00:11:22:33:44:55:66:77","deviceID":"0000:3b:02.1"},
             {"name":"plain"},{"name":"plain","default-route":["198.18.7.1"]}]"#,
     )
     .unwrap();
@@ -264,6 +322,67 @@ fn resolution_isolation_and_requests() {
     k.global_namespaces.push("team-b".into());
     let s = select(&k, &delegator(Some(json!({ NETWORKS: "team-b/secret" }))), ARGS, &cluster()).unwrap();
     assert_eq!(s.labels[0].name, "team-b/secret");
+}
+
+#[test]
+fn a_definition_pins_args_cni_keys_a_pod_may_not_set() {
+    let d = Dir::new("pinned");
+    d.put(
+        "team-a/pinned.conflist",
+        r#"{"cniVersion":"1.0.0","name":"pinned","pinnedCniArgs":["ips","vlan"],"plugins":[{"type":"bridge","args":{"cni":{"ips":["198.18.4.4/24"]}}},{"type":"tuning"}]}"#,
+    );
+    d.put("team-a/sealed.conf", r#"{"cniVersion":"1.0.0","type":"ptp","pinnedCniArgs":true,"args":{"cni":{"a":1}}}"#);
+    d.put("team-a/open.conf", r#"{"cniVersion":"1.0.0","type":"ptp","pinnedCniArgs":[],"args":{"cni":{"a":1}}}"#);
+    d.put("team-a/typo.conf", r#"{"cniVersion":"1.0.0","type":"ptp","pinnedCniArgs":"ips"}"#);
+    d.put("team-a/typo2.conf", r#"{"cniVersion":"1.0.0","type":"ptp","pinnedCniArgs":["ips", 5]}"#);
+    // A key the definition pins is refused, whether the definition sets it (ips) or not (vlan).
+    for key in ["ips", "vlan"] {
+        let m = refusal(&d.0, &format!(r#"[{{"name":"pinned","cni-args":{{"labels":1,"{key}":["198.18.4.9/24"]}}}}]"#));
+        assert!(
+            m.contains(&format!(
+                "element 0 (network team-a/pinned): cni-args \"{key}\" is pinned by the network's definition"
+            )) && m.contains("pinned.conflist (pinnedCniArgs): a pod may not set it"),
+            "{m}"
+        );
+    }
+    // Other keys are merged as always; braid's own key never reaches a plugin.
+    let s = select_with(&d.0, r#"[{"name":"pinned","cni-args":{"labels":[1]}}]"#).unwrap();
+    let DelegateConfig::List(l) = &s.delegates[0].config else { panic!("a conflist") };
+    assert_eq!(l.plugins[0].get("args"), Some(&json!({"cni": {"ips": ["198.18.4.4/24"], "labels": [1]}})));
+    assert_eq!(l.plugins[1].get("args"), Some(&json!({"cni": {"labels": [1]}})));
+    let recorded: Value = serde_json::from_slice(&l.bytes).unwrap();
+    assert!(recorded.get("pinnedCniArgs").is_none(), "{recorded}");
+    // true pins every key; the network still works without cni-args.
+    assert!(refusal(&d.0, r#"[{"name":"sealed","cni-args":{"b":2}}]"#).contains("cni-args \"b\" is pinned"));
+    let s = select_with(&d.0, "sealed").unwrap();
+    let DelegateConfig::Plugin(c) = &s.delegates[0].config else { panic!("one plugin") };
+    assert_eq!((c.get("args"), c.get("pinnedCniArgs")), (Some(&json!({"cni": {"a": 1}})), None));
+    // Nothing pinned: the NPWG default, the annotation wins.
+    let s = select_with(&d.0, r#"[{"name":"open","cni-args":{"a":2}}]"#).unwrap();
+    let DelegateConfig::Plugin(c) = &s.delegates[0].config else { panic!("one plugin") };
+    assert_eq!(c.get("args"), Some(&json!({"cni": {"a": 2}})));
+    for typo in ["typo", "typo2"] {
+        let m = refusal(&d.0, typo);
+        assert!(m.contains("pinnedCniArgs must be true or a list of args.cni key names, not "), "{m}");
+    }
+}
+
+#[test]
+fn definitions_are_regular_files_never_a_fifo_a_symlink_or_a_flood() {
+    let d = Dir::new("planted");
+    d.put("team-a/real.conflist", r#"{"cniVersion":"1.0.0","name":"real","plugins":[{"type":"ptp"}]}"#);
+    assert!(std::process::Command::new("mkfifo").arg(d.0.join("team-a/fifo.conflist")).status().unwrap().success());
+    std::os::unix::fs::symlink(d.0.join("team-a/real.conflist"), d.0.join("team-a/link.conflist")).unwrap();
+    d.put("team-a/huge.conflist", &" ".repeat((1 << 20) + 1));
+    for (name, why) in [
+        ("fifo", "fifo.conflist: not a regular file"),
+        ("link", "link.conflist: Too many levels of symbolic links"),
+        ("huge", "huge.conflist: larger than 1048576 bytes"),
+    ] {
+        let m = refusal(&d.0, name);
+        assert!(m.contains(&format!("element 0 (network team-a/{name}): definition ")) && m.contains(why), "{m}");
+    }
+    assert_eq!(select_with(&d.0, "real").unwrap().delegates.len(), 1);
 }
 
 #[test]

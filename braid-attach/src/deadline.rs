@@ -1,0 +1,122 @@
+//! One deadline for a whole command, rollback included.
+//!
+//! A runtime bounds its own wait for a plugin: the kubelet gives the runtime 2 minutes for most
+//! CRI calls (`--runtime-request-timeout`, `StopPodSandbox`, which DELs the pod's networks) and
+//! twice that for `RunPodSandbox` (kubernetes `pkg/kubelet/cri/remote/remote_runtime.go`), and
+//! containerd's go-cni kills the plugin when the call's context ends (libcni `raw_exec.go`,
+//! `exec.CommandContext`). A meta-plugin killed there leaves its delegates half attached and its
+//! rollback undone. So every wait of a braid command — each delegate call, each lock, each
+//! retry — draws on one deadline, and a share of it is kept back for rolling an ADD back:
+//!
+//! * ADD work (the pod namespace's lock, the container's lock, every delegate's ADD) must end
+//!   by [`Deadline::add_until`]: the deadline less the rollback share ([`ROLLBACK_SHARE`], a
+//!   third). What runs then is killed (with its process group).
+//! * The rollback's DELs — and every DEL, CHECK and GC — must end by [`Deadline::until`].
+//! * Past either, the command fails with code 11 (`TRY_AGAIN_LATER`), naming what it was
+//!   waiting for; what could not be rolled back stays recorded for the runtime's DEL.
+
+use cni_types::error::TRY_AGAIN_LATER;
+use cni_types::CniError;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// The default `deadline`: 90 s, below the kubelet's 2-minute runtime request timeout (the
+/// bound of the `StopPodSandbox` that DELs, and half of `RunPodSandbox`'s), leaving the runtime
+/// a margin for its own work and for the pod's other networks that go-cni sets up alongside.
+pub const DEFAULT: Duration = Duration::from_secs(90);
+
+/// The share of the deadline kept for rolling back a failed ADD: one third (30 s of the
+/// default 90 s; the ADD work gets 60 s, as much as one delegate's default `timeout`).
+pub const ROLLBACK_SHARE: u32 = 3;
+
+/// The command's deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadline {
+    total: Option<Duration>,
+    add_until: Option<Instant>,
+    until: Option<Instant>,
+}
+
+impl Deadline {
+    /// No deadline: every wait is as long as it takes (tests of other things).
+    pub const fn none() -> Deadline {
+        Deadline { total: None, add_until: None, until: None }
+    }
+
+    /// A deadline of `total` for a command that started at `start`.
+    pub fn new(start: Instant, total: Duration) -> Deadline {
+        let reserve = total / ROLLBACK_SHARE;
+        Deadline { total: Some(total), add_until: Some(start + (total - reserve)), until: Some(start + total) }
+    }
+
+    /// When ADD work must have ended (the rollback share kept back).
+    pub fn add_until(&self) -> Option<Instant> {
+        self.add_until
+    }
+
+    /// When the whole command must have ended.
+    pub fn until(&self) -> Option<Instant> {
+        self.until
+    }
+
+    /// The deadline as configured, for messages.
+    pub fn total(&self) -> Option<Duration> {
+        self.total
+    }
+
+    /// At most `d`, and no later than `until` (what is left of it; zero once passed).
+    pub fn cap(until: Option<Instant>, d: Duration) -> Duration {
+        until.map_or(d, |u| d.min(u.saturating_duration_since(Instant::now())))
+    }
+
+    /// Code 11: the deadline passed while waiting for `what`.
+    pub fn passed(&self, what: impl fmt::Display) -> CniError {
+        CniError::new(TRY_AGAIN_LATER, format!("{}: passed while waiting for {what}", self))
+    }
+}
+
+impl fmt::Display for Deadline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.total {
+            Some(t) => {
+                write!(f, "the command's deadline ({}, {} of it kept for rollback)", secs(t), secs(t / ROLLBACK_SHARE))
+            }
+            None => f.write_str("the command's deadline"),
+        }
+    }
+}
+
+fn secs(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_third_is_kept_for_rollback() {
+        let start = Instant::now();
+        let d = Deadline::new(start, Duration::from_secs(90));
+        assert_eq!(d.add_until(), Some(start + Duration::from_secs(60)));
+        assert_eq!(d.until(), Some(start + Duration::from_secs(90)));
+        assert_eq!(d.to_string(), "the command's deadline (90s, 30s of it kept for rollback)");
+        let e = d.passed("the lock of container c");
+        assert_eq!(e.code, 11);
+        assert_eq!(
+            e.msg,
+            "the command's deadline (90s, 30s of it kept for rollback): passed while waiting for the lock of container c"
+        );
+        assert_eq!(
+            Deadline::new(start, Duration::from_millis(1500)).to_string().split(',').next(),
+            Some("the command's deadline (1.5s")
+        );
+        assert_eq!(Deadline::cap(None, Duration::from_secs(5)), Duration::from_secs(5));
+        assert_eq!(Deadline::cap(Some(start), Duration::from_secs(5)), Duration::ZERO);
+        assert_eq!(Deadline::none().add_until(), None);
+    }
+}

@@ -1,0 +1,290 @@
+//! A churn soak on a node as braid is installed there: containerd's CRI with a bridge primary
+//! network, `braid-install --once` wrapping it in the delegator and mirroring the example
+//! ConfigMap's definitions, and four workers standing in for the kubelet, each creating and
+//! removing pods with three networks (the cluster network, and `default/isolated` and
+//! `default/storage` selected by the pod's annotation). Part-way the daemon is SIGKILLed and
+//! started again; the workers carry on (what failed, fails). Then every pod is removed.
+//!
+//! Every pod that came up had all three networks (its network-status document, written after
+//! the delegator's ADD, lists them) — none was left half-attached — and at the end nothing is
+//! left: no IP reservation, no link, no braid state, status or lock file, no libcni cache entry,
+//! no pod namespace mount, no shim. Bounded: a few dozen pods.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+// Shared with the other containerd tests; the soak uses part of them.
+#[allow(dead_code)]
+#[path = "../src/containerd.rs"]
+mod containerd;
+#[allow(dead_code)]
+#[path = "../src/cri.rs"]
+mod cri;
+
+use braid_integration::runtime::{libcni_cache_entries, require_root_and, run_ok};
+use braid_integration::{build_dir, unique};
+use containerd::Containerd;
+use cri::{Cri, PodSandboxConfig, PodSandboxMetadata};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Pods each worker creates and removes.
+const PODS_PER_WORKER: usize = 10;
+const WORKERS: usize = 4;
+/// Pods up (all workers together) before the daemon is killed.
+const KILL_AFTER: usize = 8;
+
+/// The example ConfigMap's keys, host-local's reservations moved into the test's directory.
+fn example_networks(ipam_dir: &Path) -> Vec<(String, String)> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes/networks-configmap.json");
+    let cm: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    cm["data"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, text)| {
+            let mut v: Value = serde_json::from_str(text.as_str().unwrap()).unwrap();
+            for p in v["plugins"].as_array_mut().unwrap() {
+                if p.get("ipam").is_some() {
+                    p["ipam"]["dataDir"] = json!(ipam_dir);
+                }
+            }
+            (k.clone(), serde_json::to_string_pretty(&v).unwrap())
+        })
+        .collect()
+}
+
+struct Node {
+    c: Containerd,
+    state_dir: PathBuf,
+    status_dir: PathBuf,
+}
+
+/// containerd with a bridge primary, braid installed by `braid-install --once` (the binary of
+/// the build directory, run on the "host" directories of the test as the image would).
+fn node(test: &str) -> Option<Node> {
+    let mut cmds = containerd::COMMANDS.to_vec();
+    cmds.push("nsenter");
+    if !require_root_and(test, &cmds) {
+        return None;
+    }
+    let nets = |h: &braid_integration::Harness| {
+        vec![json!({"cniVersion": "1.0.0", "name": unique("scl"), "plugins": [
+            {"type": "bridge", "bridge": unique("br"), "isGateway": true, "ipam": h.host_local(150)},
+            {"type": "tuning", "capabilities": {"mac": true}}]})]
+    };
+    let mut c = Containerd::start("soak", nets, 1);
+    // The example "storage" network's macvlan master, in the test's host namespace only.
+    c.h.host.ip(&["link", "add", "eth1", "type", "veth", "peer", "name", "eth1p"]);
+    c.h.host.ip(&["link", "set", "eth1", "up"]);
+    let d = c.h.dir.path().to_path_buf();
+    let (networks_dir, state_dir, status_dir, cm) =
+        (d.join("braid.d"), d.join("state"), d.join("status"), d.join("cm"));
+    std::fs::create_dir_all(&cm).unwrap();
+    for (k, v) in example_networks(&c.h.ipam_dir()) {
+        std::fs::write(cm.join(k), v).unwrap();
+    }
+    let name = unique("braid");
+    let s = |p: &Path| p.display().to_string();
+    let installer = build_dir().join("braid-install");
+    assert!(installer.exists(), "{} is missing: cargo build --workspace --bins", installer.display());
+    run_ok(Command::new(installer).args([
+        "--once",
+        "--host-root",
+        "/",
+        "--source-dir",
+        &s(&build_dir()),
+        "--cni-bin-dir",
+        &s(&c.bin_dir()),
+        "--cni-conf-dir",
+        &s(&c.net_dir()),
+        "--networks-dir",
+        &s(&networks_dir),
+        "--state-dir",
+        &s(&state_dir),
+        "--status-dir",
+        &s(&status_dir),
+        "--name",
+        &name,
+        "--networks-configmap",
+        &s(&cm),
+        "--global-namespaces",
+        "default",
+    ]));
+    c.wait_network_loaded(&name);
+    Some(Node { c, state_dir, status_dir })
+}
+
+/// What the workers saw.
+#[derive(Default)]
+struct Seen {
+    /// Pods that came up: (id, the interfaces of its network-status document).
+    up: Vec<(String, Vec<String>)>,
+    /// Every sandbox ID a worker got back.
+    ids: Vec<String>,
+    /// Calls that failed (while the daemon was down, or cut by its death).
+    failures: Vec<String>,
+}
+
+fn config(name: &str) -> PodSandboxConfig {
+    PodSandboxConfig {
+        metadata: Some(PodSandboxMetadata {
+            name: name.into(),
+            uid: unique("uid"),
+            namespace: "braid-test".into(),
+            attempt: 0,
+        }),
+        hostname: name.into(),
+        labels: HashMap::new(),
+        annotations: [("k8s.v1.cni.cncf.io/networks".to_string(), "default/isolated, default/storage".to_string())]
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// The interfaces the pod's network-status document names (it is written after every ADD).
+fn status_interfaces(dir: &Path, id: &str) -> Vec<String> {
+    let doc = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with(&format!("_{id}.json")))
+        .and_then(|e| std::fs::read(e.path()).ok())
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .unwrap_or(Value::Null);
+    let mut v: Vec<String> =
+        doc.as_array().into_iter().flatten().filter_map(|e| e["interface"].as_str().map(str::to_string)).collect();
+    v.sort();
+    v
+}
+
+/// How long a worker retries one call while the daemon is down or starting again.
+const RETRY: Duration = Duration::from_secs(60);
+
+/// One worker: create a pod, look at it, remove it. A call that fails (the daemon killed under
+/// it, or not yet serving again) is retried with a client made anew, as the kubelet retries;
+/// every failure is noted, none is fatal.
+fn worker(n: &Node, w: usize, up_count: &AtomicUsize, seen: &Mutex<Seen>) {
+    let connect = || -> Cri {
+        loop {
+            match n.c.client() {
+                Ok(c) => return c,
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    };
+    let mut cri = connect();
+    let note = |what: String| seen.lock().unwrap().failures.push(what);
+    for k in 0..PODS_PER_WORKER {
+        let name = format!("soak-{w}-{k}");
+        let started = std::time::Instant::now();
+        let id = loop {
+            match cri.run_pod_sandbox(config(&name)) {
+                Ok(id) => break Some(id),
+                Err(e) if started.elapsed() < RETRY => {
+                    note(format!("{name}: RunPodSandbox: {e}"));
+                    std::thread::sleep(Duration::from_millis(200));
+                    cri = connect();
+                }
+                Err(e) => {
+                    note(format!("{name}: RunPodSandbox, given up: {e}"));
+                    break None;
+                }
+            }
+        };
+        let Some(id) = id else { continue };
+        seen.lock().unwrap().ids.push(id.clone());
+        let ifs = status_interfaces(&n.status_dir, &id);
+        seen.lock().unwrap().up.push((id.clone(), ifs));
+        up_count.fetch_add(1, Ordering::SeqCst);
+        let started = std::time::Instant::now();
+        while let Err(e) = cri.stop_pod_sandbox(&id).and_then(|()| cri.remove_pod_sandbox(&id)) {
+            note(format!("{name}: removing: {e}"));
+            if started.elapsed() >= RETRY {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            cri = connect();
+        }
+    }
+}
+
+#[test]
+fn churn_with_the_runtime_killed_part_way_leaves_nothing() {
+    let Some(mut n) = node("churn_with_the_runtime_killed_part_way_leaves_nothing") else { return };
+    let up_count = AtomicUsize::new(0);
+    let seen = Mutex::new(Seen::default());
+    let up_after_restart = AtomicUsize::new(0);
+    let n_ref = &n;
+    std::thread::scope(|s| {
+        for w in 0..WORKERS {
+            let (up_count, seen) = (&up_count, &seen);
+            s.spawn(move || worker(n_ref, w, up_count, seen));
+        }
+        // The runtime dies part-way, pods being created and removed around it: SIGKILL, then
+        // it is started again; the workers carry on.
+        let waited = braid_integration::runtime::wait_for(Duration::from_secs(120), || {
+            (up_count.load(Ordering::SeqCst) >= KILL_AFTER).then_some(())
+        });
+        assert!(waited.is_some(), "fewer than {KILL_AFTER} pods came up: {:?}", seen.lock().unwrap().failures);
+        n_ref.c.kill_and_restart();
+        up_after_restart.store(up_count.load(Ordering::SeqCst), Ordering::SeqCst);
+    });
+    n.c.reconnect();
+    let seen = seen.into_inner().unwrap();
+    assert!(
+        up_count.load(Ordering::SeqCst) > up_after_restart.load(Ordering::SeqCst),
+        "no pod came up after the restart: {:?}",
+        seen.failures
+    );
+    // Every pod removed: what the daemon still lists, and what the workers created.
+    n.c.adopt(seen.ids.iter().cloned());
+    let listed: Vec<String> = n.c.cri().list_pod_sandboxes().unwrap().into_iter().map(|p| p.id).collect();
+    n.c.adopt(listed.iter().cloned());
+    for id in seen.ids.iter().chain(&listed) {
+        let _ = n.c.cri().stop_pod_sandbox(id);
+        let _ = n.c.cri().remove_pod_sandbox(id);
+        n.c.removed(id);
+    }
+    let left = n.c.cri().list_pod_sandboxes().unwrap();
+    assert!(left.is_empty(), "sandboxes left: {left:?}");
+    // No pod was half-attached: each that came up had its three networks.
+    for (id, ifs) in &seen.up {
+        assert_eq!(ifs, &["eth0", "net1", "net2"], "pod {id} came up with {ifs:?}");
+    }
+    // Nothing is left.
+    let reservations = n.c.h.reservations();
+    assert!(reservations.is_empty(), "IP reservations left: {reservations:?}");
+    let braid: Vec<String> =
+        n.c.h
+            .dir
+            .files()
+            .into_iter()
+            .filter(|f| f.starts_with("state/") || f.starts_with("status/"))
+            .filter(|f| !f.ends_with(".braid-owner"))
+            .collect();
+    assert!(braid.is_empty(), "braid state, status or lock files left: {braid:?}");
+    let cache = libcni_cache_entries(n.c.networks());
+    assert!(cache.is_empty(), "libcni cache entries left: {cache:?}");
+    assert!(n.c.pod_namespaces().is_empty(), "pod namespaces left: {:?}", n.c.pod_namespaces());
+    // containerd's own leftovers of a sandbox it was handling when it died (a shim socket) are
+    // its to answer for, not braid's: noted, and removed on drop with the shims.
+    let shims = n.c.shim_sockets_left();
+    if !shims.is_empty() {
+        eprintln!(
+            "note: containerd left {} shim socket(s) of sandboxes it was handling when killed: {shims:?}",
+            shims.len()
+        );
+    }
+    let veths: Vec<String> = n.c.h.host.links().into_iter().filter(|l| l.starts_with("veth")).collect();
+    assert!(veths.is_empty(), "host-side veths left: {veths:?}");
+    eprintln!(
+        "soak: {} pods up and removed by {WORKERS} workers, containerd killed and restarted once; {} calls failed and were retried",
+        seen.up.len(),
+        seen.failures.len()
+    );
+    let _ = &n.state_dir;
+}
