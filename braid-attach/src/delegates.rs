@@ -5,7 +5,7 @@
 //! "ifname": "...", "runtimeConfig": {...}, "args": "K=V;..."}`. The plan is validated before
 //! anything runs: plugin types are names, not paths; interface names are valid and unique.
 
-use crate::attach::{Delegate, DelegateConfig};
+use crate::delegate::{Delegate, DelegateConfig};
 use cni_types::error::INVALID_NETWORK_CONFIG;
 use cni_types::{CniError, NetConf, NetConfList};
 use serde_json::Value;

@@ -8,8 +8,9 @@
 //! namespace sees the first one's interfaces in the kernel. An explicitly named interface that
 //! already exists is refused (code 7) before anything runs.
 
-use crate::attach::Delegate;
 use crate::deadline::Deadline;
+use crate::delegate::Delegate;
+use crate::nesting::HELD_ENV;
 use crate::state::{lock_file, ContainerLock, Wait};
 use cni_types::error::INVALID_NETWORK_CONFIG;
 use cni_types::CniError;
@@ -18,12 +19,6 @@ use std::path::Path;
 
 /// Where the per-namespace locks live (tmpfs: they mean nothing after a reboot).
 pub const LOCK_DIR: &str = "/run/braid/netns-locks";
-
-/// Names the pod namespaces whose lock an enclosing braid plugin holds for its delegates
-/// (`<dev>:<ino>`, comma-separated). A nested braid plugin (a delegate that is itself a
-/// delegator or merger, or a conflist containing one) must not wait for a lock its own caller
-/// holds while waiting for it.
-pub const HELD_ENV: &str = "BRAID_NETNS_LOCKS";
 
 /// The lock of one pod namespace (none when an enclosing braid plugin holds it); released,
 /// and its file removed, on drop.

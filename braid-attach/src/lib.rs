@@ -4,29 +4,46 @@
 //! Plugin authors writing an ordinary plugin need none of this; it is for meta-plugins that
 //! run other plugins on a container's behalf and must never leak what those plugins created.
 //!
-//! * [`meta`]: the configuration every meta-plugin shares (`delegates`, `stateDir`,
-//!   `timeout`) and the one setup both plugins run for every command.
+//! * [`config`]: the configuration every meta-plugin shares (`delegates`, `stateDir`,
+//!   `timeout`, …) and what each plugin decides about it.
+//! * [`command`]: the one setup both plugins run for every command, handing it to the engine.
+//! * [`delegate`]: the delegate model — one plugin or a conflist, with its interface, its
+//!   runtime requests and `CNI_ARGS` — and what a plan records of it.
 //! * [`delegates`]: reading the `delegates` key and validating the plan before anything runs.
 //! * [`deadline`]: one deadline for a whole command, a share of it kept for rollback.
-//! * [`attach`]: the engine — plan made durable first, rollback in reverse, DEL and CHECK from
-//!   the recorded plan.
+//! * [`attach`]: the engine's core — plan made durable first, one lock per container, delegates
+//!   one by one or all at once, a recorded delegate replayed.
+//! * [`add`]: ADD, and its rollback in reverse.
+//! * [`teardown`]: DEL from the recorded plan (or the configuration), and stale attachments.
+//! * [`forward`]: CHECK, and GC's valid attachments passed on.
+//! * [`status`]: STATUS — whether an ADD could run now (every delegate found and ready).
+//! * [`nesting`]: braid plugins inside braid plugins (depth, held locks).
 //! * [`ifnames`]: the `net<N>` names braid chooses, under a lock per pod namespace.
 //! * [`sandbox`]: a merged result completed from the pod namespace (MACs, MTUs).
 //! * [`plan`]: the on-disk format of that plan, typed and versioned.
 //! * [`state`]: the locked, private, crash-safe files that hold it.
-//! * [`status`]: STATUS — whether an ADD could run now (every delegate found and ready).
+//! * [`owner`]: one state directory serves one plugin kind.
 #![forbid(unsafe_code)]
 
+pub mod add;
 pub mod attach;
+pub mod command;
+pub mod config;
 pub mod deadline;
+pub mod delegate;
 pub mod delegates;
+pub mod forward;
 pub mod ifnames;
-pub mod meta;
+pub mod nesting;
+pub mod owner;
 pub mod plan;
 pub mod sandbox;
 pub mod state;
 pub mod status;
+pub mod teardown;
 
-pub use attach::{Attacher, Delegate, DelegateConfig};
+pub use attach::Attacher;
+pub use command::Meta;
+pub use config::{MetaConfig, Spec};
 pub use deadline::Deadline;
-pub use meta::{Meta, MetaConfig, Spec};
+pub use delegate::{Delegate, DelegateConfig};

@@ -27,8 +27,8 @@
 //! exec'd for delegates below 1.1.0: the cost is reading the configuration (and `confDir` for
 //! named networks) and a `stat` per binary.
 
-use crate::attach::{Delegate, DelegateConfig};
-use crate::meta::{MetaConfig, Spec, DEPTH_ENV};
+use crate::config::{MetaConfig, Spec};
+use crate::delegate::{Delegate, DelegateConfig};
 use cni_runtime::chain::{Chain, RuntimeConf};
 use cni_runtime::invoke::{self, Exec, RawExec};
 use cni_skel::CmdArgs;
@@ -54,13 +54,10 @@ fn unavailable(e: CniError, from_delegate: bool) -> CniError {
 pub fn status(args: &CmdArgs, spec: &Spec<'_>) -> Result<(), CniError> {
     let config = MetaConfig::parse(args, spec).map_err(|e| unavailable(e, false))?;
     crate::state::StateStore::check(&config.state_dir).map_err(|e| unavailable(e.into(), false))?;
-    if let Some(e) = crate::meta::foreign_owner(&config.state_dir, spec.plugin) {
+    if let Some(e) = crate::owner::foreign_owner(&config.state_dir, spec.plugin) {
         return Err(unavailable(e, false));
     }
-    let exec = RawExec {
-        timeout: Some(config.timeout),
-        env: vec![(DEPTH_ENV.to_string(), (crate::meta::depth() + 1).to_string())],
-    };
+    let exec = RawExec { timeout: Some(config.timeout), env: vec![crate::nesting::delegate_depth()] };
     delegates(&exec, &args.path_list(), &config.delegates)
 }
 

@@ -2,10 +2,10 @@
 //! from configuration, CHECK, GC.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use braid_attach::attach::{Attacher, Delegate, DelegateConfig};
 use braid_attach::plan::{Phase, Plan};
 use braid_attach::state::{Key, StateStore};
 use braid_attach::Deadline;
+use braid_attach::{Attacher, Delegate, DelegateConfig};
 use cni_runtime::chain::RuntimeConf as Call;
 use cni_runtime::invoke::{Exec, InvokeError};
 use cni_runtime::testing::FakeExec;
@@ -406,7 +406,7 @@ fn state_files_written_by_earlier_releases_still_replay() {
 
 #[test]
 fn delegates_get_ignore_unknown_on_every_command_even_from_old_states() {
-    use braid_attach::attach::ignore_unknown;
+    use braid_attach::delegate::ignore_unknown;
     assert_eq!(ignore_unknown(""), "IgnoreUnknown=1");
     assert_eq!(ignore_unknown("K8S_POD_NAME=p"), "IgnoreUnknown=1;K8S_POD_NAME=p");
     assert_eq!(ignore_unknown("A=1;IgnoreUnknown=true"), "A=1;IgnoreUnknown=true");

@@ -3,9 +3,9 @@
 //! (`FakeExec`'s hanging call returns at its deadline, as `RawExec` does when it kills one.)
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use braid_attach::attach::{Attacher, Delegate, DelegateConfig};
 use braid_attach::state::{Key, StateStore};
 use braid_attach::Deadline;
+use braid_attach::{Attacher, Delegate, DelegateConfig};
 use cni_runtime::chain::RuntimeConf as Call;
 use cni_runtime::invoke::InvokeError;
 use cni_runtime::testing::FakeExec;

@@ -28,7 +28,7 @@ fn a_state_dir_serves_one_plugin_kind() {
     let _ = std::fs::remove_dir_all(&dir);
     // The first plugin to use the directory claims it; it may keep using it.
     Meta::open(&args(Command::Check, &dir), &DELEGATOR).unwrap();
-    assert_eq!(std::fs::read_to_string(dir.join(braid_attach::meta::OWNER_FILE)).unwrap(), "delegator");
+    assert_eq!(std::fs::read_to_string(dir.join(braid_attach::owner::OWNER_FILE)).unwrap(), "delegator");
     Meta::open(&args(Command::Check, &dir), &DELEGATOR).unwrap();
     // Another kind is refused on ADD (before anything runs) and CHECK, and its DEL touches
     // nothing: whatever state is there belongs to the delegator.
@@ -67,7 +67,7 @@ fn an_owner_file_replaced_by_a_fifo_or_a_symlink_is_refused_without_blocking() {
         let dir = base.join(tag);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-        let owner = dir.join(braid_attach::meta::OWNER_FILE);
+        let owner = dir.join(braid_attach::owner::OWNER_FILE);
         if tag == "fifo" {
             assert!(std::process::Command::new("mkfifo").arg(&owner).status().unwrap().success());
         } else {

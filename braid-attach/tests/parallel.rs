@@ -4,10 +4,10 @@
 //! attachment run at once, and records appended from several threads stay whole lines.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use braid_attach::attach::{Attacher, Delegate, DelegateConfig};
 use braid_attach::plan::{Phase, Plan};
 use braid_attach::state::{Key, StateStore};
 use braid_attach::Deadline;
+use braid_attach::{Attacher, Delegate, DelegateConfig};
 use cni_runtime::chain::RuntimeConf as Call;
 use cni_runtime::invoke::{Exec, InvokeError};
 use cni_skel::log::Logger;

@@ -5,9 +5,9 @@
 //! cases: bounded time in CI.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use braid_attach::attach::{Attacher, Delegate, DelegateConfig};
 use braid_attach::plan::Plan;
 use braid_attach::state::{Key, StateStore};
+use braid_attach::{Attacher, Delegate, DelegateConfig};
 use braid_attach::{Deadline, MetaConfig, Spec};
 use cni_runtime::chain::RuntimeConf as Call;
 use cni_runtime::testing::FakeExec;

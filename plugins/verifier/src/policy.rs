@@ -19,7 +19,6 @@
 //! makes T a place the route may live, whatever rules come before it.
 
 use crate::kernel::{Link, Rule, Snapshot};
-use crate::verify::table_name;
 use cni_types::ip::IpNet;
 
 /// The main table, where every route may live without a rule.
@@ -30,6 +29,16 @@ const LOCAL: u32 = 255;
 /// selects for all traffic in every namespace: left out, or every message would name it. It is
 /// empty unless an administrator fills it; no reference plugin puts a route there.
 const DEFAULT: u32 = 253;
+
+/// A table as `ip route` names it.
+pub(crate) fn table_name(t: u32) -> String {
+    match t {
+        MAIN => "main".into(),
+        LOCAL => "local".into(),
+        DEFAULT => "default".into(),
+        n => n.to_string(),
+    }
+}
 
 /// One table beside `main` that traffic leaving by `link` is looked up in, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 //! MTUs and the 1.1 route fields are compared, and routes are looked up in their own table.
 
 use crate::kernel::{self, Snapshot};
-use crate::policy;
+use crate::policy::{self, table_name};
 use cni_types::ip::{IpNet, Mac};
 use cni_types::result::{Interface, Route};
 use std::fmt;
@@ -360,16 +360,6 @@ fn check_address(s: &Subject<'_>, (name, place): (&str, Place), want: IpNet, opt
             }
             Item::new(subject, claim, Outcome::Mismatch(why))
         }
-    }
-}
-
-/// A table as `ip route` names it.
-pub(crate) fn table_name(t: u32) -> String {
-    match t {
-        254 => "main".into(),
-        255 => "local".into(),
-        253 => "default".into(),
-        n => n.to_string(),
     }
 }
 

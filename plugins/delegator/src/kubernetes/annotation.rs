@@ -13,9 +13,6 @@ use cni_types::ip::{IpNet, Mac};
 use serde_json::{Map, Value};
 use std::net::IpAddr;
 
-/// The annotation's key.
-pub const NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
-
 /// Selection-element keys passed to the network's plugins as `runtimeConfig` keys (NPWG
 /// §4.1.2), each only to plugins that declare it as a capability.
 pub const RUNTIME_KEYS: &[(&str, &str)] = &[

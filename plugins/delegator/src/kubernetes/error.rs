@@ -2,7 +2,7 @@
 //! (`FailedCreatePodSandBox`), naming the annotation, the element and the problem. All are
 //! code 7 (`INVALID_NETWORK_CONFIG`) and happen before the first delegate runs.
 
-use super::annotation::NETWORKS;
+use super::names::NETWORKS;
 use cni_types::error::INVALID_NETWORK_CONFIG;
 use cni_types::CniError;
 use std::fmt;

@@ -9,22 +9,21 @@
 //! * [`resolve`]: an element's definition file, turned into a delegate.
 //! * [`status`]: the network-status document, written atomically, removed on DEL.
 //! * [`error`]: why a selection is refused (code 7, before anything runs).
+//! * [`names`]: the annotation's and the capability's names.
 
 pub mod annotation;
 pub mod error;
+pub mod names;
 pub mod resolve;
 pub mod status;
 
-use annotation::NETWORKS;
 use braid_attach::Delegate;
 use cni_types::NetConf;
 use error::{Problem, SelectionError};
+use names::{NETWORKS, POD_ANNOTATIONS};
 use serde_json::Value;
 use std::net::IpAddr;
 use std::path::PathBuf;
-
-/// The runtimeConfig key (capability) under which runtimes pass the pod's annotations.
-pub const POD_ANNOTATIONS: &str = "io.kubernetes.cri.pod-annotations";
 
 /// The `kubernetes` block: its presence turns selection on.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,7 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use super::annotation::{self, parse, NETWORKS};
+use super::annotation::{self, parse};
 use super::error::SelectionError;
+use super::names::NETWORKS;
 use super::*;
 use braid_attach::DelegateConfig;
 use cni_types::result::AnyResult;

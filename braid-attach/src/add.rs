@@ -1,0 +1,224 @@
+//! ADD: every delegate attached, or — when one fails — every attempted one rolled back in
+//! reverse (see [`crate::attach`] for the engine's rules).
+
+use crate::attach::{describe, each, thread_panicked, Attacher, Bounded, Order};
+use crate::delegate::{plan, plugin_stdin, Delegate, DelegateConfig};
+use crate::plan::{Phase, Plan, Process, Progress};
+use crate::state::Key;
+use cni_runtime::chain::RuntimeConf;
+use cni_runtime::invoke;
+use cni_skel::log::Logger;
+use cni_types::error::{INVALID_NETWORK_CONFIG, IO_FAILURE, TRY_AGAIN_LATER};
+use cni_types::result::AnyResult;
+use cni_types::version::Command;
+use cni_types::CniError;
+use serde_json::Value;
+use std::time::Instant;
+
+/// The delegates whose ADD failed, in plan order: the first decides the code; in a parallel
+/// ADD the `others` are named too.
+struct Failures {
+    first: (usize, CniError),
+    others: Vec<(usize, CniError)>,
+}
+
+impl Attacher<'_> {
+    /// ADD every delegate in order; on failure everything attempted is rolled back.
+    pub fn add(
+        &self,
+        call: &RuntimeConf,
+        delegates: &[Delegate],
+        log: &mut Logger,
+    ) -> Result<Vec<AnyResult>, CniError> {
+        let key = Self::key(call)?;
+        let _lock = self.lock(call, self.deadline.add_until())?;
+        // Checked under the lock: a second ADD of the same attachment must never replace the
+        // first one's record (its rollback would then undo the first one's delegates).
+        if self.store.read(&key)?.is_some() {
+            return Err(CniError::new(
+                INVALID_NETWORK_CONFIG,
+                format!(
+                    "container {} is already attached on {} (state in {}): DEL it before adding it again",
+                    call.container_id,
+                    call.ifname,
+                    self.store.dir().display()
+                ),
+            ));
+        }
+        let mut state = plan(call, delegates, self.parallel)?;
+        let line = state.to_line();
+        // Read back what is written: a plan that would not decode (a configuration nested
+        // deeper than the JSON reader allows) could never be replayed by DEL.
+        if Plan::decode(&line).is_none() {
+            return Err(CniError::new(
+                INVALID_NETWORK_CONFIG,
+                "the delegates' configuration cannot be recorded and read back (nested too deeply?)",
+            ));
+        }
+        self.store.create(&key, &line)?;
+        if state.parallel {
+            return self.add_parallel(call, delegates, &key, state, log);
+        }
+        let mut results = Vec::new();
+        for (i, d) in delegates.iter().enumerate() {
+            match self.add_recorded(call, d, &key, i) {
+                Ok((result, value)) => {
+                    state.attachments[i].result = Some(value);
+                    state.attachments[i].phase = Phase::Added;
+                    results.push(result);
+                }
+                Err((e, started)) => {
+                    // The failed delegate gets a best-effort DEL (it may have half-attached),
+                    // unless it never started; only failures of those that returned a result
+                    // keep the state.
+                    let attempted: Vec<bool> = (0..delegates.len()).map(|j| j < i || (j == i && started)).collect();
+                    let failed = Failures { first: (i, e), others: Vec::new() };
+                    return Err(self.roll_back(call, &key, &state, &attempted, failed, log));
+                }
+            }
+        }
+        Ok(results)
+    }
+
+    /// ADD of delegate `i` with its result recorded. A result that cannot be recorded fails
+    /// like the delegate itself: DEL could not replay what it does not know, so this delegate
+    /// is rolled back with the others.
+    fn add_recorded(
+        &self,
+        call: &RuntimeConf,
+        d: &Delegate,
+        key: &Key,
+        i: usize,
+    ) -> Result<(AnyResult, Value), (CniError, bool)> {
+        let result = self.add_one(call, d, key, i)?;
+        let value = result.to_value();
+        let record = Progress { index: i, phase: Phase::Added, result: value.clone(), process: None };
+        self.store
+            .append(key, &record.to_line())
+            .map_err(|e| (CniError::new(IO_FAILURE, format!("its result could not be recorded: {e}")), true))?;
+        Ok((result, value))
+    }
+
+    /// Every delegate's ADD at once; once all have returned, the results in plan order, or —
+    /// when any failed — the rollback of every attempted one, as for a sequential ADD.
+    fn add_parallel(
+        &self,
+        call: &RuntimeConf,
+        delegates: &[Delegate],
+        key: &Key,
+        mut state: Plan,
+        log: &mut Logger,
+    ) -> Result<Vec<AnyResult>, CniError> {
+        let indices: Vec<usize> = (0..delegates.len()).collect();
+        let outcomes = each(Order::AllAtOnce, &indices, &|i| self.add_recorded(call, &delegates[i], key, i), &|| {
+            Err((thread_panicked(), true))
+        });
+        let mut results = Vec::new();
+        let mut attempted = Vec::new();
+        let mut failures = Vec::new();
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            match outcome {
+                Ok((result, value)) => {
+                    state.attachments[i].result = Some(value);
+                    state.attachments[i].phase = Phase::Added;
+                    results.push(result);
+                    attempted.push(true);
+                }
+                Err((e, started)) => {
+                    attempted.push(started);
+                    failures.push((i, e));
+                }
+            }
+        }
+        let mut failures = failures.into_iter();
+        match failures.next() {
+            None => Ok(results),
+            Some(first) => {
+                let failed = Failures { first, others: failures.collect() };
+                Err(self.roll_back(call, key, &state, &attempted, failed, log))
+            }
+        }
+    }
+
+    /// After the `failed` delegates: DEL every `attempted` delegate in reverse plan order (one
+    /// by one, whatever the plan's order), remove the state once that succeeded, and return the
+    /// error — the first failure's code, naming every failed delegate.
+    fn roll_back(
+        &self,
+        call: &RuntimeConf,
+        key: &Key,
+        state: &Plan,
+        attempted: &[bool],
+        failed: Failures,
+        log: &mut Logger,
+    ) -> CniError {
+        let Failures { first: (i, e), others } = failed;
+        let rollback = self.del_recorded(call, state, attempted, Order::OneByOne, log);
+        // A delegate cut off by the deadline (code 11 once the ADD part has passed) is named as
+        // what the command was waiting for; one that failed by itself as failed.
+        let cut_off = e.code == TRY_AGAIN_LATER && self.deadline.add_until().is_some_and(|u| Instant::now() >= u);
+        let mut msg = if cut_off {
+            self.deadline.passed(format_args!("{} ADD: {}", describe(i, &state.attachments[i]), e.msg)).msg
+        } else {
+            format!("{} failed: {}", describe(i, &state.attachments[i]), e.msg)
+        };
+        for (j, other) in &others {
+            msg.push_str(&format!("; {} failed too: {}", describe(*j, &state.attachments[*j]), other.msg));
+        }
+        if rollback.is_empty() {
+            if let Err(removed) = self.store.remove(key) {
+                return removed.into();
+            }
+            if cut_off {
+                msg.push_str("; every attempted delegate was rolled back");
+            }
+        } else {
+            msg.push_str(&format!("; rollback incomplete, state kept for DEL: {}", rollback.join("; ")));
+        }
+        // A rollback the deadline cut short is code 11 whatever the ADD failed of: what is left
+        // needs the runtime's DEL, which it sends for a failed ADD anyway.
+        let rollback_cut = !rollback.is_empty() && self.deadline.until().is_some_and(|u| Instant::now() >= u);
+        let code = if rollback_cut { TRY_AGAIN_LATER } else { e.code };
+        let e = CniError { code, msg, details: e.details };
+        log.error(&e);
+        e
+    }
+
+    /// Runs one delegate's ADD. The error says whether the delegate was started at all: one
+    /// whose binary was not found or could not be executed did nothing, and needs no DEL.
+    /// Every process it starts is recorded (pid and start time) before it is sent its
+    /// configuration, so that a DEL after a crash can end it first.
+    fn add_one(&self, call: &RuntimeConf, d: &Delegate, key: &Key, i: usize) -> Result<AnyResult, (CniError, bool)> {
+        let record = |pid: u32| {
+            let Some(started) = cni_runtime::procs::Started::of(pid) else { return };
+            let process = Some(Process { pid, start: started.start });
+            let line = Progress { index: i, phase: Phase::Running, result: Value::Null, process }.to_line();
+            // Best effort: without the record a crash right now leaves what it always did.
+            let _ = self.store.append(key, &line);
+        };
+        let exec = Bounded { inner: self.exec, spawned: &record, until: self.deadline.add_until() };
+        let args = d.effective_args(call);
+        match &d.config {
+            DelegateConfig::Plugin(c) => {
+                let stdin = plugin_stdin(c, &d.effective_capability_args(call), None);
+                let inv = self.invocation(Command::Add, call, &d.ifname, &args);
+                let path = self.exec.find(c.plugin_type(), &self.paths).map_err(|e| (e.into(), false))?;
+                invoke::add(&exec, &path, &stdin, &inv).map_err(|e| {
+                    use cni_runtime::InvokeError::{DeadlinePassed, Spawn};
+                    let started = !matches!(e, Spawn { .. } | DeadlinePassed { started: false, .. });
+                    (e.into(), started)
+                })
+            }
+            DelegateConfig::List(l) => {
+                let rt = RuntimeConf {
+                    ifname: d.ifname.clone(),
+                    args,
+                    capability_args: d.effective_capability_args(call),
+                    ..call.clone()
+                };
+                // Some plugins of the list may have run: always worth a DEL.
+                self.chain_with(&exec).add(l, &rt).map_err(|e| (e.into(), true))
+            }
+        }
+    }
+}

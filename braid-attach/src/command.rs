@@ -1,0 +1,153 @@
+//! One command of a braid meta-plugin, set up once for every command: the parsed
+//! configuration, the state store (claimed for this plugin kind), the executor, the logger and
+//! the runtime view of the call — handed to the engine ([`crate::attach`]).
+
+use crate::attach::Attacher;
+use crate::config::{MetaConfig, Spec};
+use crate::deadline::Deadline;
+use crate::nesting::HELD_ENV;
+use crate::state::StateStore;
+use cni_runtime::chain::RuntimeConf;
+use cni_runtime::invoke::RawExec;
+use cni_skel::log::Logger;
+use cni_skel::CmdArgs;
+use cni_types::result::AnyResult;
+use cni_types::version::Command;
+use cni_types::CniError;
+use std::path::{Path, PathBuf};
+
+/// One command of a meta-plugin: its configuration, logger, executor and state, ready to run.
+pub struct Meta {
+    /// The parsed configuration.
+    pub config: MetaConfig,
+    /// The call's logger (`logFile`/`logLevel` applied).
+    pub log: Logger,
+    /// The call as a runtime sees it: what every delegate call is built from.
+    pub call: RuntimeConf,
+    exec: RawExec,
+    deadline: Deadline,
+    paths: Vec<PathBuf>,
+    store: StateStore,
+    state_unusable: Option<CniError>,
+    /// Set when `stateDir` belongs to another braid plugin (see [`crate::owner`]).
+    foreign: Option<CniError>,
+}
+
+impl Meta {
+    /// Parses the configuration and opens the state store (code 5 when it cannot be).
+    pub fn open(args: &CmdArgs, spec: &Spec<'_>) -> Result<Meta, CniError> {
+        Meta::new(MetaConfig::parse(args, spec)?, args, spec)
+    }
+
+    /// Opens the state store for an already parsed (and by the plugin validated) configuration.
+    pub fn new(config: MetaConfig, args: &CmdArgs, spec: &Spec<'_>) -> Result<Meta, CniError> {
+        let mut log = Logger::new(spec.plugin, args.command.as_str(), &args.container_id);
+        log.configure(&config.conf);
+        // DEL must release the delegates even when the state directory is unusable (replaced by
+        // a symlink, not ours): it then works from the configuration.
+        let (store, state_unusable) = match StateStore::open(&config.state_dir) {
+            Ok(s) => (s, None),
+            Err(e) if args.command == Command::Del => {
+                (StateStore::unchecked(&config.state_dir), Some(CniError::from(e)))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let foreign = match &state_unusable {
+            None => crate::owner::claim(&config.state_dir, spec.plugin)?,
+            Some(_) => None,
+        };
+        let capability_args = config.conf.runtime_config_raw().and_then(|v| v.as_object().cloned()).unwrap_or_default();
+        let call = RuntimeConf::from_invocation(&args.invocation(), capability_args);
+        crate::nesting::refuse_too_deep(spec.plugin)?;
+        let env = vec![crate::nesting::delegate_depth()];
+        let exec = RawExec { timeout: Some(config.timeout), env };
+        let deadline = Deadline::new(config.started, config.deadline);
+        Ok(Meta { config, log, call, exec, deadline, paths: args.path_list(), store, state_unusable, foreign })
+    }
+
+    /// ADD every delegate (rolled back on failure); their results in order. Auto-named
+    /// delegates get their `net<N>` first, under the pod namespace's lock (see
+    /// [`crate::ifnames`]), held until the last delegate's ADD returned.
+    pub fn add(&mut self) -> Result<Vec<AnyResult>, CniError> {
+        self.refuse_foreign()?;
+        let names = crate::ifnames::assign(
+            &self.call.netns,
+            &mut self.config.delegates,
+            Path::new(crate::ifnames::LOCK_DIR),
+            &self.deadline,
+        )?;
+        // Nested braid plugins must not wait for the lock held here on their behalf.
+        self.exec.env.retain(|(k, _)| k != HELD_ENV);
+        self.exec.env.push((HELD_ENV.to_string(), names.held().to_string()));
+        engine(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline).add(
+            &self.call,
+            &self.config.delegates,
+            &mut self.log,
+        )
+    }
+
+    /// Gives every interface of `result` that lives in the pod namespace but lacks a MAC (the
+    /// ones a merge synthesises for 0.1.0/0.2.0 delegates, or a delegate left out) its real MAC
+    /// from the kernel, and with `mtu` its MTU: podman ≥ 4.1 refuses a sandbox interface
+    /// without one (containers/common `libnetwork/cni/run.go`, `CNIResultToStatus`).
+    pub fn fill_links(&self, result: &mut cni_types::CniResult, mtu: bool) -> Result<(), CniError> {
+        crate::sandbox::fill_links(result, &self.call.netns, mtu)
+    }
+
+    /// DEL what ADD recorded (or the configured delegates, without a usable state).
+    pub fn del(&mut self) -> Result<(), CniError> {
+        if let Some(e) = &self.foreign {
+            // Our ADD was refused for the same reason: nothing here is ours to delete, and the
+            // other plugin's state must not be touched.
+            self.log.warn(format_args!("{e}; nothing of this plugin's to delete"));
+            return Ok(());
+        }
+        if let Some(e) = &self.config.delegates_error {
+            self.log.warn(format_args!("{e}; deleting what the state records"));
+        }
+        let a = engine(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline);
+        let deleted = match &self.state_unusable {
+            Some(why) => a.del_without_state(&self.call, &self.config.delegates, why, &mut self.log),
+            None => a.del(&self.call, &self.config.delegates, &mut self.log),
+        };
+        if deleted.is_ok() {
+            crate::ifnames::sweep(&self.call.netns, Path::new(crate::ifnames::LOCK_DIR));
+        }
+        deleted
+    }
+
+    /// CHECK every recorded delegate with its own result.
+    pub fn check(&mut self) -> Result<(), CniError> {
+        self.refuse_foreign()?;
+        engine(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline)
+            .check(&self.call, &mut self.log)
+    }
+
+    /// GC with the configuration's valid attachments.
+    pub fn gc(&mut self) -> Result<(), CniError> {
+        self.refuse_foreign()?;
+        let valid = self.config.conf.valid_attachments()?;
+        engine(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline).gc(
+            &self.config.delegates,
+            &valid,
+            &mut self.log,
+        )
+    }
+}
+
+impl Meta {
+    fn refuse_foreign(&self) -> Result<(), CniError> {
+        self.foreign.clone().map_or(Ok(()), Err)
+    }
+}
+
+/// The engine for one command, every wait of it drawing on the command's `deadline`.
+fn engine<'a>(
+    exec: &'a RawExec,
+    paths: &[PathBuf],
+    store: &StateStore,
+    parallel: bool,
+    deadline: Deadline,
+) -> Attacher<'a> {
+    Attacher { exec, paths: paths.to_vec(), store: store.clone(), parallel, deadline }
+}
