@@ -190,7 +190,7 @@ impl Attacher<'_> {
     /// configuration, so that a DEL after a crash can end it first.
     fn add_one(&self, call: &RuntimeConf, d: &Delegate, key: &Key, i: usize) -> Result<AnyResult, (CniError, bool)> {
         let record = |pid: u32| {
-            let Some(started) = cni_runtime::procs::Started::of(pid) else { return };
+            let Some(started) = cni_runtime::procs::RecordedProcess::of(pid) else { return };
             let process = Some(Process { pid, start: started.start });
             let line = Progress { index: i, phase: Phase::Running, result: Value::Null, process }.to_line();
             // Best effort: without the record a crash right now leaves what it always did.

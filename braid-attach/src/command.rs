@@ -3,7 +3,7 @@
 //! the runtime view of the call — handed to the engine ([`crate::attach`]).
 
 use crate::attach::Attacher;
-use crate::config::{MetaConfig, Spec};
+use crate::config::{PluginRules, SharedConfig};
 use crate::deadline::Deadline;
 use crate::nesting::HELD_ENV;
 use crate::state::StateStore;
@@ -17,9 +17,9 @@ use cni_types::CniError;
 use std::path::{Path, PathBuf};
 
 /// One command of a meta-plugin: its configuration, logger, executor and state, ready to run.
-pub struct Meta {
+pub struct MetaCommand {
     /// The parsed configuration.
-    pub config: MetaConfig,
+    pub config: SharedConfig,
     /// The call's logger (`logFile`/`logLevel` applied).
     pub log: Logger,
     /// The call as a runtime sees it: what every delegate call is built from.
@@ -33,15 +33,15 @@ pub struct Meta {
     foreign: Option<CniError>,
 }
 
-impl Meta {
+impl MetaCommand {
     /// Parses the configuration and opens the state store (code 5 when it cannot be).
-    pub fn open(args: &CmdArgs, spec: &Spec<'_>) -> Result<Meta, CniError> {
-        Meta::new(MetaConfig::parse(args, spec)?, args, spec)
+    pub fn open(args: &CmdArgs, rules: &PluginRules<'_>) -> Result<MetaCommand, CniError> {
+        MetaCommand::new(SharedConfig::parse(args, rules)?, args, rules)
     }
 
     /// Opens the state store for an already parsed (and by the plugin validated) configuration.
-    pub fn new(config: MetaConfig, args: &CmdArgs, spec: &Spec<'_>) -> Result<Meta, CniError> {
-        let mut log = Logger::new(spec.plugin, args.command.as_str(), &args.container_id);
+    pub fn new(config: SharedConfig, args: &CmdArgs, rules: &PluginRules<'_>) -> Result<MetaCommand, CniError> {
+        let mut log = Logger::new(rules.plugin, args.command.as_str(), &args.container_id);
         log.configure(&config.conf);
         // DEL must release the delegates even when the state directory is unusable (replaced by
         // a symlink, not ours): it then works from the configuration.
@@ -53,16 +53,16 @@ impl Meta {
             Err(e) => return Err(e.into()),
         };
         let foreign = match &state_unusable {
-            None => crate::owner::claim(&config.state_dir, spec.plugin)?,
+            None => crate::owner::claim(&config.state_dir, rules.plugin)?,
             Some(_) => None,
         };
         let capability_args = config.conf.runtime_config_raw().and_then(|v| v.as_object().cloned()).unwrap_or_default();
         let call = RuntimeConf::from_invocation(&args.invocation(), capability_args);
-        crate::nesting::refuse_too_deep(spec.plugin)?;
+        crate::nesting::refuse_too_deep(rules.plugin)?;
         let env = vec![crate::nesting::delegate_depth()];
         let exec = RawExec { timeout: Some(config.timeout), env };
         let deadline = Deadline::new(config.started, config.deadline);
-        Ok(Meta { config, log, call, exec, deadline, paths: args.path_list(), store, state_unusable, foreign })
+        Ok(MetaCommand { config, log, call, exec, deadline, paths: args.path_list(), store, state_unusable, foreign })
     }
 
     /// ADD every delegate (rolled back on failure); their results in order. Auto-named
@@ -135,7 +135,7 @@ impl Meta {
     }
 }
 
-impl Meta {
+impl MetaCommand {
     fn refuse_foreign(&self) -> Result<(), CniError> {
         self.foreign.clone().map_or(Ok(()), Err)
     }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 pub const MAX_TIMEOUT_SECS: u64 = 86_400;
 
 /// What a meta-plugin decides for itself about the shared keys.
-pub struct Spec<'a> {
+pub struct PluginRules<'a> {
     /// The plugin's name: log lines and the default `stateDir` (`/var/lib/cni/<name>`).
     pub plugin: &'a str,
     /// Whether `delegates` may be absent or empty (the merger's may; the delegator's may not).
@@ -25,7 +25,7 @@ pub struct Spec<'a> {
 
 /// The shared configuration of a meta-plugin.
 #[derive(Debug, Clone)]
-pub struct MetaConfig {
+pub struct SharedConfig {
     /// The plugin's own configuration, as received.
     pub conf: NetConf,
     /// `delegates`, resolved and validated, in order, with their interface names.
@@ -49,9 +49,9 @@ pub struct MetaConfig {
     pub delegates_error: Option<CniError>,
 }
 
-impl MetaConfig {
+impl SharedConfig {
     /// Parses the call's configuration through [`CmdArgs::conf`].
-    pub fn parse(args: &CmdArgs, spec: &Spec<'_>) -> Result<MetaConfig, CniError> {
+    pub fn parse(args: &CmdArgs, rules: &PluginRules<'_>) -> Result<SharedConfig, CniError> {
         let started = Instant::now();
         let conf = args.conf()?;
         let absent = match conf.get("delegates") {
@@ -60,12 +60,12 @@ impl MetaConfig {
             Some(_) => false,
         };
         let mut delegates_error = None;
-        let delegates = if absent && spec.delegates_optional {
+        let delegates = if absent && rules.delegates_optional {
             Vec::new()
         } else {
             // GC and STATUS carry no CNI_IFNAME; their delegates' names matter to nobody.
             let ifname = if args.ifname.is_empty() { "eth0" } else { args.ifname.as_str() };
-            match crate::delegates::parse(&conf, &|i| (spec.fixed_ifname)(i, ifname)) {
+            match crate::delegates::parse(&conf, &|i| (rules.fixed_ifname)(i, ifname)) {
                 Ok(d) => d,
                 Err(e) if args.command == Command::Del => {
                     delegates_error = Some(e);
@@ -74,11 +74,11 @@ impl MetaConfig {
                 Err(e) => return Err(e),
             }
         };
-        let default_dir = format!("/var/lib/cni/{}", spec.plugin);
+        let default_dir = format!("/var/lib/cni/{}", rules.plugin);
         let state_dir = cni_skel::keys::path(&conf, "stateDir", &default_dir)?;
         let timeout = cni_skel::keys::seconds(&conf, "timeout", Duration::from_secs(60), MAX_TIMEOUT_SECS)?;
         let deadline = cni_skel::keys::seconds(&conf, "deadline", crate::deadline::DEFAULT, MAX_TIMEOUT_SECS)?;
         let parallel = cni_skel::keys::flag(&conf, "parallel", false)?;
-        Ok(MetaConfig { conf, delegates, state_dir, timeout, deadline, started, parallel, delegates_error })
+        Ok(SharedConfig { conf, delegates, state_dir, timeout, deadline, started, parallel, delegates_error })
     }
 }

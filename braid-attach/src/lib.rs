@@ -43,7 +43,7 @@ pub mod status;
 pub mod teardown;
 
 pub use attach::Attacher;
-pub use command::Meta;
-pub use config::{MetaConfig, Spec};
+pub use command::MetaCommand;
+pub use config::{PluginRules, SharedConfig};
 pub use deadline::Deadline;
 pub use delegate::{Delegate, DelegateConfig};

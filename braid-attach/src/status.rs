@@ -27,7 +27,7 @@
 //! exec'd for delegates below 1.1.0: the cost is reading the configuration (and `confDir` for
 //! named networks) and a `stat` per binary.
 
-use crate::config::{MetaConfig, Spec};
+use crate::config::{PluginRules, SharedConfig};
 use crate::delegate::{Delegate, DelegateConfig};
 use cni_runtime::chain::{Chain, RuntimeConf};
 use cni_runtime::invoke::{self, Exec, RawExec};
@@ -50,11 +50,11 @@ fn unavailable(e: CniError, from_delegate: bool) -> CniError {
     }
 }
 
-/// STATUS of a meta-plugin whose shared keys `spec` describes; see the module documentation.
-pub fn status(args: &CmdArgs, spec: &Spec<'_>) -> Result<(), CniError> {
-    let config = MetaConfig::parse(args, spec).map_err(|e| unavailable(e, false))?;
+/// STATUS of a meta-plugin whose shared keys `rules` describes; see the module documentation.
+pub fn status(args: &CmdArgs, rules: &PluginRules<'_>) -> Result<(), CniError> {
+    let config = SharedConfig::parse(args, rules).map_err(|e| unavailable(e, false))?;
     crate::state::StateStore::check(&config.state_dir).map_err(|e| unavailable(e.into(), false))?;
-    if let Some(e) = crate::owner::foreign_owner(&config.state_dir, spec.plugin) {
+    if let Some(e) = crate::owner::foreign_owner(&config.state_dir, rules.plugin) {
         return Err(unavailable(e, false));
     }
     let exec = RawExec { timeout: Some(config.timeout), env: vec![crate::nesting::delegate_depth()] };

@@ -42,7 +42,7 @@ impl Attacher<'_> {
     pub(crate) fn end_leftovers(&self, state: &Plan, log: &mut Logger) -> Result<(), CniError> {
         for (i, a) in state.attachments.iter().enumerate() {
             let Some(p) = a.process.filter(|_| a.phase == Phase::Running) else { continue };
-            let leftover = cni_runtime::procs::Started { pid: p.pid, start: p.start };
+            let leftover = cni_runtime::procs::RecordedProcess { pid: p.pid, start: p.start };
             if !leftover.alive() {
                 continue;
             }

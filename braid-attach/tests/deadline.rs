@@ -233,7 +233,7 @@ fn a_delegate_a_crashed_add_left_running_is_let_finish_before_del_undoes_it() {
     let lock = w.dir.join("ctr1.lock");
     let script = format!("while [ ! -e {} ]; do sleep 0.01; done; echo done > {}", lock.display(), marker.display());
     let mut child = std::process::Command::new("sh").args(["-c", &script]).spawn().unwrap();
-    let started = cni_runtime::procs::Started::of(child.id()).unwrap();
+    let started = cni_runtime::procs::RecordedProcess::of(child.id()).unwrap();
     let key = Key::new("ctr1", "eth0").unwrap();
     let record = Progress {
         index: 0,

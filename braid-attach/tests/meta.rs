@@ -1,12 +1,14 @@
 //! The shared meta-plugin setup: one state directory serves one plugin kind.
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
-use braid_attach::{Meta, Spec};
+use braid_attach::{MetaCommand, PluginRules};
 use cni_skel::CmdArgs;
 use cni_types::version::Command;
 
-const DELEGATOR: Spec<'static> = Spec { plugin: "delegator", delegates_optional: false, fixed_ifname: &|_, _| None };
-const MERGER: Spec<'static> = Spec { plugin: "merger", delegates_optional: true, fixed_ifname: &|_, _| None };
+const DELEGATOR: PluginRules<'static> =
+    PluginRules { plugin: "delegator", delegates_optional: false, fixed_ifname: &|_, _| None };
+const MERGER: PluginRules<'static> =
+    PluginRules { plugin: "merger", delegates_optional: true, fixed_ifname: &|_, _| None };
 
 fn args(command: Command, dir: &std::path::Path) -> CmdArgs {
     let conf = serde_json::json!({"cniVersion": "1.0.0", "name": "n", "type": "x", "stateDir": dir,
@@ -27,17 +29,17 @@ fn a_state_dir_serves_one_plugin_kind() {
     let dir = std::env::temp_dir().join(format!("braid-meta-owner-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     // The first plugin to use the directory claims it; it may keep using it.
-    Meta::open(&args(Command::Check, &dir), &DELEGATOR).unwrap();
+    MetaCommand::open(&args(Command::Check, &dir), &DELEGATOR).unwrap();
     assert_eq!(std::fs::read_to_string(dir.join(braid_attach::owner::OWNER_FILE)).unwrap(), "delegator");
-    Meta::open(&args(Command::Check, &dir), &DELEGATOR).unwrap();
+    MetaCommand::open(&args(Command::Check, &dir), &DELEGATOR).unwrap();
     // Another kind is refused on ADD (before anything runs) and CHECK, and its DEL touches
     // nothing: whatever state is there belongs to the delegator.
-    let e = Meta::open(&args(Command::Add, &dir), &MERGER).unwrap().add().unwrap_err();
+    let e = MetaCommand::open(&args(Command::Add, &dir), &MERGER).unwrap().add().unwrap_err();
     assert_eq!(e.code, 7);
     assert!(e.msg.contains("holds the delegator's state: give the merger a stateDir of its own"), "{e}");
-    assert_eq!(Meta::open(&args(Command::Check, &dir), &MERGER).unwrap().check().unwrap_err().code, 7);
+    assert_eq!(MetaCommand::open(&args(Command::Check, &dir), &MERGER).unwrap().check().unwrap_err().code, 7);
     std::fs::write(dir.join("ctr1@eth0"), b"the delegator's").unwrap();
-    Meta::open(&args(Command::Del, &dir), &MERGER).unwrap().del().unwrap();
+    MetaCommand::open(&args(Command::Del, &dir), &MERGER).unwrap().del().unwrap();
     assert_eq!(std::fs::read(dir.join("ctr1@eth0")).unwrap(), b"the delegator's");
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -49,12 +51,12 @@ fn a_state_dir_replaced_by_a_symlink_is_refused_for_add_and_del_still_succeeds()
     std::fs::create_dir_all(base.join("elsewhere")).unwrap();
     let dir = base.join("state");
     std::os::unix::fs::symlink(base.join("elsewhere"), &dir).unwrap();
-    let e = Meta::open(&args(Command::Add, &dir), &DELEGATOR).err().unwrap();
+    let e = MetaCommand::open(&args(Command::Add, &dir), &DELEGATOR).err().unwrap();
     assert_eq!(e.code, 5);
     assert!(e.msg.contains("is a symlink"), "{e}");
     // DEL works from the configuration (its one delegate's binary does not exist here, so
     // there is nothing it could have attached) and touches nothing behind the link.
-    Meta::open(&args(Command::Del, &dir), &DELEGATOR).unwrap().del().unwrap();
+    MetaCommand::open(&args(Command::Del, &dir), &DELEGATOR).unwrap().del().unwrap();
     assert_eq!(std::fs::read_dir(base.join("elsewhere")).unwrap().count(), 0);
     std::fs::remove_dir_all(&base).unwrap();
 }
@@ -74,7 +76,7 @@ fn an_owner_file_replaced_by_a_fifo_or_a_symlink_is_refused_without_blocking() {
             std::fs::write(base.join("merger"), b"merger").unwrap();
             std::os::unix::fs::symlink(base.join("merger"), &owner).unwrap();
         }
-        let e = Meta::open(&args(Command::Add, &dir), &DELEGATOR).err().unwrap();
+        let e = MetaCommand::open(&args(Command::Add, &dir), &DELEGATOR).err().unwrap();
         assert_eq!(e.code, 5, "{e}");
         assert!(e.msg.contains(".braid-owner") && e.msg.contains(why), "{e}");
     }

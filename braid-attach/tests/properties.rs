@@ -8,7 +8,7 @@
 use braid_attach::plan::Plan;
 use braid_attach::state::{Key, StateStore};
 use braid_attach::{Attacher, Delegate, DelegateConfig};
-use braid_attach::{Deadline, MetaConfig, Spec};
+use braid_attach::{Deadline, PluginRules, SharedConfig};
 use cni_runtime::chain::RuntimeConf as Call;
 use cni_runtime::testing::FakeExec;
 use cni_skel::log::Logger;
@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 #[path = "../../cni-skel/tests/common/inputs.rs"]
 mod inputs;
 
-const SPEC: Spec<'static> = Spec {
+const RULES: PluginRules<'static> = PluginRules {
     plugin: "delegator",
     delegates_optional: false,
     fixed_ifname: &|i, ifname| (i == 0).then(|| ifname.to_string()),
@@ -158,7 +158,7 @@ proptest! {
         let dir = Dir::new("meta");
         std::fs::write(dir.0.join("10-named.conflist"), br#"{"cniVersion":"1.0.0","name":"named","plugins":[{"type":"ptp"}]}"#).unwrap();
         let stdin = with_conf_dir(bytes, &dir);
-        match MetaConfig::parse(&args(Command::Add, stdin.clone()), &SPEC) {
+        match SharedConfig::parse(&args(Command::Add, stdin.clone()), &RULES) {
             Ok(cfg) => {
                 prop_assert!(!cfg.delegates.is_empty());
                 prop_assert!(braid_attach::delegates::validate(&cfg.delegates).is_ok());
@@ -167,7 +167,7 @@ proptest! {
             Err(e) => prop_assert!([DECODING_FAILURE, INVALID_NETWORK_CONFIG].contains(&e.code), "{e:?}"),
         }
         // DEL never fails on today's delegates: it works from the state.
-        match MetaConfig::parse(&args(Command::Del, stdin), &SPEC) {
+        match SharedConfig::parse(&args(Command::Del, stdin), &RULES) {
             Ok(_) => {}
             Err(e) => prop_assert!([DECODING_FAILURE, INVALID_NETWORK_CONFIG].contains(&e.code), "{e:?}"),
         }

@@ -19,7 +19,7 @@ pub mod primary;
 pub mod run;
 
 pub use error::InstallError;
-pub use options::{Command, Options};
+pub use options::{Action, Options};
 
 /// One line on stderr per action.
 pub fn log(msg: &str) {

@@ -73,7 +73,7 @@ impl Default for Options {
 
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Command {
+pub enum Action {
     /// Run with these options.
     Run(Box<Options>),
     /// Print the usage text.
@@ -140,7 +140,7 @@ fn dns_label(s: &str) -> bool {
 }
 
 /// Parses the arguments (without the program name). Flags take `--flag VALUE` or `--flag=VALUE`.
-pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, InstallError> {
+pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallError> {
     let mut o = Options::default();
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {
@@ -156,8 +156,8 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, Install
             Ok(())
         };
         match flag.as_str() {
-            "--help" | "-h" => return Ok(Command::Help),
-            "--version" => return Ok(Command::Version),
+            "--help" | "-h" => return Ok(Action::Help),
+            "--version" => return Ok(Action::Version),
             "--once" => switch(&mut o, |o| o.once = true)?,
             "--uninstall" => switch(&mut o, |o| o.uninstall = true)?,
             "--skip-binaries" => switch(&mut o, |o| o.skip_binaries = true)?,
@@ -226,7 +226,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, Install
     if o.once && o.uninstall {
         return Err(usage("--once and --uninstall exclude each other"));
     }
-    Ok(Command::Run(Box::new(o)))
+    Ok(Action::Run(Box::new(o)))
 }
 
 /// `path` (absolute, as the node sees it) as the installer reaches it: below `host_root`.
@@ -261,7 +261,7 @@ mod tests {
 
     fn run(args: &[&str]) -> Result<Options, InstallError> {
         match parse(args.iter().map(|s| s.to_string()))? {
-            Command::Run(o) => Ok(*o),
+            Action::Run(o) => Ok(*o),
             other => panic!("{other:?}"),
         }
     }
@@ -318,7 +318,7 @@ mod tests {
 
     #[test]
     fn help_and_version() {
-        assert_eq!(parse(["--help".to_string()]).unwrap(), Command::Help);
-        assert_eq!(parse(["--once".to_string(), "--version".to_string()]).unwrap(), Command::Version);
+        assert_eq!(parse(["--help".to_string()]).unwrap(), Action::Help);
+        assert_eq!(parse(["--once".to_string(), "--version".to_string()]).unwrap(), Action::Version);
     }
 }

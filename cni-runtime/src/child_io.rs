@@ -24,7 +24,7 @@ pub const MAX_OUTPUT: usize = 16 * 1024 * 1024;
 
 /// What the child did.
 #[derive(Debug)]
-pub struct Outcome {
+pub struct ChildOutput {
     /// Its exit status; `None` when the deadline passed first (it is still running).
     pub status: Option<ExitStatus>,
     /// What it printed on stdout, up to [`MAX_OUTPUT`] bytes.
@@ -146,7 +146,7 @@ pub fn wait_until(child: &mut Child, deadline: Option<Instant>) -> std::io::Resu
 
 /// Feeds `input` to the child's stdin and collects its output (each up to [`MAX_OUTPUT`])
 /// until it exits or `deadline`. The child must have been spawned with all three pipes.
-pub fn communicate(child: &mut Child, input: &[u8], deadline: Option<Instant>) -> std::io::Result<Outcome> {
+pub fn communicate(child: &mut Child, input: &[u8], deadline: Option<Instant>) -> std::io::Result<ChildOutput> {
     communicate_capped(child, input, deadline, MAX_OUTPUT)
 }
 
@@ -156,7 +156,7 @@ pub fn communicate_capped(
     input: &[u8],
     deadline: Option<Instant>,
     cap: usize,
-) -> std::io::Result<Outcome> {
+) -> std::io::Result<ChildOutput> {
     let mut stdin: Option<ChildStdin> = child.stdin.take();
     let mut stdout: Option<ChildStdout> = child.stdout.take();
     let mut stderr: Option<ChildStderr> = child.stderr.take();
@@ -177,7 +177,7 @@ pub fn communicate_capped(
     while stdout.is_some() || stderr.is_some() {
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
-            return Ok(Outcome::new(None, out, err));
+            return Ok(ChildOutput::new(None, out, err));
         }
         if exited.is_some_and(|(_, at)| now.duration_since(at) >= LINGER) {
             break;
@@ -243,12 +243,18 @@ pub fn communicate_capped(
         Some((s, _)) => Some(s),
         None => wait_exit(child, pidfd.as_ref(), deadline)?,
     };
-    Ok(Outcome::new(status, out, err))
+    Ok(ChildOutput::new(status, out, err))
 }
 
-impl Outcome {
-    fn new(status: Option<ExitStatus>, out: Capped, err: Capped) -> Outcome {
-        Outcome { status, stdout: out.kept, stderr: err.kept, stdout_dropped: out.dropped, stderr_dropped: err.dropped }
+impl ChildOutput {
+    fn new(status: Option<ExitStatus>, out: Capped, err: Capped) -> ChildOutput {
+        ChildOutput {
+            status,
+            stdout: out.kept,
+            stderr: err.kept,
+            stdout_dropped: out.dropped,
+            stderr_dropped: err.dropped,
+        }
     }
 }
 

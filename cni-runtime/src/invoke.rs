@@ -287,7 +287,7 @@ impl Exec for RawExec {
 
 /// Always forwards the child's stderr (Go drops it when stdout holds an error object), saying
 /// how much was dropped beyond the cap.
-fn forward_stderr(outcome: &crate::child_io::Outcome) {
+fn forward_stderr(outcome: &crate::child_io::ChildOutput) {
     let mut err = std::io::stderr();
     if !outcome.stderr.is_empty() {
         let _ = err.write_all(&outcome.stderr);

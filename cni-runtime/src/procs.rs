@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 /// A process, named so that it cannot be confused with a later one of the same pid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Started {
+pub struct RecordedProcess {
     /// Its pid, which is also its process group (`RawExec` starts plugins in their own).
     pub pid: u32,
     /// Its start time, in clock ticks since boot.
@@ -27,10 +27,10 @@ fn stat(pid: u32) -> Option<(char, u64)> {
     Some((fields.first()?.chars().next()?, fields.get(19)?.parse().ok()?))
 }
 
-impl Started {
+impl RecordedProcess {
     /// The process with this pid as it runs now, if any.
-    pub fn of(pid: u32) -> Option<Started> {
-        stat(pid).map(|(_, start)| Started { pid, start })
+    pub fn of(pid: u32) -> Option<RecordedProcess> {
+        stat(pid).map(|(_, start)| RecordedProcess { pid, start })
     }
 
     /// Whether this very process still runs (a zombie has finished: nothing more it can do).
@@ -79,11 +79,11 @@ mod tests {
 
     #[test]
     fn a_process_is_named_by_pid_and_start_time_and_its_group_killed() {
-        let me = Started::of(std::process::id()).unwrap();
+        let me = RecordedProcess::of(std::process::id()).unwrap();
         assert!(me.alive());
-        assert!(!Started { start: me.start + 1, ..me }.alive(), "another start time is another process");
+        assert!(!RecordedProcess { start: me.start + 1, ..me }.alive(), "another start time is another process");
         let mut child = std::process::Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
-        let c = Started::of(child.id()).unwrap();
+        let c = RecordedProcess::of(child.id()).unwrap();
         // Reaped by us, so wait from another thread while killing.
         let waiter = std::thread::spawn(move || child.wait());
         assert_eq!(c.kill_group(Duration::from_secs(5)), Ok(true));
@@ -98,9 +98,9 @@ mod tests {
             .stdin(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let q = Started::of(quick.id()).unwrap();
+        let q = RecordedProcess::of(quick.id()).unwrap();
         let mut slow = std::process::Command::new("sleep").arg("30").spawn().unwrap();
-        let s = Started::of(slow.id()).unwrap();
+        let s = RecordedProcess::of(slow.id()).unwrap();
         // Not yet: its deadline has passed at once.
         assert!(!q.wait_gone(Instant::now()));
         drop(quick.stdin.take());

@@ -92,7 +92,7 @@ pub trait Plugin {
     /// family it was made in, which the skel converts to the configuration's version as Go's
     /// `GetAsVersion` does — within a family without loss. (Through the 1.x model, a 0.2.0
     /// result with routes but no IPs could not come back to 0.2.0.) The default is [`Plugin::add`].
-    fn add_any(&self, args: &CmdArgs) -> Result<cni_types::AnyResult, CniError> {
+    fn add_in_family(&self, args: &CmdArgs) -> Result<cni_types::AnyResult, CniError> {
         self.add(args).map(cni_types::AnyResult::V1)
     }
 
@@ -279,7 +279,7 @@ fn dispatch(plugin: &dyn Plugin, env: &mut dyn Environment) -> Result<Option<Str
             let config = decode_version(&args.stdin_data)?;
             reconcile(&config, &supported)?;
             check_not_own_netns(&args)?;
-            let result = plugin.add_any(&args)?;
+            let result = plugin.add_in_family(&args)?;
             let printed = result.convert_to(&config).map(|r| r.to_json_pretty()).map_err(|e| {
                 CniError::new(INTERNAL, format!("cannot express the result in cniVersion {config}: {e}"))
             })?;

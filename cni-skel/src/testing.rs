@@ -90,16 +90,16 @@ impl Call {
     }
 
     /// Runs the call in-process through the dispatcher, exactly as `cni_skel::main` would.
-    pub fn run(&self, plugin: &dyn Plugin) -> Outcome {
+    pub fn run(&self, plugin: &dyn Plugin) -> CmdOutput {
         let mut env = TestEnv::new(self.vars.iter().cloned(), &self.stdin);
         let code = run(plugin, &mut env);
-        Outcome { command: self.command, code, stdout: env.stdout_text(), stderr: env.stderr_text() }
+        CmdOutput { command: self.command, code, stdout: env.stdout_text(), stderr: env.stderr_text() }
     }
 }
 
 /// What a call printed and returned.
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub struct CmdOutput {
     /// The command that ran.
     pub command: Command,
     /// The exit code (0 or 1).
@@ -110,7 +110,7 @@ pub struct Outcome {
     pub stderr: String,
 }
 
-impl Outcome {
+impl CmdOutput {
     /// The result printed by a successful ADD, in the 1.x model; panics (with what was printed)
     /// on anything else.
     pub fn result(&self) -> CniResult {

@@ -70,7 +70,7 @@ fn manifests_match_the_installer_defaults() {
     // The installer's options as the DaemonSet runs it.
     let args: Vec<String> = c["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
     let o = match options::parse(args).unwrap() {
-        options::Command::Run(o) => *o,
+        options::Action::Run(o) => *o,
         other => panic!("{other:?}"),
     };
     assert_eq!(o.host_root, Options::default().host_root);

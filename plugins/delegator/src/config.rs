@@ -1,7 +1,7 @@
 //! The delegator's own keys on top of the shared meta-plugin configuration, validated before
 //! anything runs.
 
-use braid_attach::Spec;
+use braid_attach::PluginRules;
 use cni_types::{CniError, NetConf};
 
 /// Which result ADD returns.
@@ -15,7 +15,7 @@ pub enum ResultMode {
 
 /// The shared keys as the delegator reads them: `delegates` required, the first delegate on
 /// `CNI_IFNAME`, the others on the first free `net<N>`.
-pub const SPEC: Spec<'static> = Spec {
+pub const RULES: PluginRules<'static> = PluginRules {
     plugin: "delegator",
     delegates_optional: false,
     fixed_ifname: &|i, ifname| (i == 0).then(|| ifname.to_string()),

@@ -1,8 +1,8 @@
 //! The CNI commands of the delegator, on top of the shared attach engine.
 
-use crate::config::{result_mode, ResultMode, SPEC};
-use crate::kubernetes::{self, status, Label, Pod};
-use braid_attach::{Meta, MetaConfig};
+use crate::config::{result_mode, ResultMode, RULES};
+use crate::kubernetes::{self, status, Pod, StatusNetwork};
+use braid_attach::{MetaCommand, SharedConfig};
 use cni_skel::{CmdArgs, Plugin};
 use cni_types::merge::{merge, Attachment};
 use cni_types::result::{AnyResult, Route};
@@ -13,11 +13,13 @@ use std::path::{Path, PathBuf};
 /// The plugin.
 pub struct Delegator;
 
-/// What ADD decided before anything ran.
-struct Plan {
+/// How ADD reports what its delegates did, decided before anything ran: the result it
+/// returns, and the pod's network-status document.
+struct Report {
+    /// Which result: the primary delegate's or all merged.
     mode: ResultMode,
     /// One per delegate: how it appears in the network-status document.
-    labels: Vec<Label>,
+    networks: Vec<StatusNetwork>,
     /// The network-status document's path (Kubernetes selection on, and a Kubernetes pod).
     status: Option<PathBuf>,
 }
@@ -28,45 +30,45 @@ impl Plugin for Delegator {
     }
 
     fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        Ok(self.add_any(args)?.to_latest())
+        Ok(self.add_in_family(args)?.to_latest())
     }
 
-    fn add_any(&self, args: &CmdArgs) -> Result<AnyResult, CniError> {
-        let mut config = MetaConfig::parse(args, &SPEC)?;
+    fn add_in_family(&self, args: &CmdArgs) -> Result<AnyResult, CniError> {
+        let mut config = SharedConfig::parse(args, &RULES)?;
         let kube = kubernetes::Config::parse(&config.conf)?;
-        let mut labels: Vec<Label> = config
+        let mut networks: Vec<StatusNetwork> = config
             .delegates
             .iter()
             .enumerate()
-            .map(|(i, d)| Label { name: d.name().to_string(), default: i == 0, default_route: None })
+            .map(|(i, d)| StatusNetwork { name: d.name().to_string(), default: i == 0, default_route: None })
             .collect();
         let mut info = None;
         if let Some(k) = &kube {
             let selection = kubernetes::select(k, &config.conf, &args.args, &config.delegates)?;
             config.delegates.extend(selection.delegates);
-            labels.extend(selection.labels);
+            networks.extend(selection.networks);
             info = selection.info;
             braid_attach::delegates::validate(&config.delegates)?;
         }
         let mode = result_mode(&config.conf, config.delegates.len())?;
         let status =
             kube.as_ref().and_then(|k| status::path(&k.status_dir, &Pod::from_args(&args.args), &args.container_id));
-        let plan = Plan { mode, labels, status };
-        let mut m = Meta::new(config, args, &SPEC)?;
+        let report = Report { mode, networks, status };
+        let mut m = MetaCommand::new(config, args, &RULES)?;
         if let Some(line) = info {
             m.log.info(line);
         }
-        if kube.is_some() && plan.status.is_none() {
+        if kube.is_some() && report.status.is_none() {
             m.log.info("no K8S_POD_NAMESPACE/K8S_POD_NAME in CNI_ARGS: no network-status document written");
         }
         let results = match m.add() {
             Ok(r) => r,
             Err(e) => {
-                remove_status(&plan, &mut m);
+                remove_status(&report, &mut m);
                 return Err(e);
             }
         };
-        match finish(&mut m, args, &plan, &results) {
+        match finish(&mut m, args, &report, &results) {
             Ok(result) => Ok(result),
             Err(e) => {
                 // Every delegate is in; undo them all, as for a delegate that failed.
@@ -74,7 +76,7 @@ impl Plugin for Delegator {
                 if let Err(d) = m.del() {
                     msg.push_str(&format!("; rollback incomplete, state kept for DEL: {}", d.msg));
                 }
-                remove_status(&plan, &mut m);
+                remove_status(&report, &mut m);
                 let e = CniError { code: e.code, msg, details: e.details };
                 m.log.error(&e);
                 Err(e)
@@ -91,17 +93,17 @@ impl Plugin for Delegator {
             .ok()
             .and_then(|c| kubernetes::Config::parse(&c).ok().flatten())
             .and_then(|k| status::path(&k.status_dir, &Pod::from_args(&args.args), &args.container_id));
-        let deleted = Meta::open(args, &SPEC).and_then(|mut m| m.del());
+        let deleted = MetaCommand::open(args, &RULES).and_then(|mut m| m.del());
         let removed = status.map_or(Ok(()), |p| status::remove(&p));
         deleted.and(removed)
     }
 
     fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        Meta::open(args, &SPEC)?.check()
+        MetaCommand::open(args, &RULES)?.check()
     }
 
     fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
-        Meta::open(args, &SPEC)?.gc()
+        MetaCommand::open(args, &RULES)?.gc()
     }
 
     /// Ready when every configured delegate can run (`braid_attach::status`); the delegator's
@@ -112,12 +114,12 @@ impl Plugin for Delegator {
         let conf = args.conf().map_err(unavailable)?;
         kubernetes::Config::parse(&conf).map_err(|e| unavailable(e.into()))?;
         cni_skel::keys::choice(&conf, "result", &[("primary", ()), ("merged", ())], ()).map_err(unavailable)?;
-        braid_attach::status::status(args, &SPEC)
+        braid_attach::status::status(args, &RULES)
     }
 }
 
-fn remove_status(plan: &Plan, m: &mut Meta) {
-    if let Some(p) = &plan.status {
+fn remove_status(report: &Report, m: &mut MetaCommand) {
+    if let Some(p) = &report.status {
         if let Err(e) = status::remove(p) {
             m.log.warn(&e);
         }
@@ -126,24 +128,24 @@ fn remove_status(plan: &Plan, m: &mut Meta) {
 
 /// After every delegate's ADD: the pod's default routes where `default-route` asked for them,
 /// the result, the network-status document.
-fn finish(m: &mut Meta, args: &CmdArgs, plan: &Plan, results: &[AnyResult]) -> Result<AnyResult, CniError> {
-    let chosen = plan.labels.iter().enumerate().find_map(|(i, l)| l.default_route.as_ref().map(|g| (i, g)));
+fn finish(m: &mut MetaCommand, args: &CmdArgs, report: &Report, results: &[AnyResult]) -> Result<AnyResult, CniError> {
+    let chosen = report.networks.iter().enumerate().find_map(|(i, l)| l.default_route.as_ref().map(|g| (i, g)));
     if let Some((i, gateways)) = chosen {
         let ifname = m.config.delegates.get(i).map(|d| d.ifname.clone()).unwrap_or_default();
         let others: Vec<String> =
             m.config.delegates.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, d)| d.ifname.clone()).collect();
         let removed = cni_skel::routes::move_default_routes(Path::new(&args.netns), &ifname, &others, gateways)
-            .context(format_args!("default-route of {}", plan.labels[i].name))?;
+            .context(format_args!("default-route of {}", report.networks[i].name))?;
         for r in removed {
             m.log.info(format_args!(
                 "default-route of {}: removed the default route {} of {}",
-                plan.labels[i].name,
+                report.networks[i].name,
                 r.gateway.map_or_else(|| "without gateway".to_string(), |g| format!("via {g}")),
                 r.ifname
             ));
         }
     }
-    let mut result = match plan.mode {
+    let mut result = match report.mode {
         ResultMode::Primary => results[0].to_latest(),
         ResultMode::Merged => {
             let atts: Vec<Attachment> = results
@@ -161,7 +163,7 @@ fn finish(m: &mut Meta, args: &CmdArgs, plan: &Plan, results: &[AnyResult]) -> R
     if let Some((i, gateways)) = chosen {
         // The result says what the kernel now has: the chosen attachment's own default routes
         // (in a merged result) and the requested ones, no other.
-        let keep: Vec<Route> = match plan.mode {
+        let keep: Vec<Route> = match report.mode {
             ResultMode::Merged => results[i].to_latest().routes.into_iter().filter(|r| r.dst.is_default()).collect(),
             ResultMode::Primary => Vec::new(),
         };
@@ -172,7 +174,7 @@ fn finish(m: &mut Meta, args: &CmdArgs, plan: &Plan, results: &[AnyResult]) -> R
     let version = m.config.conf.version().to_string();
     // The primary result handed on as its delegate made it, when its family is the
     // configuration's and nothing changed it: Go converts within a family without loss.
-    let result = match (plan.mode, chosen) {
+    let result = match (report.mode, chosen) {
         (ResultMode::Primary, None)
             if results[0].family() == cni_types::version::Family::of(&version).unwrap_or(results[0].family()) =>
         {
@@ -184,12 +186,12 @@ fn finish(m: &mut Meta, args: &CmdArgs, plan: &Plan, results: &[AnyResult]) -> R
     result.convert_to(&version).map_err(|e| {
         CniError::new(cni_types::error::INTERNAL, format!("cannot express the result in cniVersion {version}: {e}"))
     })?;
-    if let Some(path) = &plan.status {
+    if let Some(path) = &report.status {
         let links = cni_skel::links::links(Path::new(&args.netns))?;
-        let atts: Vec<(&AnyResult, &str, &Label)> = results
+        let atts: Vec<(&AnyResult, &str, &StatusNetwork)> = results
             .iter()
             .zip(&m.config.delegates)
-            .zip(&plan.labels)
+            .zip(&report.networks)
             .map(|((r, d), l)| (r, d.ifname.as_str(), l))
             .collect();
         status::write(path, &status::document(&atts, &links))?;

@@ -1,7 +1,7 @@
 //! `merger`: a chained plugin that attaches its own delegates (net1, net2, …) and merges their
 //! results with `prevResult` into one result. See README.md for every key and the algorithm.
 
-use braid_attach::{Meta, MetaConfig, Spec};
+use braid_attach::{MetaCommand, PluginRules, SharedConfig};
 use cni_skel::{CmdArgs, Plugin};
 use cni_types::error::INVALID_NETWORK_CONFIG;
 use cni_types::merge::{check_expressible, merge, Attachment};
@@ -11,11 +11,12 @@ struct Merger;
 
 /// The shared keys as the merger reads them: `delegates` may be absent, and they get the first
 /// free `net<N>` (prevResult already owns `CNI_IFNAME`).
-const SPEC: Spec<'static> = Spec { plugin: "merger", delegates_optional: true, fixed_ifname: &|_, _| None };
+const RULES: PluginRules<'static> =
+    PluginRules { plugin: "merger", delegates_optional: true, fixed_ifname: &|_, _| None };
 
 /// The configuration, with the merger's own rule: no delegate may take the chain's interface.
-fn parse(args: &CmdArgs) -> Result<MetaConfig, CniError> {
-    let cfg = MetaConfig::parse(args, &SPEC)?;
+fn parse(args: &CmdArgs) -> Result<SharedConfig, CniError> {
+    let cfg = SharedConfig::parse(args, &RULES)?;
     if let Some((i, d)) = cfg.delegates.iter().enumerate().find(|(_, d)| !d.auto_ifname && d.ifname == args.ifname) {
         return Err(CniError::new(
             INVALID_NETWORK_CONFIG,
@@ -38,7 +39,7 @@ impl Plugin for Merger {
         let cfg = parse(args)?;
         let prev = cfg.conf.prev_result()?.ok_or_else(missing_prev)?;
         check_expressible(cfg.conf.version(), 1 + cfg.delegates.len())?;
-        let mut m = Meta::new(cfg, args, &SPEC)?;
+        let mut m = MetaCommand::new(cfg, args, &RULES)?;
         let results = if m.config.delegates.is_empty() { Vec::new() } else { m.add()? };
         let mut atts = vec![Attachment { result: &prev, ifname: &args.ifname, sandbox: &args.netns }];
         atts.extend(results.iter().zip(&m.config.delegates).map(|(r, d)| Attachment {
@@ -60,7 +61,7 @@ impl Plugin for Merger {
         if cfg.delegates.is_empty() {
             return Ok(());
         }
-        Meta::new(cfg, args, &SPEC)?.del()
+        MetaCommand::new(cfg, args, &RULES)?.del()
     }
 
     fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
@@ -71,16 +72,16 @@ impl Plugin for Merger {
         if cfg.delegates.is_empty() {
             return Ok(());
         }
-        Meta::new(cfg, args, &SPEC)?.check()
+        MetaCommand::new(cfg, args, &RULES)?.check()
     }
 
     fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
-        Meta::new(parse(args)?, args, &SPEC)?.gc()
+        MetaCommand::new(parse(args)?, args, &RULES)?.gc()
     }
 
     /// Ready when every delegate can run (`braid_attach::status`); without delegates, always.
     fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
-        braid_attach::status::status(args, &SPEC)
+        braid_attach::status::status(args, &RULES)
     }
 }
 

@@ -6,7 +6,7 @@
 //! cache file (`/var/lib/cni/results/…`, whose `ifName` then becomes the default ifname).
 
 use crate::inspect::{inspect, Report, Settle};
-use crate::verify::{Options, Outcome, RouteChecks};
+use crate::verify::{Finding, Options, RouteChecks};
 use cni_types::AnyResult;
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -78,11 +78,11 @@ fn default_ifname(result: &cni_types::CniResult, netns: &str) -> String {
 
 fn print(report: &Report, netns: &str, out: &mut dyn Write) -> std::io::Result<()> {
     for item in &report.items {
-        let tag = match item.outcome {
-            Outcome::Ok => "ok",
-            Outcome::Pending(_) => "pending",
-            Outcome::Mismatch(_) => "MISMATCH",
-            Outcome::Skipped(_) => "skipped",
+        let tag = match item.finding {
+            Finding::Ok => "ok",
+            Finding::Pending(_) => "pending",
+            Finding::Mismatch(_) => "MISMATCH",
+            Finding::Skipped(_) => "skipped",
         };
         writeln!(out, "{tag:<9}{item}")?;
     }

@@ -37,7 +37,7 @@ impl std::error::Error for InspectError {}
 /// What one run found.
 #[derive(Debug, Clone)]
 pub struct Report {
-    /// Every checked claim, with the outcome of the last reading.
+    /// Every checked claim, with the finding of the last reading.
     pub items: Vec<Item>,
     /// How many readings were taken (1 unless the namespace was settling).
     pub readings: u32,

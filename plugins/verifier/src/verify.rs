@@ -36,9 +36,9 @@ pub struct Options {
     pub routes: RouteChecks,
 }
 
-/// The outcome of one checked claim.
+/// The finding of one checked claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Finding {
     /// The kernel agrees.
     Ok,
     /// Not decided yet: the kernel is still settling (an IPv6 address in DAD). Counts as ok once
@@ -50,7 +50,7 @@ pub enum Outcome {
     Skipped(String),
 }
 
-/// One checked claim: its subject (`eth0`, `route 0.0.0.0/0 via …`), the claim, the outcome.
+/// One checked claim: its subject (`eth0`, `route 0.0.0.0/0 via …`), the claim, the finding.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
     /// What the claim is about.
@@ -58,22 +58,22 @@ pub struct Item {
     /// The claim in words (`address 198.18.1.5/24`).
     pub claim: String,
     /// What the kernel said.
-    pub outcome: Outcome,
+    pub finding: Finding,
 }
 
 impl Item {
-    fn new(subject: impl Into<String>, claim: impl Into<String>, outcome: Outcome) -> Item {
-        Item { subject: subject.into(), claim: claim.into(), outcome }
+    fn new(subject: impl Into<String>, claim: impl Into<String>, finding: Finding) -> Item {
+        Item { subject: subject.into(), claim: claim.into(), finding }
     }
 
     /// Whether this item fails the verification.
     pub fn is_mismatch(&self) -> bool {
-        matches!(self.outcome, Outcome::Mismatch(_))
+        matches!(self.finding, Finding::Mismatch(_))
     }
 
     /// Whether this item is still settling.
     pub fn is_pending(&self) -> bool {
-        matches!(self.outcome, Outcome::Pending(_))
+        matches!(self.finding, Finding::Pending(_))
     }
 }
 
@@ -83,9 +83,9 @@ impl fmt::Display for Item {
         if !self.subject.is_empty() {
             write!(f, "{}: ", self.subject)?;
         }
-        match &self.outcome {
-            Outcome::Ok => write!(f, "{}", self.claim),
-            Outcome::Pending(why) | Outcome::Mismatch(why) | Outcome::Skipped(why) => write!(f, "{} {why}", self.claim),
+        match &self.finding {
+            Finding::Ok => write!(f, "{}", self.claim),
+            Finding::Pending(why) | Finding::Mismatch(why) | Finding::Skipped(why) => write!(f, "{} {why}", self.claim),
         }
     }
 }
@@ -146,13 +146,13 @@ pub fn verify(s: &Subject<'_>, opts: Options) -> Vec<Item> {
         format!("listed in the result with sandbox {}", s.netns),
         if r.interfaces.is_empty() {
             // 0.1.0/0.2.0 and IPAM-style results have no interfaces: nothing is claimed.
-            Outcome::Skipped("not checked: the result lists no interfaces".into())
+            Finding::Skipped("not checked: the result lists no interfaces".into())
         } else if own {
-            Outcome::Ok
+            Finding::Ok
         } else {
             let sandboxes: Vec<&str> =
                 r.interfaces.iter().filter(|i| i.name == s.ifname).map(|i| i.sandbox.as_str()).collect();
-            Outcome::Mismatch(if sandboxes.is_empty() {
+            Finding::Mismatch(if sandboxes.is_empty() {
                 "missing: the result has no interface of this name".to_string()
             } else {
                 format!("missing: the result lists it with sandbox {sandboxes:?}")
@@ -168,7 +168,7 @@ pub fn verify(s: &Subject<'_>, opts: Options) -> Vec<Item> {
         if let Some(i) = ip.interface.filter(|i| usize::try_from(*i).map_or(true, |i| i >= r.interfaces.len())) {
             let n = r.interfaces.len();
             let why = format!("index {i} names no interface of the result (it lists {n})");
-            items.push(Item::new(format!("ip {}", ip.address), format!("interface {i}"), Outcome::Mismatch(why)));
+            items.push(Item::new(format!("ip {}", ip.address), format!("interface {i}"), Finding::Mismatch(why)));
             continue;
         }
         let target = ip
@@ -217,13 +217,13 @@ fn check_vm_pair(s: &Subject<'_>, tap: &Interface, vm: &Interface) -> Item {
         return Item::new(
             subject,
             claim,
-            Outcome::Mismatch(format!("not checked further: tap {} is missing", tap.name)),
+            Finding::Mismatch(format!("not checked further: tap {} is missing", tap.name)),
         );
     };
     let want = Mac::parse(&vm.mac).ok();
     let pod = snap.links.iter().find(|l| l.index != tap_link.index && want.as_ref() == Some(&Mac::from_bytes(&l.mac)));
     let Some(pod) = pod else {
-        return Item::new(subject, claim, Outcome::Mismatch(format!("no interface of {} has that MAC", s.netns)));
+        return Item::new(subject, claim, Finding::Mismatch(format!("no interface of {} has that MAC", s.netns)));
     };
     let has = |from: u32, to: u32| snap.redirects.contains(&(from, to));
     let missing: Vec<String> = [(pod, tap_link), (tap_link, pod)]
@@ -232,12 +232,12 @@ fn check_vm_pair(s: &Subject<'_>, tap: &Interface, vm: &Interface) -> Item {
         .map(|(from, to)| format!("no redirect {} -> {}", from.name, to.name))
         .collect();
     if missing.is_empty() {
-        Item::new(subject, format!("joined by tc redirects to {}", pod.name), Outcome::Ok)
+        Item::new(subject, format!("joined by tc redirects to {}", pod.name), Finding::Ok)
     } else {
         Item::new(
             subject,
             claim,
-            Outcome::Mismatch(format!("{} (ingress u32 match-all, mirred egress redirect)", missing.join(", "))),
+            Finding::Mismatch(format!("{} (ingress u32 match-all, mirred egress redirect)", missing.join(", "))),
         )
     }
 }
@@ -264,38 +264,38 @@ fn check_interface(s: &Subject<'_>, iface: &Interface, opts: Options) -> Vec<Ite
     let view = match place {
         Place::Elsewhere => {
             let why = format!("not checked: sandbox {:?} is not namespace {}", iface.sandbox, s.netns);
-            return vec![Item::new(subject, "link", Outcome::Skipped(why))];
+            return vec![Item::new(subject, "link", Finding::Skipped(why))];
         }
         Place::Host if !opts.check_host => {
-            return vec![Item::new(subject, "link", Outcome::Skipped("not checked: checkHost is false".into()))];
+            return vec![Item::new(subject, "link", Finding::Skipped("not checked: checkHost is false".into()))];
         }
         _ => s.view(place),
     };
     let Some(view) = view else {
-        return vec![Item::new(subject, "link", Outcome::Skipped("not checked: host namespace not read".into()))];
+        return vec![Item::new(subject, "link", Finding::Skipped("not checked: host namespace not read".into()))];
     };
     let Some(link) = view.link(&iface.name) else {
         let where_ = if place == Place::Host { "the plugin's namespace".to_string() } else { s.netns.to_string() };
         let why = format!("missing in {where_} (has: {})", names(view));
-        return vec![Item::new(subject, "link", Outcome::Mismatch(why))];
+        return vec![Item::new(subject, "link", Finding::Mismatch(why))];
     };
-    let mut items = vec![Item::new(subject.clone(), "link present", Outcome::Ok)];
+    let mut items = vec![Item::new(subject.clone(), "link present", Finding::Ok)];
     if !iface.mac.is_empty() {
         let found = Mac::from_bytes(&link.mac);
-        let outcome = match Mac::parse(&iface.mac) {
-            Ok(want) if want == found => Outcome::Ok,
-            Ok(_) => Outcome::Mismatch(format!("expected, has {found}")),
-            Err(e) => Outcome::Mismatch(format!("cannot be compared: {e}")),
+        let finding = match Mac::parse(&iface.mac) {
+            Ok(want) if want == found => Finding::Ok,
+            Ok(_) => Finding::Mismatch(format!("expected, has {found}")),
+            Err(e) => Finding::Mismatch(format!("cannot be compared: {e}")),
         };
-        items.push(Item::new(subject.clone(), format!("mac {}", iface.mac), outcome));
+        items.push(Item::new(subject.clone(), format!("mac {}", iface.mac), finding));
     }
     if iface.mtu > 0 {
-        let outcome = if i64::from(link.mtu) == iface.mtu {
-            Outcome::Ok
+        let finding = if i64::from(link.mtu) == iface.mtu {
+            Finding::Ok
         } else {
-            Outcome::Mismatch(format!("expected, has {}", link.mtu))
+            Finding::Mismatch(format!("expected, has {}", link.mtu))
         };
-        items.push(Item::new(subject, format!("mtu {}", iface.mtu), outcome));
+        items.push(Item::new(subject, format!("mtu {}", iface.mtu), finding));
     }
     items
 }
@@ -315,28 +315,28 @@ fn check_address(s: &Subject<'_>, (name, place): (&str, Place), want: IpNet, opt
             return Item::new(
                 subject,
                 claim,
-                Outcome::Skipped("not checked: its interface is in another sandbox".into()),
+                Finding::Skipped("not checked: its interface is in another sandbox".into()),
             )
         }
         Place::Host if !opts.check_host => {
-            return Item::new(subject, claim, Outcome::Skipped("not checked: checkHost is false".into()))
+            return Item::new(subject, claim, Finding::Skipped("not checked: checkHost is false".into()))
         }
         _ => s.view(place),
     };
     let Some(view) = view else {
-        return Item::new(subject, claim, Outcome::Skipped("not checked: host namespace not read".into()));
+        return Item::new(subject, claim, Finding::Skipped("not checked: host namespace not read".into()));
     };
     let Some(link) = view.link(name) else {
-        return Item::new(subject, claim, Outcome::Mismatch(format!("missing: no link {name}")));
+        return Item::new(subject, claim, Finding::Mismatch(format!("missing: no link {name}")));
     };
     let on_link = |a: &&kernel::Addr| a.ifindex == link.index;
     let found = view.addrs.iter().filter(on_link).find(|a| a.net == want);
     match found {
         Some(a) if a.dadfailed => {
-            Item::new(subject, claim, Outcome::Mismatch("present but failed duplicate address detection".into()))
+            Item::new(subject, claim, Finding::Mismatch("present but failed duplicate address detection".into()))
         }
-        Some(a) if a.tentative => Item::new(subject, claim, Outcome::Pending("still tentative (IPv6 DAD)".into())),
-        Some(_) => Item::new(subject, claim, Outcome::Ok),
+        Some(a) if a.tentative => Item::new(subject, claim, Finding::Pending("still tentative (IPv6 DAD)".into())),
+        Some(_) => Item::new(subject, claim, Finding::Ok),
         None => {
             let has: Vec<String> = view
                 .addrs
@@ -358,7 +358,7 @@ fn check_address(s: &Subject<'_>, (name, place): (&str, Place), want: IpNet, opt
             if !elsewhere.is_empty() {
                 why.push_str(&format!("; found {}", elsewhere.join(", ")));
             }
-            Item::new(subject, claim, Outcome::Mismatch(why))
+            Item::new(subject, claim, Finding::Mismatch(why))
         }
     }
 }
@@ -429,10 +429,10 @@ fn check_route(snap: &Snapshot, want: &Route, mode: RouteChecks) -> Item {
             "missing from {looked} (has: {})",
             if has.is_empty() { "no route to this destination".to_string() } else { has.join(", ") }
         );
-        return Item::new("", claim, Outcome::Mismatch(why));
+        return Item::new("", claim, Finding::Mismatch(why));
     }
     if !full {
-        return Item::new("", claim, Outcome::Ok);
+        return Item::new("", claim, Finding::Ok);
     }
     let differences = |r: &kernel::Route| {
         let mut d = Vec::new();
@@ -453,12 +453,12 @@ fn check_route(snap: &Snapshot, want: &Route, mode: RouteChecks) -> Item {
     for c in &candidates {
         let d = differences(c);
         if d.is_empty() {
-            return Item::new("", claim, Outcome::Ok);
+            return Item::new("", claim, Finding::Ok);
         }
         first.get_or_insert(d);
     }
     let why = first.unwrap_or_default().join(", ");
-    Item::new("", claim, Outcome::Mismatch(format!("differs: {why}")))
+    Item::new("", claim, Finding::Mismatch(format!("differs: {why}")))
 }
 
 /// The items that fail, as the lines of the CNI error's `details`.
@@ -572,7 +572,7 @@ mod tests {
     fn a_true_result_passes_with_macs_compared_as_bytes() {
         let items = run(&result(good()), &pod(), FULL);
         assert!(mismatches(&items).is_empty(), "{:?}", mismatches(&items));
-        assert!(items.iter().all(|i| i.outcome == Outcome::Ok));
+        assert!(items.iter().all(|i| i.finding == Finding::Ok));
         // 1 own + 2 links + 2 macs + 1 mtu + 3 ips + 3 routes.
         assert_eq!(items.len(), 12);
     }
@@ -856,7 +856,7 @@ mod tests {
         assert!(bad(&r, &snap, FULL).is_empty(), "{:?}", bad(&r, &snap, FULL));
         assert!(items.iter().any(|i| i.to_string() == "tap1 (VM ctr-id): joined by tc redirects to net1"));
         // The VM interface itself and its IP copy are not looked for in the kernel.
-        assert!(items.iter().any(|i| i.subject == "tap1" && matches!(i.outcome, Outcome::Skipped(_))));
+        assert!(items.iter().any(|i| i.subject == "tap1" && matches!(i.finding, Finding::Skipped(_))));
 
         snap.redirects = vec![(3, 9)];
         assert_eq!(

@@ -101,9 +101,10 @@ impl Pod {
     }
 }
 
-/// How one attachment of the plan appears in the network-status document.
+/// The network of one attachment as the network-status document names it (NPWG §5: its
+/// entries' `name`, `default` and `default-route`; the rest comes from the result).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Label {
+pub struct StatusNetwork {
     /// `name`: the cluster network's (and other configured delegates') network name; a
     /// selected one's `namespace/name`.
     pub name: String,
@@ -113,13 +114,13 @@ pub struct Label {
     pub default_route: Option<Vec<IpAddr>>,
 }
 
-/// What the annotation selects: the delegates to append and their labels.
+/// What the annotation selects: the delegates to append and how the status names them.
 #[derive(Debug, Default)]
 pub struct Selection {
     /// The selected networks' delegates, in annotation order.
     pub delegates: Vec<Delegate>,
-    /// Their labels, in the same order.
-    pub labels: Vec<Label>,
+    /// Their network-status names, in the same order.
+    pub networks: Vec<StatusNetwork>,
     /// When the runtime passed no annotations: the line to log at info.
     pub info: Option<String>,
 }
@@ -185,7 +186,11 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -
         };
         let d = resolve::delegate(&k.networks_dir, &namespace, e, conf.version(), ifname, auto).map_err(&fail)?;
         out.delegates.push(d);
-        out.labels.push(Label { name: network.clone(), default: false, default_route: e.default_route.clone() });
+        out.networks.push(StatusNetwork {
+            name: network.clone(),
+            default: false,
+            default_route: e.default_route.clone(),
+        });
     }
     Ok(out)
 }

@@ -230,11 +230,11 @@ proptest! {
         let _ = std::fs::remove_dir_all(&dir);
         match outcome {
             Ok(s) => {
-                for (d, label) in s.delegates.iter().zip(&s.labels) {
+                for (d, network) in s.delegates.iter().zip(&s.networks) {
                     prop_assert!(d.own_runtime_config_only);
                     // team-a/good is the first definition, default/good the second; pinned when
                     // the key survived the mutation.
-                    let bytes = if label.name == "team-a/good" { &defs[0] } else { &defs[1] };
+                    let bytes = if network.name == "team-a/good" { &defs[0] } else { &defs[1] };
                     let pin = serde_json::from_slice::<Value>(bytes).ok().and_then(|v| v.get("pinnedCniArgs").cloned());
                     let pinned = pin == Some(json!(["ips"])) || pin == Some(json!(true));
                     let plugins: Vec<&NetConf> = match &d.config {

@@ -7,7 +7,7 @@
 //! the pod (names, IPs, MACs, DNS) and nothing secret, and a node agent that publishes it need
 //! not run as root.
 
-use super::{Label, Pod};
+use super::{Pod, StatusNetwork};
 use cni_skel::links::Link;
 use cni_types::result::AnyResult;
 use cni_types::{CniError, CniResult};
@@ -31,12 +31,12 @@ pub fn path(dir: &Path, pod: &Pod, container_id: &str) -> Option<PathBuf> {
     (safe(ns) && safe(name) && safe(container_id)).then(|| dir.join(format!("{ns}_{name}_{container_id}.json")))
 }
 
-/// The document: for each attachment (its result, interface name and label) one entry per
+/// The document: for each attachment (its result, interface name and network) one entry per
 /// interface of its result that lives in the pod namespace (one for `ifname` when its result
 /// lists none, as 0.1.0/0.2.0 results never do), MACs missing from results filled from `links`.
-pub fn document(attachments: &[(&AnyResult, &str, &Label)], links: &[Link]) -> Value {
+pub fn document(attachments: &[(&AnyResult, &str, &StatusNetwork)], links: &[Link]) -> Value {
     let mut out = Vec::new();
-    for (result, ifname, label) in attachments {
+    for (result, ifname, network) in attachments {
         let r: CniResult = result.to_latest();
         let mut sandboxed: Vec<(usize, &str, &str)> = r
             .interfaces
@@ -66,7 +66,7 @@ pub fn document(attachments: &[(&AnyResult, &str, &Label)], links: &[Link]) -> V
                 mac.to_string()
             };
             let mut e = Map::new();
-            e.insert("name".into(), label.name.clone().into());
+            e.insert("name".into(), network.name.clone().into());
             e.insert("interface".into(), name.to_string().into());
             if !ips.is_empty() {
                 e.insert("ips".into(), ips.into());
@@ -74,7 +74,7 @@ pub fn document(attachments: &[(&AnyResult, &str, &Label)], links: &[Link]) -> V
             if !mac.is_empty() {
                 e.insert("mac".into(), mac.into());
             }
-            e.insert("default".into(), label.default.into());
+            e.insert("default".into(), network.default.into());
             if pos == own {
                 if !r.dns.is_empty() {
                     let mut dns = Map::new();
@@ -92,7 +92,7 @@ pub fn document(attachments: &[(&AnyResult, &str, &Label)], links: &[Link]) -> V
                     }
                     e.insert("dns".into(), Value::Object(dns));
                 }
-                if let Some(gws) = &label.default_route {
+                if let Some(gws) = &network.default_route {
                     let gws: Vec<String> = gws.iter().map(|g| g.to_string()).collect();
                     e.insert("default-route".into(), gws.into());
                 }

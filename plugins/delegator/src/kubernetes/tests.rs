@@ -276,10 +276,10 @@ fn resolution_isolation_and_requests() {
     )
     .unwrap();
     assert!(s.info.is_none());
-    let names: Vec<_> = s.labels.iter().map(|l| l.name.as_str()).collect();
+    let names: Vec<_> = s.networks.iter().map(|l| l.name.as_str()).collect();
     assert_eq!(names, ["default/global", "team-a/local", "team-a/plain", "team-a/plain"]);
-    assert!(s.labels.iter().all(|l| !l.default));
-    assert_eq!(s.labels[3].default_route, Some(vec!["198.18.7.1".parse().unwrap()]));
+    assert!(s.networks.iter().all(|l| !l.default));
+    assert_eq!(s.networks[3].default_route, Some(vec!["198.18.7.1".parse().unwrap()]));
     let ifs: Vec<_> = s.delegates.iter().map(|d| (d.ifname.as_str(), d.auto_ifname)).collect();
     assert_eq!(ifs, [("net1", true), ("lan0", false), ("net2", true), ("net3", true)]);
     assert!(s.delegates.iter().all(|d| d.own_runtime_config_only));
@@ -322,7 +322,7 @@ fn resolution_isolation_and_requests() {
     let mut k = kconf(&d.0);
     k.global_namespaces.push("team-b".into());
     let s = select(&k, &delegator(Some(json!({ NETWORKS: "team-b/secret" }))), ARGS, &cluster()).unwrap();
-    assert_eq!(s.labels[0].name, "team-b/secret");
+    assert_eq!(s.networks[0].name, "team-b/secret");
 }
 
 #[test]
@@ -454,12 +454,16 @@ fn status_documents_one_entry_per_sandbox_interface() {
     .unwrap();
     let r2 =
         AnyResult::create_from_value("0.2.0", &json!({"cniVersion": "0.2.0", "ip4": {"ip": "198.18.1.5/24"}})).unwrap();
-    let labels = [
-        Label { name: "cluster".into(), default: true, default_route: None },
-        Label { name: "team-a/plain".into(), default: false, default_route: Some(vec!["198.18.1.1".parse().unwrap()]) },
+    let networks = [
+        StatusNetwork { name: "cluster".into(), default: true, default_route: None },
+        StatusNetwork {
+            name: "team-a/plain".into(),
+            default: false,
+            default_route: Some(vec!["198.18.1.1".parse().unwrap()]),
+        },
     ];
     let links = [cni_skel::links::Link { name: "net1".into(), mac: "02:00:00:00:00:09".into(), mtu: 1500, index: 3 }];
-    let doc = status::document(&[(&r1, "eth0", &labels[0]), (&r2, "net1", &labels[1])], &links);
+    let doc = status::document(&[(&r1, "eth0", &networks[0]), (&r2, "net1", &networks[1])], &links);
     assert_eq!(
         doc,
         json!([
