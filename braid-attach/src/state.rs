@@ -231,22 +231,9 @@ impl StateStore {
         Ok(Some(buf))
     }
 
-    /// Replaces a state file atomically and durably.
+    /// Replaces a state file atomically and durably ([`cni_runtime::files::replace`]).
     pub fn write(&self, key: &Key, bytes: &[u8]) -> Result<(), StateError> {
-        let path = self.path(key);
-        let tmp = self.dir.join(format!(".{}.tmp{}", key.file_name(), std::process::id()));
-        let _ = fs::remove_file(&tmp);
-        let result = (|| {
-            let mut f = create_new(&tmp).map_err(|e| err("create", &tmp, e))?;
-            f.write_all(bytes).map_err(|e| err("write", &tmp, e))?;
-            f.sync_all().map_err(|e| err("fsync", &tmp, e))?;
-            fs::rename(&tmp, &path).map_err(|e| err("rename into", &path, e))?;
-            self.sync_dir()
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        result
+        cni_runtime::files::replace(&self.path(key), bytes, 0o600).map_err(|e| err(e.step.verb(), &e.path, e.source))
     }
 
     /// Creates a state file that must not exist yet, durably (file and directory fsynced) but

@@ -1,9 +1,7 @@
-//! Atomic file replacement: write a temp file in the same directory (under a name no runtime
-//! loads), fsync it, rename it over the target, fsync the directory.
+//! The installer's files: replaced atomically through a temporary name no runtime loads
+//! (`cni_runtime::files` does the replacing), removed durably, read when present.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// The temp name beside `target`: `.<name>.braid-tmp`, which ends in no CNI extension
@@ -13,25 +11,11 @@ pub fn temp_path(target: &Path) -> PathBuf {
     target.with_file_name(format!(".{name}.braid-tmp"))
 }
 
-/// Replaces `target` with `bytes` (mode `mode`) atomically. A running program at `target` keeps
-/// its old inode (no ETXTBSY, never half-written).
+/// Replaces `target` with `bytes` (exactly mode `mode`) atomically and durably through
+/// [`temp_path`] ([`cni_runtime::files::replace_via`]). A running program at `target` keeps its
+/// old inode (no ETXTBSY, never half-written).
 pub fn replace(target: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let tmp = temp_path(target);
-    let _ = std::fs::remove_file(&tmp);
-    let result = (|| {
-        let mut f = OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp)?;
-        f.write_all(bytes)?;
-        // The mode given to open is masked by the umask; set it exactly.
-        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, target)?;
-        sync_dir(target)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    cni_runtime::files::replace_via(target, &temp_path(target), bytes, mode).map_err(|e| e.source)
 }
 
 /// Removes `target` if present (and fsyncs its directory); true when something was removed.

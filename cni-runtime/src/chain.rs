@@ -366,17 +366,7 @@ impl Chain<'_> {
         let io = |e: std::io::Error| ChainError::plain(format!("failed to write cached result: {e}"));
         let dir = self.cache_dir.join("results");
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(io)?;
-        let bytes = cache_file_bytes(list, rt, result);
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        // A leftover of this pid's is ours to replace; whatever stands there is never followed.
-        let _ = std::fs::remove_file(&tmp);
-        {
-            use std::io::Write;
-            let mut f = crate::files::create_new(&tmp, 0o600).map_err(io)?;
-            f.write_all(&bytes).map_err(io)?;
-            f.sync_all().map_err(io)?;
-        }
-        std::fs::rename(&tmp, &path).map_err(io)
+        crate::files::replace(&path, &cache_file_bytes(list, rt, result), 0o600).map_err(|e| io(e.source))
     }
 
     fn cached_result(&self, list: &NetConfList, path: &Path) -> Result<Option<AnyResult>, String> {

@@ -4,11 +4,16 @@
 //! after), checked to be a regular file before a byte is read, read up to a cap, and — where
 //! asked — never through a symlink (`O_NOFOLLOW`). `O_NONBLOCK` does nothing to a regular
 //! file's reads.
+//!
+//! And writing the files braid keeps — state, the result cache, network-status documents, Kata
+//! DAN files, the installer's conflists and binaries — with one atomic replacement
+//! ([`replace`]): a reader sees the old bytes or the new, never a torn file, and the new ones
+//! survive a power failure once it returned.
 
 use std::fs::File;
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::io::{Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 
 /// Whether the last component of a path may be a symlink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +64,95 @@ pub fn create_new(path: &Path, mode: u32) -> std::io::Result<File> {
         .open(path)
 }
 
+/// The step of a [`replace`] that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Creating the temporary file (and giving it its mode).
+    Create,
+    /// Writing the bytes into it.
+    Write,
+    /// `fsync(2)` of the temporary file.
+    Fsync,
+    /// `rename(2)` over the target.
+    Rename,
+    /// `fsync(2)` of the directory, which makes the rename durable. The target already holds
+    /// the new bytes when only this failed.
+    SyncDir,
+}
+
+impl Step {
+    /// The verb of messages: `create`, `write`, `fsync`, `rename into`, `fsync`.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Step::Create => "create",
+            Step::Write => "write",
+            Step::Fsync | Step::SyncDir => "fsync",
+            Step::Rename => "rename into",
+        }
+    }
+}
+
+/// A [`replace`] that failed: the step, the path it failed on (the temporary file, the target
+/// for the rename, the directory for its fsync) and the system's error.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot {} {}: {source}", .step.verb(), .path.display())]
+pub struct ReplaceError {
+    /// What failed.
+    pub step: Step,
+    /// Where.
+    pub path: PathBuf,
+    /// Why.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// The temporary file [`replace`] writes beside `target`: `.<name>.tmp<pid>` — hidden, ending
+/// in no CNI extension (`.conf`, `.conflist`, `.json`: no runtime loads it half-written), one
+/// per process (two processes replacing one target never share it).
+pub fn temp_beside(target: &Path) -> PathBuf {
+    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    target.with_file_name(format!(".{name}.tmp{}", std::process::id()))
+}
+
+/// Replaces `target` with `bytes` atomically and durably, through [`temp_beside`]: the
+/// temporary file is created with `O_EXCL|O_NOFOLLOW` (nothing planted in its place is
+/// followed or written through; a leftover of an earlier attempt is removed first) and
+/// exactly `mode` (the umask does not apply), written, fsynced, renamed over `target`, and the
+/// directory fsynced. A program running from `target` keeps its old inode (no `ETXTBSY`). On
+/// failure before the rename the temporary file is removed and `target` is untouched.
+pub fn replace(target: &Path, bytes: &[u8], mode: u32) -> Result<(), ReplaceError> {
+    replace_via(target, &temp_beside(target), bytes, mode)
+}
+
+/// The error of `step` on `path`, for `map_err`.
+fn fail(step: Step, path: &Path) -> impl FnOnce(std::io::Error) -> ReplaceError + '_ {
+    move |source| ReplaceError { step, path: path.to_path_buf(), source }
+}
+
+/// [`replace`] through a temporary file of the caller's naming, in `target`'s directory: for
+/// a writer whose temporary name others know (a DEL that removes a leftover, an installer
+/// whose names are documented).
+pub fn replace_via(target: &Path, temp: &Path, bytes: &[u8], mode: u32) -> Result<(), ReplaceError> {
+    let _ = std::fs::remove_file(temp);
+    let written = (|| {
+        let mut f = create_new(temp, mode).map_err(fail(Step::Create, temp))?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(fail(Step::Create, temp))?;
+        f.write_all(bytes).map_err(fail(Step::Write, temp))?;
+        f.sync_all().map_err(fail(Step::Fsync, temp))?;
+        drop(f);
+        std::fs::rename(temp, target).map_err(fail(Step::Rename, target))
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(temp);
+        return written;
+    }
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir).and_then(|d| d.sync_all()).map_err(fail(Step::SyncDir, dir))
+}
+
 /// The cap on a configuration file (a conflist in a configuration directory, a network
 /// definition): far above any real one, far below what could hurt.
 pub const MAX_CONFIG_FILE: u64 = 1 << 20;
@@ -89,6 +183,40 @@ mod tests {
             read_regular(&dir.join("absent"), 10, Links::Refuse).unwrap_err().kind(),
             std::io::ErrorKind::NotFound
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn replace_is_whole_exact_in_mode_and_never_writes_through_a_link() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir().join(format!("braid-replace-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("00-x.conflist");
+        replace(&target, b"one", 0o644).unwrap();
+        let first = std::fs::metadata(&target).unwrap();
+        assert_eq!((std::fs::read(&target).unwrap(), first.mode() & 0o777), (b"one".to_vec(), 0o644));
+        replace(&target, b"two", 0o600).unwrap();
+        let second = std::fs::metadata(&target).unwrap();
+        assert_eq!((std::fs::read(&target).unwrap(), second.mode() & 0o777), (b"two".to_vec(), 0o600));
+        assert_ne!(first.ino(), second.ino(), "a new inode: who runs the old one keeps it");
+        let temp = temp_beside(&target);
+        assert_eq!(temp, dir.join(format!(".00-x.conflist.tmp{}", std::process::id())));
+        // A symlink planted at the temporary name is removed, not followed.
+        std::fs::write(dir.join("victim"), b"keep").unwrap();
+        std::os::unix::fs::symlink(dir.join("victim"), &temp).unwrap();
+        replace(&target, b"three", 0o600).unwrap();
+        assert_eq!(std::fs::read(dir.join("victim")).unwrap(), b"keep");
+        assert_eq!(std::fs::read(&target).unwrap(), b"three");
+        // A failed rename names the target and leaves no temporary file.
+        let e = replace(&dir.join("absent").join("x"), b"", 0o600).unwrap_err();
+        assert_eq!(e.step, Step::Create);
+        let e = replace_via(&dir.join("sub/x"), &dir.join(".x.tmp"), b"", 0o600).unwrap_err();
+        assert_eq!((e.step, e.path.clone()), (Step::Rename, dir.join("sub/x")));
+        assert!(e.to_string().starts_with(&format!("cannot rename into {}/sub/x: ", dir.display())), "{e}");
+        assert!(!dir.join(".x.tmp").exists());
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(left.len(), 2, "{left:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

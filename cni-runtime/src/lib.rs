@@ -10,7 +10,10 @@
 //! * [`child_io`]: a child's three pipes and its exit, served on the calling thread with a
 //!   deadline (no helper threads), each output capped.
 //! * [`files`]: reading conflists, cached results and state without blocking on a FIFO, past a
-//!   cap, or (where asked) through a symlink.
+//!   cap, or (where asked) through a symlink; and the one atomic, durable replacement every
+//!   braid file is written with (state, the result cache, status and DAN files, the
+//!   installer's). It lives here, the lowest crate with file I/O (`cni-types` has none), so
+//!   the plugins, `braid-attach` and the installer all reach it by an arrow pointing down.
 //!
 //! With the `testing` feature, `testing::FakeExec` records calls and answers from a script.
 //!

@@ -13,7 +13,6 @@ use crate::plan::Wire;
 use crate::result::{routes_of, Made};
 use cni_skel::cni_types::CniResult;
 use serde_json::{json, Value};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// `<dir>/<container id>.json`.
@@ -56,30 +55,27 @@ pub fn document(prev: &CniResult, wires: &[(Wire, Made)], netns: &str) -> Value 
     json!({"netns": netns, "devices": devices})
 }
 
-/// Writes the file whole (temporary file, fsync, rename), creating `dir` if needed.
+/// Writes the file whole (temporary file, fsync, rename, fsync of `dir`), creating `dir` if
+/// needed.
 pub fn write(dir: &Path, container_id: &str, doc: &Value) -> Result<(), VmtapError> {
     let target = path(dir, container_id);
     let err = |op, source| VmtapError::Dan { op, path: target.display().to_string(), source };
     std::fs::create_dir_all(dir).map_err(|e| err("creating the directory of", e))?;
-    let tmp = dir.join(format!(".{container_id}.json.tmp"));
     let body = serde_json::to_vec_pretty(doc).unwrap_or_default();
-    let written = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&body)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &target)
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(err("writing", e));
-    }
-    Ok(())
+    // The temporary name is fixed: DEL removes one a crashed ADD left.
+    cni_runtime::files::replace_via(&target, &temp(dir, container_id), &body, 0o644)
+        .map_err(|e| err("writing", e.source))
+}
+
+/// The temporary file [`write`] goes through.
+fn temp(dir: &Path, container_id: &str) -> PathBuf {
+    dir.join(format!(".{container_id}.json.tmp"))
 }
 
 /// Removes the file; a missing one is success.
 pub fn remove(dir: &Path, container_id: &str) -> Result<(), VmtapError> {
     let target = path(dir, container_id);
-    let _ = std::fs::remove_file(dir.join(format!(".{container_id}.json.tmp")));
+    let _ = std::fs::remove_file(temp(dir, container_id));
     match std::fs::remove_file(&target) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             Err(VmtapError::Dan { op: "removing", path: target.display().to_string(), source: e })

@@ -8,11 +8,11 @@
 //! not run as root.
 
 use super::{Pod, StatusNetwork};
+use cni_runtime::files::Step;
 use cni_skel::links::Link;
 use cni_types::result::AnyResult;
 use cni_types::{CniError, CniResult};
 use serde_json::{json, Map, Value};
-use std::io::Write;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
@@ -111,30 +111,16 @@ fn io(path: &Path, what: &str, e: std::io::Error) -> CniError {
 pub fn write(path: &Path, doc: &Value) -> Result<(), CniError> {
     let dir = path.parent().unwrap_or(Path::new("/"));
     std::fs::DirBuilder::new().recursive(true).mode(0o755).create(dir).map_err(|e| io(dir, "creating", e))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let bytes = serde_json::to_vec(doc).unwrap_or_default();
-    // A leftover of this pid's is ours to replace; whatever stands there (a symlink planted in
-    // the directory) is never followed or written through.
-    let _ = std::fs::remove_file(&tmp);
-    let written = (|| {
-        let mut f = cni_runtime::files::create_new(&tmp, 0o644)?;
-        f.write_all(&bytes)?;
-        f.write_all(b"\n")?;
-        // The umask may have taken bits away: the file is meant to be world-readable.
-        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io(path, "writing", e));
+    let mut bytes = serde_json::to_vec(doc).unwrap_or_default();
+    bytes.push(b'\n');
+    // Exactly 0644 whatever the umask: the file is meant to be world-readable.
+    match cni_runtime::files::replace(path, &bytes, 0o644) {
+        Ok(()) => Ok(()),
+        // The rename is durable once the directory is synced; a failure there is not worth
+        // failing the pod.
+        Err(e) if e.step == Step::SyncDir => Ok(()),
+        Err(e) => Err(io(path, "writing", e.source)),
     }
-    // The rename is durable once the directory is synced; a failure here is not worth failing the pod.
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
 }
 
 /// Removes the document (absent is fine).
