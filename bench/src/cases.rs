@@ -229,10 +229,10 @@ pub fn merger_added(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
         let cycle = |l: &NetConfList, id: String| -> Result<(Duration, Duration), String> {
             let r = rt(id);
             let t = Instant::now();
-            chain.add(l, &r).map_err(|e| e.msg)?;
+            chain.add(l, &r).map_err(|e| e.to_string())?;
             let add = t.elapsed();
             let t = Instant::now();
-            chain.del(l, &r).map_err(|e| e.msg)?;
+            chain.del(l, &r).map_err(|e| e.to_string())?;
             Ok((add, t.elapsed()))
         };
         cycle(&without, "warm-a".into())?;
@@ -881,10 +881,10 @@ pub fn vmtap_added(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
                     capability_args: Default::default(),
                 };
                 let t = Instant::now();
-                chain.add(l, &r).map_err(|e| e.msg)?;
+                chain.add(l, &r).map_err(|e| e.to_string())?;
                 let add = t.elapsed();
                 let t = Instant::now();
-                chain.del(l, &r).map_err(|e| e.msg)?;
+                chain.del(l, &r).map_err(|e| e.to_string())?;
                 Ok((add, t.elapsed()))
             };
             cycle(&without, format!("warm{n}-a"))?;

@@ -85,7 +85,9 @@ impl Attacher<'_> {
                         .and_then(|p| invoke::exec_without_result(&self.until_end(), &p, &conf.to_bytes(), &inv))
                         .map_err(|e| e.to_string())
                 }
-                DelegateConfig::List(l) => self.chain_with(&self.until_end()).gc(l, Some(valid)).map_err(|e| e.msg),
+                DelegateConfig::List(l) => {
+                    self.chain_with(&self.until_end()).gc(l, Some(valid)).map_err(|e| e.to_string())
+                }
             };
             if let Err(e) = result {
                 errors.push(format!("delegate {i} (network {:?}): {e}", d.name()));

@@ -9,7 +9,6 @@
 //! serialises ADD/DEL of one container while different containers run in parallel.
 
 use nix::fcntl::{Flock, FlockArg};
-use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
@@ -36,23 +35,17 @@ fn trusted(meta: &fs::Metadata) -> std::io::Result<()> {
 }
 
 /// A state-store failure, naming the file.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("state: cannot {action} {}: {source}", .path.display())]
 pub struct StateError {
     /// What was being done.
     pub action: &'static str,
     /// The file or directory.
     pub path: PathBuf,
     /// Why it failed.
+    #[source]
     pub source: std::io::Error,
 }
-
-impl fmt::Display for StateError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "state: cannot {} {}: {}", self.action, self.path.display(), self.source)
-    }
-}
-
-impl std::error::Error for StateError {}
 
 impl From<StateError> for cni_types::CniError {
     /// Code 5, the spec's I/O failure, naming the file; a lock still held at the deadline is

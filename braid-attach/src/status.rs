@@ -100,9 +100,9 @@ fn delegate(exec: &dyn Exec, paths: &[PathBuf], config: &DelegateConfig) -> Resu
             }
             // libcni's GetStatusNetworkList: nothing below 1.1.0, else each plugin in order.
             let chain = Chain { exec, paths: paths.to_vec(), cache_dir: PathBuf::new() };
-            chain.status(l).map_err(|e| match e.cause {
+            chain.status(l).map_err(|e| match e.cause() {
                 Some(cause) => unavailable(cause, true),
-                None => CniError::new(PLUGIN_NOT_AVAILABLE, e.msg),
+                None => CniError::new(PLUGIN_NOT_AVAILABLE, e.to_string()),
             })
         }
     }

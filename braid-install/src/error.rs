@@ -1,6 +1,5 @@
 //! The installer's failures and their exit codes.
 
-use std::fmt;
 use std::path::PathBuf;
 
 /// Exit code: a bad command line.
@@ -18,11 +17,13 @@ pub const EXIT_INTERNAL: u8 = 1;
 
 /// Everything that stops the installer. Bad network definitions are not here: they are logged
 /// and skipped.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum InstallError {
     /// A bad command line (the text says which flag).
+    #[error("{0} (see --help)")]
     Usage(String),
     /// No primary network was found within the wait bound.
+    #[error("no primary network in {} after {waited} s ({last}); braid's configuration was not written", .dir.display())]
     NoPrimary {
         /// Where it was looked for (as the installer sees it).
         dir: PathBuf,
@@ -32,6 +33,7 @@ pub enum InstallError {
         last: String,
     },
     /// A plugin binary's source is missing or unreadable.
+    #[error("cannot read plugin binary {} (is --source-dir right?): {source}", .path.display())]
     Source {
         /// The source file.
         path: PathBuf,
@@ -39,6 +41,7 @@ pub enum InstallError {
         source: std::io::Error,
     },
     /// Writing, renaming or removing a plugin binary failed.
+    #[error("cannot install {}: {source}", .path.display())]
     Binary {
         /// The destination file.
         path: PathBuf,
@@ -46,6 +49,7 @@ pub enum InstallError {
         source: std::io::Error,
     },
     /// Writing or removing braid's conflist failed.
+    #[error("cannot write {}: {source}", .path.display())]
     Config {
         /// The conflist.
         path: PathBuf,
@@ -53,6 +57,7 @@ pub enum InstallError {
         source: std::io::Error,
     },
     /// The ConfigMap directory could not be read, or networksDir not written.
+    #[error("network definitions: {}: {source}", .path.display())]
     Networks {
         /// The directory or file.
         path: PathBuf,
@@ -60,7 +65,8 @@ pub enum InstallError {
         source: std::io::Error,
     },
     /// Blocking SIGTERM/SIGINT or waiting for them failed.
-    Signals(nix::Error),
+    #[error("cannot set up SIGTERM/SIGINT handling: {0}")]
+    Signals(#[source] nix::Error),
 }
 
 impl InstallError {
@@ -76,27 +82,3 @@ impl InstallError {
         }
     }
 }
-
-impl fmt::Display for InstallError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            InstallError::Usage(m) => write!(f, "{m} (see --help)"),
-            InstallError::NoPrimary { dir, waited, last } => write!(
-                f,
-                "no primary network in {} after {waited} s ({last}); braid's configuration was not written",
-                dir.display()
-            ),
-            InstallError::Source { path, source } => {
-                write!(f, "cannot read plugin binary {} (is --source-dir right?): {source}", path.display())
-            }
-            InstallError::Binary { path, source } => write!(f, "cannot install {}: {source}", path.display()),
-            InstallError::Config { path, source } => write!(f, "cannot write {}: {source}", path.display()),
-            InstallError::Networks { path, source } => {
-                write!(f, "network definitions: {}: {source}", path.display())
-            }
-            InstallError::Signals(e) => write!(f, "cannot set up SIGTERM/SIGINT handling: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for InstallError {}

@@ -9,9 +9,8 @@ use crate::invoke::{self, Exec, InvokeError};
 use cni_types::config::{runtime_config_for, GcAttachment, GC_ATTACHMENTS_LEGACY, GC_VALID_ATTACHMENTS};
 use cni_types::result::AnyResult;
 use cni_types::version::{self, Command};
-use cni_types::{CniError, Invocation, NetConf, NetConfList};
+use cni_types::{gojson, CniError, Invocation, NetConf, NetConfList};
 use serde_json::{Map, Value};
-use std::fmt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
@@ -57,18 +56,134 @@ impl RuntimeConf {
     }
 }
 
-/// A chain failure: libcni's text, and the plugin's typed error when there was one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChainError {
-    /// The message as libcni words it (`plugin type="tuning" failed (add): …`).
-    pub msg: String,
-    /// The failing plugin's own error, code intact.
-    pub cause: Option<CniError>,
+/// A chain failure, worded as libcni words it. [`ChainError::cause`] is the failing plugin's
+/// own error (its code intact), when one said why.
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    /// The runtime's parameters break a rule: container ID, network name, interface name.
+    #[error(transparent)]
+    Invalid(CniError),
+    /// A list without plugins.
+    #[error("no plugins in list")]
+    NoPlugins,
+    /// A plugin of the list could not be found or run, or failed, in ADD, DEL or GC:
+    /// `plugin type="tuning" failed (add): …`.
+    #[error("plugin {plugin} failed ({verb}): {source}")]
+    Plugin {
+        /// `type="tuning"`, with ` name="…"` when it has one.
+        plugin: String,
+        /// `add`, `delete` or `gc`.
+        verb: &'static str,
+        /// What went wrong.
+        #[source]
+        source: InvokeError,
+    },
+    /// A plugin could not be found or run, or failed, in CHECK or STATUS (libcni does not
+    /// wrap these).
+    #[error(transparent)]
+    Invoke(#[from] InvokeError),
+    /// CHECK of a list whose version has no CHECK (below 0.4.0).
+    #[error("configuration version {} does not support the CHECK command", gojson::quote(.0))]
+    CheckUnsupported(String),
+    /// The cached result CHECK sends could not be read.
+    #[error("failed to get network {} cached result: {source}", gojson::quote(.network))]
+    CachedResult {
+        /// The list's name.
+        network: String,
+        /// Why.
+        #[source]
+        source: CacheError,
+    },
+    /// The cache file path could not be built.
+    #[error(transparent)]
+    CachePath(CacheError),
+    /// The result could not be cached after a successful ADD.
+    #[error("failed to write cached result: {0}")]
+    CacheWrite(#[source] std::io::Error),
+    /// The cached result could not be removed after DEL.
+    #[error("failed to remove cached result: {0}")]
+    CacheRemove(#[source] std::io::Error),
+    /// GC's failures, every one (libcni joins them with newlines).
+    #[error("{}", lines(.0))]
+    Gc(Vec<ChainError>),
+    /// `ValidateNetworkList`'s failures, every plugin's (`[… …]`).
+    #[error("[{}]", words(.0))]
+    Validate(Vec<Unvalidated>),
+}
+
+/// One plugin's failure in [`Chain::validate`].
+#[derive(Debug, thiserror::Error)]
+pub enum Unvalidated {
+    /// Its VERSION answer does not list the list's version.
+    #[error("plugin {plugin} does not support config version {}", gojson::quote(.version))]
+    Version {
+        /// The plugin type.
+        plugin: String,
+        /// The list's version.
+        version: String,
+    },
+    /// It could not be asked.
+    #[error(transparent)]
+    Invoke(#[from] InvokeError),
+}
+
+/// Why a cached result could not be found or read.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// A part of its path is empty (libcni's message).
+    #[error(
+        "cache file path requires network name ({}), container ID ({}), and interface name ({})",
+        gojson::quote(.network),
+        gojson::quote(.container_id),
+        gojson::quote(.ifname)
+    )]
+    MissingKey {
+        /// The network name.
+        network: String,
+        /// The container ID.
+        container_id: String,
+        /// The interface name.
+        ifname: String,
+    },
+    /// A part of its path is not a valid name (it could name a file elsewhere).
+    #[error("cache file path: {0}")]
+    BadKey(#[source] CniError),
+    /// The file could not be read.
+    #[error(transparent)]
+    Read(#[from] std::io::Error),
+    /// It is not JSON as Go reads it.
+    #[error(transparent)]
+    Syntax(#[from] gojson::SyntaxError),
+    /// Its result is not a result.
+    #[error(transparent)]
+    Result(#[from] cni_types::result::CreateError),
+    /// Its result cannot be expressed in the list's version.
+    #[error(transparent)]
+    Convert(#[from] cni_types::result::ConvertError),
+}
+
+fn lines(errors: &[ChainError]) -> String {
+    errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n")
+}
+
+fn words(errors: &[Unvalidated]) -> String {
+    errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(" ")
 }
 
 impl ChainError {
-    fn plain(msg: impl Into<String>) -> ChainError {
-        ChainError { msg: msg.into(), cause: None }
+    /// The failing plugin's own error, code intact: a plugin's error object, a passed deadline
+    /// (code 11: the caller ran out of time, not the plugin), or the runtime's invalid
+    /// parameters. `None` when no plugin said why.
+    pub fn cause(&self) -> Option<CniError> {
+        match self {
+            ChainError::Invalid(e) => Some(e.clone()),
+            ChainError::Plugin { source, .. } | ChainError::Invoke(source) => match source {
+                InvokeError::Plugin(c) => Some(c.clone()),
+                e @ InvokeError::DeadlinePassed { .. } => Some(CniError::from(e.clone())),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 }
 
@@ -76,42 +191,25 @@ impl From<ChainError> for CniError {
     /// The failing plugin's code with libcni's wrapped message (`plugin type="tuning" failed
     /// (add): …`), or 999 when no plugin said why.
     fn from(e: ChainError) -> CniError {
-        match e.cause {
-            Some(c) => CniError { code: c.code, msg: e.msg, details: String::new() },
-            None => CniError::new(cni_types::error::INTERNAL, e.msg),
+        match e.cause() {
+            Some(c) => CniError { code: c.code, msg: e.to_string(), details: String::new() },
+            None => CniError::new(cni_types::error::INTERNAL, e.to_string()),
         }
     }
 }
 
-impl fmt::Display for ChainError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.msg)
-    }
-}
-
-impl std::error::Error for ChainError {}
-
-fn from_invoke(e: InvokeError) -> ChainError {
-    let cause = match &e {
-        InvokeError::Plugin(c) => Some(c.clone()),
-        // Code 11 must survive the list's wrapping: the caller ran out of time, not the plugin.
-        InvokeError::DeadlinePassed { .. } => Some(CniError::from(e.clone())),
-        _ => None,
-    };
-    ChainError { msg: e.to_string(), cause }
-}
-
 fn describe(plugin: &NetConf) -> String {
-    let mut s = format!("type={}", cni_types::gojson::quote(plugin.plugin_type()));
+    let mut s = format!("type={}", gojson::quote(plugin.plugin_type()));
     if !plugin.name().is_empty() {
-        s.push_str(&format!(" name={}", cni_types::gojson::quote(plugin.name())));
+        s.push_str(&format!(" name={}", gojson::quote(plugin.name())));
     }
     s
 }
 
-fn wrap(plugin: &NetConf, verb: &str, e: InvokeError) -> ChainError {
-    let inner = from_invoke(e);
-    ChainError { msg: format!("plugin {} failed ({verb}): {}", describe(plugin), inner.msg), cause: inner.cause }
+/// A plugin's failure in `verb`, wrapped as libcni wraps it.
+fn wrap(plugin: &NetConf, verb: &'static str) -> impl FnOnce(InvokeError) -> ChainError {
+    let plugin = describe(plugin);
+    move |source| ChainError::Plugin { plugin, verb, source }
 }
 
 /// libcni's `buildOneConfig`: the plugin object with the list's `name` and `cniVersion`,
@@ -162,19 +260,18 @@ impl Chain<'_> {
 
     /// ADD every plugin in order; on success the final result is cached and returned.
     pub fn add(&self, list: &NetConfList, rt: &RuntimeConf) -> Result<AnyResult, ChainError> {
-        let v = |e: CniError| ChainError { msg: e.to_string(), cause: Some(e) };
-        cni_types::validate::container_id(&rt.container_id).map_err(v)?;
-        cni_types::validate::network_name(&list.name).map_err(v)?;
-        cni_types::validate::interface_name(&rt.ifname).map_err(v)?;
+        cni_types::validate::container_id(&rt.container_id).map_err(ChainError::Invalid)?;
+        cni_types::validate::network_name(&list.name).map_err(ChainError::Invalid)?;
+        cni_types::validate::interface_name(&rt.ifname).map_err(ChainError::Invalid)?;
         let req = self.request(Command::Add, rt);
         let mut prev: Option<AnyResult> = None;
         for plugin in &list.plugins {
             let stdin = build_one_config(plugin, &list.name, &list.cni_version, prev.as_ref(), &rt.capability_args);
-            let path = self.find(plugin).map_err(|e| wrap(plugin, "add", e))?;
-            let result = invoke::add(self.exec, &path, &stdin, &req).map_err(|e| wrap(plugin, "add", e))?;
+            let path = self.find(plugin).map_err(wrap(plugin, "add"))?;
+            let result = invoke::add(self.exec, &path, &stdin, &req).map_err(wrap(plugin, "add"))?;
             prev = Some(result);
         }
-        let result = prev.ok_or_else(|| ChainError::plain("no plugins in list"))?;
+        let result = prev.ok_or(ChainError::NoPlugins)?;
         self.write_cache(list, rt, &result)?;
         Ok(result)
     }
@@ -182,26 +279,18 @@ impl Chain<'_> {
     /// CHECK every plugin in order with the cached result; refused below 0.4.0.
     pub fn check(&self, list: &NetConfList, rt: &RuntimeConf) -> Result<(), ChainError> {
         if !version::greater_than_or_equal_to(&list.cni_version, "0.4.0").unwrap_or(false) {
-            return Err(ChainError::plain(format!(
-                "configuration version {} does not support the CHECK command",
-                cni_types::gojson::quote(&list.cni_version)
-            )));
+            return Err(ChainError::CheckUnsupported(list.cni_version.clone()));
         }
         if list.disable_check {
             return Ok(());
         }
-        let cached = self.cache_path(&list.name, rt).map_err(|e| e.msg).and_then(|p| self.cached_result(list, &p));
-        let cached = cached.map_err(|e| {
-            ChainError::plain(format!(
-                "failed to get network {} cached result: {e}",
-                cni_types::gojson::quote(&list.name)
-            ))
-        })?;
+        let cached = self.cache_path(&list.name, rt).and_then(|p| self.cached_result(list, &p));
+        let cached = cached.map_err(|source| ChainError::CachedResult { network: list.name.clone(), source })?;
         let req = self.request(Command::Check, rt);
         for plugin in &list.plugins {
             let stdin = build_one_config(plugin, &list.name, &list.cni_version, cached.as_ref(), &rt.capability_args);
-            let path = self.find(plugin).map_err(from_invoke)?;
-            invoke::exec_without_result(self.exec, &path, &stdin, &req).map_err(from_invoke)?;
+            let path = self.find(plugin)?;
+            invoke::exec_without_result(self.exec, &path, &stdin, &req)?;
         }
         Ok(())
     }
@@ -226,14 +315,14 @@ impl Chain<'_> {
         let req = self.request(Command::Del, rt);
         for plugin in list.plugins.iter().rev() {
             let stdin = build_one_config(plugin, &list.name, &list.cni_version, cached.as_ref(), &rt.capability_args);
-            let path = self.find(plugin).map_err(|e| wrap(plugin, "delete", e))?;
-            invoke::exec_without_result(self.exec, &path, &stdin, &req).map_err(|e| wrap(plugin, "delete", e))?;
+            let path = self.find(plugin).map_err(wrap(plugin, "delete"))?;
+            invoke::exec_without_result(self.exec, &path, &stdin, &req).map_err(wrap(plugin, "delete"))?;
         }
         let Some(path) = cache else { return Ok(()) };
         match std::fs::remove_file(path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(ChainError::plain(format!("failed to remove cached result: {e}"))),
+            Err(e) => Err(ChainError::CacheRemove(e)),
         }
     }
 
@@ -249,7 +338,7 @@ impl Chain<'_> {
             let stale = !keep.iter().any(|a| a.container_id == entry.container_id && a.ifname == entry.ifname);
             if stale {
                 if let Err(e) = self.del(list, &entry) {
-                    errors.push(e.msg);
+                    errors.push(e);
                 }
             }
         }
@@ -273,14 +362,14 @@ impl Chain<'_> {
                     .find(plugin)
                     .and_then(|path| invoke::exec_without_result(self.exec, &path, &conf.to_bytes(), &req));
                 if let Err(e) = result {
-                    errors.push(wrap(plugin, "gc", e).msg);
+                    errors.push(wrap(plugin, "gc")(e));
                 }
             }
         }
         if errors.is_empty() {
             Ok(())
         } else {
-            Err(ChainError::plain(errors.join("\n")))
+            Err(ChainError::Gc(errors))
         }
     }
 
@@ -294,8 +383,8 @@ impl Chain<'_> {
             let mut conf = plugin.clone();
             conf.set("name", Value::String(list.name.clone()));
             conf.set("cniVersion", Value::String(list.cni_version.clone()));
-            let path = self.find(plugin).map_err(from_invoke)?;
-            invoke::exec_without_result(self.exec, &path, &conf.to_bytes(), &req).map_err(from_invoke)?;
+            let path = self.find(plugin)?;
+            invoke::exec_without_result(self.exec, &path, &conf.to_bytes(), &req)?;
         }
         Ok(())
     }
@@ -312,12 +401,11 @@ impl Chain<'_> {
                 .map(|i| i.supported_versions.contains(&list.cni_version));
             match supported {
                 Ok(true) => {}
-                Ok(false) => errors.push(format!(
-                    "plugin {} does not support config version {}",
-                    plugin.plugin_type(),
-                    cni_types::gojson::quote(&list.cni_version)
-                )),
-                Err(e) => errors.push(e.to_string()),
+                Ok(false) => errors.push(Unvalidated::Version {
+                    plugin: plugin.plugin_type().to_string(),
+                    version: list.cni_version.clone(),
+                }),
+                Err(e) => errors.push(e.into()),
             }
             for (cap, on) in plugin.capabilities() {
                 if *on && !caps.contains(cap) {
@@ -329,19 +417,16 @@ impl Chain<'_> {
             caps.sort();
             Ok(caps)
         } else {
-            Err(ChainError::plain(format!("[{}]", errors.join(" "))))
+            Err(ChainError::Validate(errors))
         }
     }
 
     /// Why no cache path can be built (libcni's message), if so.
-    pub fn cache_key_error(network: &str, rt: &RuntimeConf) -> Option<String> {
-        (network.is_empty() || rt.container_id.is_empty() || rt.ifname.is_empty()).then(|| {
-            format!(
-                "cache file path requires network name ({}), container ID ({}), and interface name ({})",
-                cni_types::gojson::quote(network),
-                cni_types::gojson::quote(&rt.container_id),
-                cni_types::gojson::quote(&rt.ifname)
-            )
+    pub fn cache_key_error(network: &str, rt: &RuntimeConf) -> Option<CacheError> {
+        (network.is_empty() || rt.container_id.is_empty() || rt.ifname.is_empty()).then(|| CacheError::MissingKey {
+            network: network.to_string(),
+            container_id: rt.container_id.clone(),
+            ifname: rt.ifname.clone(),
         })
     }
 
@@ -350,32 +435,31 @@ impl Chain<'_> {
     /// spec says): DEL and CHECK build the path from a name ADD never checked (a configuration
     /// changed since, a list without state), and a `/` or `..` in it must never make braid read
     /// or remove a file elsewhere. libcni itself builds it with `filepath.Join` unchecked.
-    pub fn cache_path(&self, network: &str, rt: &RuntimeConf) -> Result<PathBuf, ChainError> {
+    pub fn cache_path(&self, network: &str, rt: &RuntimeConf) -> Result<PathBuf, CacheError> {
         if let Some(e) = Chain::cache_key_error(network, rt) {
-            return Err(ChainError::plain(e));
+            return Err(e);
         }
-        let bad = |e: CniError| ChainError::plain(format!("cache file path: {e}"));
-        cni_types::validate::network_name(network).map_err(bad)?;
-        cni_types::validate::container_id(&rt.container_id).map_err(bad)?;
-        cni_types::validate::interface_name(&rt.ifname).map_err(bad)?;
+        cni_types::validate::network_name(network).map_err(CacheError::BadKey)?;
+        cni_types::validate::container_id(&rt.container_id).map_err(CacheError::BadKey)?;
+        cni_types::validate::interface_name(&rt.ifname).map_err(CacheError::BadKey)?;
         Ok(self.cache_dir.join("results").join(format!("{network}-{}-{}", rt.container_id, rt.ifname)))
     }
 
     fn write_cache(&self, list: &NetConfList, rt: &RuntimeConf, result: &AnyResult) -> Result<(), ChainError> {
-        let path = self.cache_path(&list.name, rt)?;
-        let io = |e: std::io::Error| ChainError::plain(format!("failed to write cached result: {e}"));
+        let path = self.cache_path(&list.name, rt).map_err(ChainError::CachePath)?;
         let dir = self.cache_dir.join("results");
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(io)?;
-        crate::files::replace(&path, &cache_file_bytes(list, rt, result), 0o600).map_err(|e| io(e.source))
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(ChainError::CacheWrite)?;
+        crate::files::replace(&path, &cache_file_bytes(list, rt, result), 0o600)
+            .map_err(|e| ChainError::CacheWrite(e.source))
     }
 
-    fn cached_result(&self, list: &NetConfList, path: &Path) -> Result<Option<AnyResult>, String> {
+    fn cached_result(&self, list: &NetConfList, path: &Path) -> Result<Option<AnyResult>, CacheError> {
         let bytes = match crate::files::read_regular(path, MAX_CACHE_FILE, Links::Refuse) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         };
-        let value: Value = cni_types::gojson::parse(&bytes).map_err(|e| e.to_string())?;
+        let value: Value = gojson::parse(&bytes)?;
         let raw = match value.get("kind") {
             Some(Value::String(k)) if k == "cniCacheV1" => value.get("result").cloned().unwrap_or(Value::Null),
             _ => value,
@@ -383,9 +467,9 @@ impl Chain<'_> {
         if raw.is_null() {
             return Ok(None);
         }
-        let bytes = serde_json::to_vec(&raw).map_err(|e| e.to_string())?;
-        let result = AnyResult::from_bytes(&bytes).map_err(|e| e.to_string())?;
-        result.convert_to(&list.cni_version).map(Some).map_err(|e| e.to_string())
+        // A `Value` always serialises.
+        let bytes = serde_json::to_vec(&raw).unwrap_or_default();
+        Ok(Some(AnyResult::from_bytes(&bytes)?.convert_to(&list.cni_version)?))
     }
 
     fn cache_entries(&self, network: &str) -> Vec<RuntimeConf> {
@@ -427,7 +511,7 @@ impl Chain<'_> {
 /// The cache file libcni writes, keys in libcni's order.
 pub fn cache_file_bytes(list: &NetConfList, rt: &RuntimeConf, result: &AnyResult) -> Vec<u8> {
     let mut out = String::from("{\"kind\":\"cniCacheV1\"");
-    let s = |v: &str| cni_types::gojson::to_go_string(v);
+    let s = |v: &str| gojson::to_go_string(v);
     out.push_str(&format!(",\"containerId\":{}", s(&rt.container_id)));
     out.push_str(&format!(",\"config\":\"{}\"", base64(&list.bytes)));
     out.push_str(&format!(",\"ifName\":{}", s(&rt.ifname)));
@@ -438,10 +522,10 @@ pub fn cache_file_bytes(list: &NetConfList, rt: &RuntimeConf, result: &AnyResult
     let pairs = cni_types::args::split_pairs(&rt.args).unwrap_or_default();
     if !pairs.is_empty() {
         let pairs: Vec<[&str; 2]> = pairs.iter().map(|(k, v)| [k.as_str(), v.as_str()]).collect();
-        out.push_str(&format!(",\"cniArgs\":{}", cni_types::gojson::to_go_string(&pairs)));
+        out.push_str(&format!(",\"cniArgs\":{}", gojson::to_go_string(&pairs)));
     }
     if !rt.capability_args.is_empty() {
-        out.push_str(&format!(",\"capabilityArgs\":{}", cni_types::gojson::to_go_string(&rt.capability_args)));
+        out.push_str(&format!(",\"capabilityArgs\":{}", gojson::to_go_string(&rt.capability_args)));
     }
     out.push_str(&format!(",\"result\":{}", result.to_json()));
     out.push('}');
@@ -466,34 +550,73 @@ fn base64(data: &[u8]) -> String {
     out
 }
 
+/// Why [`inject_conf`] refused, in libcni's words.
+#[derive(Debug, thiserror::Error)]
+pub enum InjectError {
+    /// The configuration does not parse.
+    #[error("unmarshal existing network bytes: {0}")]
+    Parse(#[source] cni_types::DecodeError),
+    /// An empty key.
+    #[error("keys cannot be empty")]
+    EmptyKey,
+    /// A key set to `null`.
+    #[error("key '{0}' value must not be nil")]
+    NullValue(String),
+}
+
 /// libcni's `InjectConf`: sets top-level keys in a configuration, returning compact JSON with
 /// keys sorted.
-pub fn inject_conf(orig: &[u8], inject: &Map<String, Value>) -> Result<Vec<u8>, String> {
-    let mut conf = NetConf::parse(orig).map_err(|e| format!("unmarshal existing network bytes: {e}"))?;
+pub fn inject_conf(orig: &[u8], inject: &Map<String, Value>) -> Result<Vec<u8>, InjectError> {
+    let mut conf = NetConf::parse(orig).map_err(InjectError::Parse)?;
     for (k, v) in inject {
         if k.is_empty() {
-            return Err("keys cannot be empty".into());
+            return Err(InjectError::EmptyKey);
         }
         if v.is_null() {
-            return Err(format!("key '{k}' value must not be nil"));
+            return Err(InjectError::NullValue(k.clone()));
         }
         conf.set(k, v.clone());
     }
     Ok(conf.to_bytes())
 }
 
+/// Why [`load_list`] could not read a configuration file.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// Not a regular file that could be read, or larger than the cap.
+    #[error("{}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not JSON as Go reads it.
+    #[error("{}: {source}", .path.display())]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: gojson::SyntaxError,
+    },
+    /// JSON, but not a conflist or a plugin configuration (libcni's message, without the path).
+    #[error(transparent)]
+    Config(#[from] cni_types::conflist::ConfListError),
+}
+
 /// Reads `path`, whether a conflist or a single plugin configuration (wrapped as a list): a
 /// regular file (symlinks followed, as libcni does), never a FIFO, at most
 /// [`MAX_CONFIG_FILE`](crate::files::MAX_CONFIG_FILE) bytes.
-pub fn load_list(path: &Path) -> Result<NetConfList, String> {
+pub fn load_list(path: &Path) -> Result<NetConfList, LoadError> {
     let bytes = crate::files::read_regular(path, crate::files::MAX_CONFIG_FILE, Links::Follow)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let value = cni_types::gojson::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|source| LoadError::Read { path: path.to_path_buf(), source })?;
+    let value = gojson::parse(&bytes).map_err(|source| LoadError::Syntax { path: path.to_path_buf(), source })?;
     if value.get("plugins").is_some() {
-        NetConfList::parse(&bytes).map_err(|e| e.to_string())
+        Ok(NetConfList::parse(&bytes)?)
     } else {
-        let conf = cni_types::conflist::parse_plugin(value).map_err(|e| e.to_string())?;
-        Ok(NetConfList::from_single(conf))
+        Ok(NetConfList::from_single(cni_types::conflist::parse_plugin(value)?))
     }
 }
 

@@ -5,7 +5,6 @@
 use cni_types::error::{INTERNAL, TRY_AGAIN_LATER};
 use cni_types::result::AnyResult;
 use cni_types::{CniError, Invocation};
-use std::fmt;
 use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -13,15 +12,19 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// A failure to run a plugin, worded as the Go library words it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvokeError {
     /// `no plugin name provided`
+    #[error("no plugin name provided")]
     NoName,
     /// `invalid plugin name: <name>` (it contains a path separator).
+    #[error("invalid plugin name: {0}")]
     InvalidName(String),
     /// `no paths provided`
+    #[error("no paths provided")]
     NoPaths,
     /// `failed to find plugin "<name>" in path [<dirs>]`
+    #[error("failed to find plugin {name:?} in path [{}]", joined(.paths))]
     NotFound {
         /// The plugin type.
         name: String,
@@ -29,13 +32,15 @@ pub enum InvokeError {
         paths: Vec<PathBuf>,
     },
     /// The binary could not be started.
+    #[error("cannot execute {}: {reason}", .path.display())]
     Spawn {
         /// The binary.
         path: PathBuf,
-        /// Why.
+        /// Why (the system's error, as text: the error stays comparable and cloneable).
         reason: String,
     },
     /// The plugin ran longer than allowed and was killed with everything it spawned.
+    #[error("{} timed out after {}", .path.display(), humanize(*.after))]
     TimedOut {
         /// The binary.
         path: PathBuf,
@@ -44,6 +49,7 @@ pub enum InvokeError {
     },
     /// The caller's deadline passed: the plugin was killed with everything it spawned (or, when
     /// it had already passed, never started). Code 11, "try again later".
+    #[error("{}", deadline_passed(.path, *.started))]
     DeadlinePassed {
         /// The binary.
         path: PathBuf,
@@ -51,40 +57,44 @@ pub enum InvokeError {
         started: bool,
     },
     /// The plugin failed with a CNI error object; its code is kept.
+    #[error(transparent)]
     Plugin(CniError),
     /// The plugin failed without a usable error object (Go's `netplugin failed …` texts).
+    #[error("{0}")]
     Failed(String),
-    /// The plugin succeeded but its result could not be decoded.
-    BadResult(String),
+    /// The plugin succeeded but its result could not be decoded (Go's `failed to unmarshal
+    /// raw result: …`).
+    #[error("failed to unmarshal raw result: {0}")]
+    BadResult(#[source] OutputError),
+    /// The plugin's VERSION answer could not be decoded (in `VersionInfo::decode`'s words).
+    #[error("{0}")]
+    BadVersionInfo(String),
 }
 
-impl fmt::Display for InvokeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            InvokeError::NoName => f.write_str("no plugin name provided"),
-            InvokeError::InvalidName(n) => write!(f, "invalid plugin name: {n}"),
-            InvokeError::NoPaths => f.write_str("no paths provided"),
-            InvokeError::NotFound { name, paths } => {
-                let dirs: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-                write!(f, "failed to find plugin {:?} in path [{}]", name, dirs.join(" "))
-            }
-            InvokeError::Spawn { path, reason } => write!(f, "cannot execute {}: {reason}", path.display()),
-            InvokeError::TimedOut { path, after } => {
-                write!(f, "{} timed out after {}", path.display(), humanize(*after))
-            }
-            InvokeError::DeadlinePassed { path, started: true } => {
-                write!(f, "{} was killed at the command's deadline", path.display())
-            }
-            InvokeError::DeadlinePassed { path, started: false } => {
-                write!(f, "{} was not started: the command's deadline had passed", path.display())
-            }
-            InvokeError::Plugin(e) => write!(f, "{e}"),
-            InvokeError::Failed(m) | InvokeError::BadResult(m) => f.write_str(m),
-        }
+/// Why a plugin's output on success is not a result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OutputError {
+    /// Not JSON as Go reads it.
+    #[error(transparent)]
+    Syntax(#[from] cni_types::gojson::SyntaxError),
+    /// JSON, but not a result of its version.
+    #[error(transparent)]
+    Result(#[from] cni_types::result::CreateError),
+}
+
+/// The directories of [`InvokeError::NotFound`], as Go prints a slice.
+fn joined(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ")
+}
+
+/// The text of [`InvokeError::DeadlinePassed`].
+fn deadline_passed(path: &Path, started: bool) -> String {
+    if started {
+        format!("{} was killed at the command's deadline", path.display())
+    } else {
+        format!("{} was not started: the command's deadline had passed", path.display())
     }
 }
-
-impl std::error::Error for InvokeError {}
 
 fn humanize(d: Duration) -> String {
     if d.subsec_millis() == 0 {
@@ -318,8 +328,7 @@ pub fn failure(stdout: &[u8], stderr: &[u8], status: &str) -> InvokeError {
 /// Decodes an ADD result (Go's `ExecPluginWithResult`): `null` is `{}`, and a result without
 /// `cniVersion` is taken to be in the configuration's version.
 pub fn decode_result(stdout: &[u8], conf_version: &str) -> Result<AnyResult, InvokeError> {
-    let bad = |e: String| InvokeError::BadResult(format!("failed to unmarshal raw result: {e}"));
-    let mut value = cni_types::gojson::parse(stdout).map_err(|e| bad(e.to_string()))?;
+    let mut value = cni_types::gojson::parse(stdout).map_err(|e| InvokeError::BadResult(e.into()))?;
     if value.is_null() {
         value = serde_json::Value::Object(Default::default());
     }
@@ -333,7 +342,7 @@ pub fn decode_result(stdout: &[u8], conf_version: &str) -> Result<AnyResult, Inv
             v.to_string()
         }
     };
-    AnyResult::create_from_value(&version, &value).map_err(|e| bad(e.to_string()))
+    AnyResult::create_from_value(&version, &value).map_err(|e| InvokeError::BadResult(e.into()))
 }
 
 /// Runs ADD and decodes the result (Go's `invoke.ExecPluginWithResult`).
@@ -360,7 +369,7 @@ pub fn version_info(exec: &dyn Exec, plugin: &Path) -> Result<cni_types::version
     };
     let env = probe.env();
     match exec.exec(plugin, br#"{"cniVersion":"1.1.0"}"#, &env) {
-        Ok(out) => cni_types::version::VersionInfo::decode(&out).map_err(InvokeError::BadResult),
+        Ok(out) => cni_types::version::VersionInfo::decode(&out).map_err(InvokeError::BadVersionInfo),
         Err(InvokeError::Plugin(e)) if e.to_string() == "unknown CNI_COMMAND: VERSION" => {
             Ok(cni_types::version::VersionInfo {
                 cni_version: "0.1.0".into(),

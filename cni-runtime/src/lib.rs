@@ -30,5 +30,5 @@ pub mod procs;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use chain::{Chain, ChainError, RuntimeConf};
+pub use chain::{CacheError, Chain, ChainError, RuntimeConf};
 pub use invoke::{Exec, InvokeError, RawExec};

@@ -17,6 +17,22 @@ pub struct RecordedProcess {
     pub start: u64,
 }
 
+/// Why [`RecordedProcess::kill_group`] did not end a process.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KillError {
+    /// The pid is no process group id (beyond `i32`).
+    #[error(transparent)]
+    Pid(#[from] std::num::TryFromIntError),
+    /// It still ran when the wait was up.
+    #[error("process {pid} survived SIGKILL for {wait:?}")]
+    Survived {
+        /// Its pid.
+        pid: u32,
+        /// How long it was waited for.
+        wait: Duration,
+    },
+}
+
 /// `(state, starttime)` from `/proc/<pid>/stat`, `None` when there is no such process.
 fn stat(pid: u32) -> Option<(char, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -55,16 +71,16 @@ impl RecordedProcess {
 
     /// Kills its whole process group if it still runs, and waits (up to `wait`) until it has
     /// ended. Returns whether it was running; an error when it survived the wait.
-    pub fn kill_group(&self, wait: Duration) -> Result<bool, String> {
+    pub fn kill_group(&self, wait: Duration) -> Result<bool, KillError> {
         if !self.alive() {
             return Ok(false);
         }
-        let pgid = i32::try_from(self.pid).map_err(|e| e.to_string())?;
+        let pgid = i32::try_from(self.pid)?;
         let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::SIGKILL);
         let deadline = Instant::now() + wait;
         while self.alive() {
             if Instant::now() > deadline {
-                return Err(format!("process {} survived SIGKILL for {wait:?}", self.pid));
+                return Err(KillError::Survived { pid: self.pid, wait });
             }
             std::thread::sleep(Duration::from_millis(2));
         }

@@ -164,10 +164,10 @@ fn a_network_name_that_would_leave_the_cache_directory_touches_no_file() {
     let planted = br#"{"kind":"cniCacheV1","result":{"cniVersion":"1.0.0","dns":{"domain":"victim.example"}}}"#;
     std::fs::write(&victim, planted).unwrap();
     let e = chain.cache_path(&list.name, &f.rt).unwrap_err();
-    assert!(e.msg.starts_with("cache file path: invalid characters found in network name"), "{e}");
+    assert!(e.to_string().starts_with("cache file path: invalid characters found in network name"), "{e}");
     // CHECK needs the cache: refused, naming why.
     let e = chain.check(&list, &f.rt).unwrap_err();
-    assert!(e.msg.contains("cached result: cache file path: invalid characters found in network name"), "{e}");
+    assert!(e.to_string().contains("cached result: cache file path: invalid characters found in network name"), "{e}");
     // DEL still reaches every plugin, never with the planted file as prevResult, and removes nothing.
     chain.del(&list, &f.rt).unwrap();
     let calls = exec.calls.lock().unwrap().clone();
@@ -191,8 +191,8 @@ fn add_error_is_wrapped_and_keeps_its_code() {
     let typed = &f.flow["ADD-with-tuning-error.typedError"];
     exec.reply(Err(cni_runtime::invoke::InvokeError::Plugin(serde_json::from_value(typed.clone()).unwrap())));
     let e = f.chain(&exec).add(&f.list, &f.rt).unwrap_err();
-    assert_eq!(e.msg, f.flow["ADD-with-tuning-error.error"].as_str().unwrap());
-    assert_eq!(e.cause.unwrap().code, typed["code"].as_u64().unwrap() as u32);
+    assert_eq!(e.to_string(), f.flow["ADD-with-tuning-error.error"].as_str().unwrap());
+    assert_eq!(e.cause().unwrap().code, typed["code"].as_u64().unwrap() as u32);
     assert_eq!(exec.calls.lock().unwrap().len(), 2, "the chain stops at the failing plugin");
 }
 
@@ -202,7 +202,10 @@ fn check_refusals() {
     let exec = FakeExec::default();
     let mut old = f.list.clone();
     old.cni_version = "0.3.1".into();
-    assert_eq!(f.chain(&exec).check(&old, &f.rt).unwrap_err().msg, f.flow["CHECK-0.3.1.error"].as_str().unwrap());
+    assert_eq!(
+        f.chain(&exec).check(&old, &f.rt).unwrap_err().to_string(),
+        f.flow["CHECK-0.3.1.error"].as_str().unwrap()
+    );
     let mut disabled = f.list.clone();
     disabled.disable_check = true;
     f.chain(&exec).check(&disabled, &f.rt).unwrap();
@@ -258,7 +261,7 @@ fn upstream_libcni_tests() {
             got = cni_runtime::chain::inject_conf(bytes, then.as_object().unwrap());
         }
         match c.get("error") {
-            Some(e) => assert_eq!(got.unwrap_err(), e.as_str().unwrap()),
+            Some(e) => assert_eq!(got.unwrap_err().to_string(), e.as_str().unwrap()),
             None => {
                 let bytes = got.unwrap();
                 assert_eq!(String::from_utf8(bytes.clone()).unwrap(), c["bytes"].as_str().unwrap());
@@ -293,10 +296,13 @@ fn upstream_libcni_tests() {
     for _ in 0..3 {
         exec.reply(Ok(br#"{"cniVersion":"1.1.0","supportedVersions":["1.1.0"]}"#.to_vec()));
     }
-    assert_eq!(chain.validate(&broken).unwrap_err().msg, v["ValidateNetworkList_bad_version"].as_str().unwrap());
+    assert_eq!(
+        chain.validate(&broken).unwrap_err().to_string(),
+        v["ValidateNetworkList_bad_version"].as_str().unwrap()
+    );
 
     let rt = RuntimeConf { container_id: "some-container-id".into(), ifname: "eth0".into(), ..Default::default() };
-    assert_eq!(Chain::cache_key_error("", &rt).unwrap(), v["cacheErrors"]["missingName"].as_str().unwrap());
+    assert_eq!(Chain::cache_key_error("", &rt).unwrap().to_string(), v["cacheErrors"]["missingName"].as_str().unwrap());
     assert_eq!(v["cacheKind"], "cniCacheV1");
     assert!(v["CHECK_before_0.4.0_error"].as_str().unwrap().contains("does not support the CHECK command"));
     assert!(v["cacheFileName"].as_str().unwrap().starts_with("<cacheDir>/results/"));

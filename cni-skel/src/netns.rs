@@ -7,7 +7,6 @@
 
 use nix::sched::{setns, CloneFlags};
 use nix::sys::statfs::fstatfs;
-use std::fmt;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -18,18 +17,23 @@ const NSFS_MAGIC: i64 = 0x6e73_6673;
 const PROC_SUPER_MAGIC: i64 = 0x9fa0;
 
 /// Why a namespace could not be entered.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum NetnsError {
     /// `failed to open netns "<path>": <err>` (the path is missing or unreadable).
-    Open(PathBuf, std::io::Error),
+    #[error("failed to open netns {path:?}: {1}", path = .0.display().to_string())]
+    Open(PathBuf, #[source] std::io::Error),
     /// `unknown FS magic on "<path>": <hex>`: the path is not a namespace file.
+    #[error("unknown FS magic on {path:?}: {1:x}", path = .0.display().to_string())]
     NotNetns(PathBuf, i64),
     /// The path is a namespace, but not a network namespace, or setns failed.
-    Enter(PathBuf, nix::Error),
+    #[error("failed to enter netns {path:?}: {1} (is it a network namespace?)", path = .0.display().to_string())]
+    Enter(PathBuf, #[source] nix::Error),
     /// The work panicked on the namespace thread.
+    #[error("work inside netns {path:?} panicked", path = .0.display().to_string())]
     Panicked(PathBuf),
     /// Reading the namespace's links over rtnetlink failed (see [`crate::links`]).
-    Netlink(PathBuf, nix::Error),
+    #[error("reading the links of netns {path:?}: {1}", path = .0.display().to_string())]
+    Netlink(PathBuf, #[source] nix::Error),
 }
 
 impl NetnsError {
@@ -38,22 +42,6 @@ impl NetnsError {
         matches!(self, NetnsError::Open(_, e) if e.kind() == std::io::ErrorKind::NotFound)
     }
 }
-
-impl fmt::Display for NetnsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NetnsError::Open(p, e) => write!(f, "failed to open netns {:?}: {e}", p.display().to_string()),
-            NetnsError::NotNetns(p, m) => write!(f, "unknown FS magic on {:?}: {m:x}", p.display().to_string()),
-            NetnsError::Enter(p, e) => {
-                write!(f, "failed to enter netns {:?}: {e} (is it a network namespace?)", p.display().to_string())
-            }
-            NetnsError::Panicked(p) => write!(f, "work inside netns {:?} panicked", p.display().to_string()),
-            NetnsError::Netlink(p, e) => write!(f, "reading the links of netns {:?}: {e}", p.display().to_string()),
-        }
-    }
-}
-
-impl std::error::Error for NetnsError {}
 
 impl From<NetnsError> for cni_types::CniError {
     /// A path that is not a network namespace is a bad `CNI_NETNS` (code 4, the spec's

@@ -123,8 +123,8 @@ fn a_failing_plugin_in_the_chain_is_named_and_del_cleans_up() {
     }));
     let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
     let e = h.add(&list, &rt).unwrap_err();
-    assert_eq!(e.msg, "plugin type=\"braid-fault\" failed (add): Invalid Configuration; injected");
-    assert_eq!(e.cause.as_ref().unwrap().code, 7);
+    assert_eq!(e.to_string(), "plugin type=\"braid-fault\" failed (add): Invalid Configuration; injected");
+    assert_eq!(e.cause().unwrap().code, 7);
     // The bridge attached before the failure; the runtime's DEL removes it.
     assert_eq!(ctr.addresses("eth0").len(), 1);
     h.del(&list, &rt).unwrap();
@@ -175,15 +175,15 @@ fn hung_garbage_and_lying_plugins() {
     let start = std::time::Instant::now();
     let e = h.add(&one(json!({"sleepOn": "ADD", "sleepMs": 30000})), &rt).unwrap_err();
     assert!(start.elapsed() < std::time::Duration::from_secs(10));
-    assert!(e.msg.starts_with("plugin type=\"braid-fault\" failed (add): "), "{}", e.msg);
-    assert!(e.msg.ends_with("timed out after 500ms"), "{}", e.msg);
+    assert!(e.to_string().starts_with("plugin type=\"braid-fault\" failed (add): "), "{e}");
+    assert!(e.to_string().ends_with("timed out after 500ms"), "{e}");
 
     let e = h.add(&one(json!({"garbageOn": "ADD"})), &rt).unwrap_err();
-    assert!(e.msg.contains("failed to unmarshal raw result"), "{}", e.msg);
+    assert!(e.to_string().contains("failed to unmarshal raw result"), "{e}");
     let e = h.add(&one(json!({"garbageOn": "ADD", "garbageExit": 1})), &rt).unwrap_err();
-    assert!(e.msg.contains("netplugin failed but error parsing its diagnostic message"), "{}", e.msg);
+    assert!(e.to_string().contains("netplugin failed but error parsing its diagnostic message"), "{e}");
     let e = h.add(&one(json!({"abortOn": "ADD"})), &rt).unwrap_err();
-    assert!(e.msg.contains("netplugin failed"), "{}", e.msg);
+    assert!(e.to_string().contains("netplugin failed"), "{e}");
 
     // An error object with exit status 0 is, as in libcni, read as a (useless) result.
     let r = h.add(&one(json!({"errorExitZeroOn": "ADD"})), &rt).unwrap();

@@ -180,7 +180,7 @@ fn plain_check(
     let check = run.check();
     match (expect, &check) {
         (Plain::Passes, Ok(())) => {}
-        (Plain::Quirk(words), Err(e)) if e.cause.as_ref().is_some_and(|c| c.msg.contains(words)) => {}
+        (Plain::Quirk(words), Err(e)) if e.cause().is_some_and(|c| c.msg.contains(words)) => {}
         (_, other) => panic!("the plain chain's CHECK changed under this release: {other:?}"),
     }
     run.del_leaves_nothing(&r, &names.bridge);
@@ -193,7 +193,7 @@ fn assert_same_check(what: &str, braid: Result<(), ChainError>, plain: &Result<(
     match (&braid, plain) {
         (Ok(()), Ok(())) => {}
         (Err(b), Err(p)) => {
-            let (b, p) = (b.cause.as_ref().unwrap(), p.cause.as_ref().unwrap());
+            let (b, p) = (b.cause().unwrap(), p.cause().unwrap());
             assert_eq!(b.code, p.code, "{what}: braid's CHECK {b:?}, the plain chain's {p:?}");
             assert!(
                 b.msg == p.msg || b.msg.ends_with(&format!(": {}", p.msg)),
@@ -360,7 +360,7 @@ fn firewall_after_merged_results_and_in_the_cluster_conflist() {
     let e = run.check().expect_err("firewall before the merger CHECKs the final result");
     let want =
         format!("expected rule [-d {}/32 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT] not found", addr(&r, 1));
-    assert_eq!(e.cause.unwrap().msg, want, "{what}");
+    assert_eq!(e.cause().unwrap().msg, want, "{what}");
     run.del_leaves_nothing(&r, &names.bridge);
 }
 

@@ -62,13 +62,13 @@ fn a_hanging_delegate_is_killed_at_the_deadline_and_every_delegate_rolled_back()
     let list = delegator(&h, json!([ptp(&h, 60), hanging("stuck", "ADD", &flag, &log)]));
     let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
     let e = h.add(&list, &rt).unwrap_err();
-    let code = e.cause.as_ref().map(|c| c.code);
+    let code = e.cause().map(|c| c.code);
     assert_eq!(code, Some(11), "{e}");
     assert!(
-        e.msg.contains("the command's deadline (3s, 1s of it kept for rollback): passed while waiting for delegate 1 (network \"stuck\", type \"braid-fault\", interface net1) ADD: ")
-            && e.msg.contains("braid-fault was killed at the command's deadline; every attempted delegate was rolled back"),
+        e.to_string().contains("the command's deadline (3s, 1s of it kept for rollback): passed while waiting for delegate 1 (network \"stuck\", type \"braid-fault\", interface net1) ADD: ")
+            && e.to_string().contains("braid-fault was killed at the command's deadline; every attempted delegate was rolled back"),
         "{}",
-        e.msg
+        e.to_string()
     );
     // The hanging ADD was killed, then sent its DEL; the ptp attachment is gone too.
     let calls = fault_calls(&log);
@@ -93,14 +93,14 @@ fn a_rollback_cut_by_the_deadline_keeps_the_state_and_the_runtimes_del_finishes_
     let list = delegator(&h, json!([ptp(&h, 61), hanging("stuck", "*", &flag, &log)]));
     let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
     let e = h.add(&list, &rt).unwrap_err();
-    assert_eq!(e.cause.as_ref().map(|c| c.code), Some(11), "{e}");
-    assert!(e.msg.contains("passed while waiting for delegate 1 (network \"stuck\""), "{}", e.msg);
+    assert_eq!(e.cause().map(|c| c.code), Some(11), "{e}");
+    assert!(e.to_string().contains("passed while waiting for delegate 1 (network \"stuck\""), "{e}");
     assert!(
-        e.msg.contains(
+        e.to_string().contains(
             "rollback incomplete, state kept for DEL: delegate 0 (network \"cluster\", type \"ptp\", interface eth0): "
-        ) && e.msg.contains("ptp was not started: the command's deadline had passed"),
+        ) && e.to_string().contains("ptp was not started: the command's deadline had passed"),
         "{}",
-        e.msg
+        e.to_string()
     );
     assert_eq!(ctr.addresses("eth0").len(), 1, "the ptp attachment waits for DEL");
     assert_eq!(h.state_files().len(), 1, "{:?}", h.dir.files());
@@ -139,16 +139,16 @@ fn a_held_pod_namespace_lock_is_waited_for_until_the_deadline_and_its_holder_nam
     // Another braid network of this pod is choosing its names (here: this test holds the lock).
     let held = braid_attach::state::lock_file(path.clone(), braid_attach::state::Wait::No).unwrap().unwrap();
     let e = h.add(&list, &rt).unwrap_err();
-    assert_eq!(e.cause.as_ref().map(|c| c.code), Some(11), "{e}");
+    assert_eq!(e.cause().map(|c| c.code), Some(11), "{e}");
     assert!(
-        e.msg.contains(&format!(
+        e.to_string().contains(&format!(
             "the command's deadline (3s, 1s of it kept for rollback): passed while waiting for the lock of pod namespace {} ({}: still held by pid {} (",
             rt.netns,
             path.display(),
             std::process::id()
         )),
         "{}",
-        e.msg
+        e.to_string()
     );
     // Nothing ran: no link, no reservation, no state.
     nothing_left(&h, &ctr);
@@ -180,14 +180,14 @@ fn the_merger_draws_on_its_own_deadline() {
     });
     let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
     let e = h.add(&list, &rt).unwrap_err();
-    assert_eq!(e.cause.as_ref().map(|c| c.code), Some(11), "{e}");
+    assert_eq!(e.cause().map(|c| c.code), Some(11), "{e}");
     assert!(
-        e.msg.contains("plugin type=\"merger\"")
-            && e.msg.contains(
+        e.to_string().contains("plugin type=\"merger\"")
+            && e.to_string().contains(
                 "passed while waiting for delegate 1 (network \"stuck\", type \"braid-fault\", interface net2) ADD"
             ),
         "{}",
-        e.msg
+        e.to_string()
     );
     // The merger rolled its own delegates back; the chain's DEL (as a runtime sends it) the rest.
     assert!(ctr.link("net1").is_none() && ctr.link("net2").is_none());

@@ -83,14 +83,14 @@ fn failure_at_two_of_three_leaves_nothing_and_names_the_delegate() {
     );
     let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
     let e = h.add(&list, &rt).unwrap_err();
-    let cause = e.cause.clone().unwrap();
+    let cause = e.cause().unwrap();
     assert_eq!(cause.code, 7, "{e}");
     assert!(
-        e.msg.contains(
+        e.to_string().contains(
             "delegate 1 (network \"broken\", type \"braid-fault\", interface net1) failed: Invalid Configuration"
         ),
         "{}",
-        e.msg
+        e.to_string()
     );
     assert!(ctr.link("eth0").is_none(), "bridge attachment not rolled back");
     assert!(h.reservations().is_empty(), "{:?}", h.dir.files());
@@ -115,16 +115,20 @@ fn plan_errors_run_nothing() {
         (json!([fault, {"type": "../bin/sh"}]), "must be a plugin name, not a path"),
     ] {
         let e = h.add(&delegator_list(&h, "1.1.0", "merged", delegates), &rt).unwrap_err();
-        assert_eq!(e.cause.as_ref().unwrap().code, 7, "{e}");
-        assert!(e.msg.contains(want), "{}", e.msg);
+        assert_eq!(e.cause().unwrap().code, 7, "{e}");
+        assert!(e.to_string().contains(want), "{e}");
     }
     let e = h.add(&delegator_list(&h, "0.2.0", "merged", json!([fault, fault])), &rt).unwrap_err();
-    assert!(e.msg.contains("use cniVersion 0.3.0 or later"), "{}", e.msg);
+    assert!(e.to_string().contains("use cniVersion 0.3.0 or later"), "{e}");
     ctr.ip(&["link", "add", "net1", "type", "veth", "peer", "name", "net1peer"]);
     let named = json!([fault, {"network": fault, "ifname": "net1"}]);
     let e = h.add(&delegator_list(&h, "1.1.0", "merged", named), &rt).unwrap_err();
-    assert_eq!(e.cause.as_ref().unwrap().code, 7, "{e}");
-    assert!(e.msg.contains("delegates[1] (") && e.msg.contains("interface net1 already exists"), "{}", e.msg);
+    assert_eq!(e.cause().unwrap().code, 7, "{e}");
+    assert!(
+        e.to_string().contains("delegates[1] (") && e.to_string().contains("interface net1 already exists"),
+        "{}",
+        e.to_string()
+    );
     assert!(!log.exists(), "a delegate ran despite an invalid plan");
     // Without an explicit name, the taken net1 is skipped: the delegate gets net2.
     let r = h.add(&delegator_list(&h, "1.1.0", "merged", json!([fault, fault])), &rt).unwrap().to_latest();
@@ -154,7 +158,7 @@ fn hung_delegate_is_killed_and_rolled_back() {
     let start = std::time::Instant::now();
     let e = h.add(&list, &rt).unwrap_err();
     assert!(start.elapsed() < std::time::Duration::from_secs(10), "{:?}", start.elapsed());
-    assert!(e.msg.contains("delegate 2") && e.msg.contains("timed out after 1s"), "{}", e.msg);
+    assert!(e.to_string().contains("delegate 2") && e.to_string().contains("timed out after 1s"), "{e}");
     assert!(ctr.link("eth0").is_none() && ctr.link("net1").is_none());
     assert!(h.reservations().is_empty(), "{:?}", h.dir.files());
     assert!(h.state_files().is_empty(), "{:?}", h.dir.files());
@@ -410,7 +414,7 @@ fn delegates_get_ignore_unknown_when_the_runtime_leaves_it_out() {
     // The control: bridge itself refuses these args.
     let direct = json!({"cniVersion": "1.0.0", "name": "direct", "plugins": [bridge]});
     let e = h.add(&direct, &rt).unwrap_err();
-    assert!(e.msg.contains("unknown args"), "{}", e.msg);
+    assert!(e.to_string().contains("unknown args"), "{e}");
     let list = delegator_list(&h, "1.0.0", "primary", json!([bridge]));
     h.add(&list, &rt).unwrap();
     assert_eq!(ctr.addresses("eth0").len(), 1);
@@ -477,8 +481,8 @@ fn nested_braid_networks_work_and_cycles_are_refused_at_once() {
         let started = std::time::Instant::now();
         let e = h.add(&list, &rt).unwrap_err();
         assert!(started.elapsed() < std::time::Duration::from_secs(3), "{file}: refused after {:?}", started.elapsed());
-        assert_eq!(e.cause.as_ref().map(|c| c.code), Some(7), "{file}: {e}");
-        assert!(e.msg.contains(want), "{file}: {}", e.msg);
+        assert_eq!(e.cause().map(|c| c.code), Some(7), "{file}: {e}");
+        assert!(e.to_string().contains(want), "{file}: {e}");
         h.del(&list, &rt).unwrap_or_else(|e| panic!("{file}: DEL after a refused ADD: {e}"));
     }
     assert_eq!(ctr.links(), ["lo"]);
@@ -513,7 +517,7 @@ fn legacy_results_pass_within_their_family_and_unprintable_ones_roll_back() {
     let list = delegator_list(&h, "0.2.0", "primary", json!([fault]));
     let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
     let e = h.add(&list, &rt).unwrap_err();
-    assert!(e.msg.contains("cannot express the result in cniVersion 0.2.0"), "{}", e.msg);
+    assert!(e.to_string().contains("cannot express the result in cniVersion 0.2.0"), "{e}");
     assert!(ctr.link("eth0").is_none(), "the delegate's link was rolled back");
     assert!(h.state_files().is_empty(), "{:?}", h.dir.files());
 }
@@ -535,7 +539,7 @@ fn a_netns_that_is_not_a_network_namespace_is_refused_before_anything_runs() {
         let mut rt = h.runtime(&ctr, &unique("ctr"), "eth0");
         rt.netns = path.clone();
         let e = h.add(&list, &rt).unwrap_err();
-        assert_eq!(e.cause.as_ref().map(|c| c.code), Some(4), "{path}: {e}");
+        assert_eq!(e.cause().map(|c| c.code), Some(4), "{path}: {e}");
         assert!(!log.exists(), "{path}: a delegate ran");
         assert!(h.state_files().is_empty(), "{path}: {:?}", h.dir.files());
     }

@@ -53,7 +53,11 @@ fn bridge_merger_ptp_tuning() {
         // result against CNI_IFNAME, so a merged result fails it on net1's address. Documented
         // in the merger README; the verifier is braid's answer.
         let e = h.check(&list, &rt).unwrap_err();
-        assert!(e.msg.contains(&format!("Failed to match addr {} on interface eth0", net1[0])), "{}", e.msg);
+        assert!(
+            e.to_string().contains(&format!("Failed to match addr {} on interface eth0", net1[0])),
+            "{}",
+            e.to_string()
+        );
         h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL {version}: {e}"));
         assert!(ctr.link("eth0").is_none() && ctr.link("net1").is_none());
         assert!(leftovers(&h).is_empty(), "{version}: {:?}", h.dir.files());
@@ -76,13 +80,13 @@ fn merger_refusals_run_nothing() {
         {"type": "merger", "stateDir": h.dir.path().join("state"), "delegates": [fault]}
     ]});
     let e = h.add(&alone, &rt).unwrap_err();
-    assert_eq!(e.cause.as_ref().unwrap().code, 7);
-    assert!(e.msg.contains("must be called as a chained plugin"), "{}", e.msg);
+    assert_eq!(e.cause().unwrap().code, 7);
+    assert!(e.to_string().contains("must be called as a chained plugin"), "{e}");
     // A merge that 0.2.0 cannot express is refused before any delegate runs.
     let mut legacy = chain(&h, "0.2.0", json!([fault]));
     legacy["plugins"].as_array_mut().unwrap().pop();
     let e = h.add(&legacy, &rt).unwrap_err();
-    assert!(e.msg.contains("use cniVersion 0.3.0 or later"), "{}", e.msg);
+    assert!(e.to_string().contains("use cniVersion 0.3.0 or later"), "{e}");
     assert!(!log.exists(), "a delegate ran despite the refusal");
     h.del(&legacy, &rt).unwrap();
     assert!(leftovers(&h).is_empty(), "{:?}", h.dir.files());
@@ -154,8 +158,8 @@ fn macvlan_and_legacy_ptp_then_a_failing_delegate_rolls_back() {
     );
     let rt2 = h.runtime(&ctr, &unique("ctr"), "eth0");
     let e = h.add(&failing, &rt2).unwrap_err();
-    assert_eq!(e.cause.as_ref().unwrap().code, 11);
-    assert!(e.msg.contains("type=\"merger\"") && e.msg.contains("delegate 1"), "{}", e.msg);
+    assert_eq!(e.cause().unwrap().code, 11);
+    assert!(e.to_string().contains("type=\"merger\"") && e.to_string().contains("delegate 1"), "{e}");
     assert!(ctr.link("net1").is_none(), "the merger's ptp attachment was not rolled back");
     h.del(&failing, &rt2).unwrap_or_else(|e| panic!("chain DEL after failed ADD: {e}"));
     assert!(ctr.link("eth0").is_none());

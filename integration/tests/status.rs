@@ -171,7 +171,7 @@ fn delegator_and_merger_status_tell_the_truth() {
         {"type": "delegator", "stateDir": state, "confDir": conf_dir, "delegates": ["cluster"]}
     ]});
     let e = h.status(&chain).unwrap_err();
-    assert_eq!(e.cause.as_ref().unwrap().code, 50, "{e}");
+    assert_eq!(e.cause().unwrap().code, 50, "{e}");
 }
 
 /// The node as `braid-install` leaves it, run as the DaemonSet runs it (here on the node
@@ -226,13 +226,13 @@ fn installed_braid_without_its_primary_is_not_ready_and_starts_no_pod() {
     // and where it was looked for; a pod's ADD fails the same way and leaves nothing.
     std::fs::remove_file(&primary_file).unwrap();
     let e = h.status(&braid).unwrap_err();
-    let cause = e.cause.unwrap();
+    let cause = e.cause().unwrap();
     assert_eq!(cause.code, 50, "{cause:?}");
     let missing = format!("no network named \"{primary}\" in {}", conf_dir.display());
     assert!(cause.msg.contains(&missing), "{cause:?}");
     let rt = pod(2);
     let e = h.add(&braid, &rt).unwrap_err();
-    assert!(e.msg.contains(&missing), "{e}");
+    assert!(e.to_string().contains(&missing), "{e}");
     assert_eq!(ctr.links(), ["lo"]);
     assert!(h.state_files().is_empty() && h.reservations().is_empty(), "{:?}", h.dir.files());
     h.del(&braid, &rt).unwrap_or_else(|e| panic!("DEL after the failed ADD: {e}"));

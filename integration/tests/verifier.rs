@@ -381,8 +381,8 @@ fn merger_chains_are_verified() {
     // the destination of default routes (`pkg/ip/utils.go`, `ValidateExpectedRoute`), so the verifier, last, reports it.
     ctr.ip(&["route", "replace", "default", "via", "198.18.80.254", "dev", "eth0"]);
     let e = h.check(&list, &rt).unwrap_err();
-    let cause = e.cause.unwrap();
-    assert_eq!(cause.code, 120, "the verifier, last in the chain, reports it: {}", e.msg);
+    let cause = e.cause().unwrap();
+    assert_eq!(cause.code, 120, "the verifier, last in the chain, reports it: {}", e);
     let details = cause.details;
     assert!(
         details.contains("route 0.0.0.0/0 via 198.18.80.1 missing from table main (has: 0.0.0.0/0 via 198.18.80.254 dev eth0 table main)"),

@@ -4,7 +4,6 @@
 use crate::kernel::{self, KernelError, Snapshot};
 use crate::verify::{self, Item, Options, Subject};
 use cni_skel::netns::{self, NetnsError};
-use std::fmt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -12,27 +11,18 @@ use std::time::{Duration, Instant};
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// Why a namespace could not be inspected at all.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum InspectError {
     /// The container namespace cannot be opened or entered.
+    #[error(transparent)]
     Netns(NetnsError),
     /// Netlink failed inside the container namespace.
-    Container(String, KernelError),
+    #[error("cannot read namespace {0}: {1}")]
+    Container(String, #[source] KernelError),
     /// Netlink failed in the plugin's own namespace.
-    Host(KernelError),
+    #[error("cannot read the plugin's own namespace: {0}")]
+    Host(#[source] KernelError),
 }
-
-impl fmt::Display for InspectError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            InspectError::Netns(e) => write!(f, "{e}"),
-            InspectError::Container(ns, e) => write!(f, "cannot read namespace {ns}: {e}"),
-            InspectError::Host(e) => write!(f, "cannot read the plugin's own namespace: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for InspectError {}
 
 /// What one run found.
 #[derive(Debug, Clone)]

@@ -17,7 +17,6 @@ use rtnetlink::packet_route::route::{
 };
 use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleFlags, RuleMessage};
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
-use std::fmt;
 use std::net::IpAddr;
 
 /// How often a dump interrupted by a concurrent change is redone before giving up.
@@ -133,35 +132,24 @@ impl Snapshot {
 }
 
 /// Why the namespace could not be read.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum KernelError {
     /// The netlink socket or the runtime around it could not be set up.
-    Socket(std::io::Error),
+    #[error("cannot open a netlink socket: {0}")]
+    Socket(#[source] std::io::Error),
     /// The kernel refused a dump.
-    Dump(&'static str, std::io::Error),
+    #[error("netlink dump of {0} failed: {1}")]
+    Dump(&'static str, #[source] std::io::Error),
     /// Every try of a dump was interrupted by concurrent changes.
+    #[error("netlink dump of {0} was interrupted by concurrent changes {DUMP_TRIES} times")]
     Interrupted(&'static str),
     /// The connection ended before the dump did.
+    #[error("netlink connection closed during the dump of {0}")]
     Closed(&'static str),
     /// Reading tc qdiscs or filters failed.
+    #[error(transparent)]
     Tc(cni_netlink::NetlinkError),
 }
-
-impl fmt::Display for KernelError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KernelError::Socket(e) => write!(f, "cannot open a netlink socket: {e}"),
-            KernelError::Dump(what, e) => write!(f, "netlink dump of {what} failed: {e}"),
-            KernelError::Interrupted(what) => {
-                write!(f, "netlink dump of {what} was interrupted by concurrent changes {DUMP_TRIES} times")
-            }
-            KernelError::Closed(what) => write!(f, "netlink connection closed during the dump of {what}"),
-            KernelError::Tc(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for KernelError {}
 
 /// Reads links, addresses, routes and rules of the calling thread's network namespace.
 pub fn snapshot() -> Result<Snapshot, KernelError> {

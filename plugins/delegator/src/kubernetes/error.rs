@@ -5,40 +5,54 @@
 use super::names::NETWORKS;
 use cni_types::error::INVALID_NETWORK_CONFIG;
 use cni_types::CniError;
-use std::fmt;
 
 /// A refused selection.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SelectionError {
     /// The `kubernetes` configuration block is wrong.
+    #[error("kubernetes: {0}")]
     Config(String),
     /// The runtime's `io.kubernetes.cri.pod-annotations` is not an object of strings.
+    #[error("runtimeConfig io.kubernetes.cri.pod-annotations must be an object of strings: {0}")]
     Annotations(String),
     /// The annotation is not a JSON list (or not JSON at all).
+    #[error("pod annotation {NETWORKS}: not a list of network selection elements: {0}")]
     Malformed(String),
     /// The pod's namespace is needed but `CNI_ARGS` has no `K8S_POD_NAMESPACE`.
+    #[error("pod annotation {NETWORKS}: the pod's namespace is unknown (no K8S_POD_NAMESPACE in CNI_ARGS)")]
     NoPodNamespace,
     /// One element is refused; `network` is its `namespace/name` once known.
+    #[error("pod annotation {NETWORKS}, element {index}{}: {problem}", in_network(.network))]
     Element {
         /// Its index in the annotation (0-based).
         index: usize,
         /// `namespace/name`, once resolved.
         network: Option<String>,
         /// What is wrong.
+        #[source]
         problem: Problem,
     },
 }
 
+/// ` (network <namespace/name>)` once the element's network is known.
+fn in_network(network: &Option<String>) -> String {
+    network.as_ref().map_or_else(String::new, |n| format!(" (network {n})"))
+}
+
 /// What is wrong with one selection element.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Problem {
     /// An empty item in the text form (`a,,b`).
+    #[error("empty network reference")]
     Empty,
     /// Not a JSON object.
+    #[error("must be an object, not a JSON {0}")]
     NotAnObject(&'static str),
     /// No `name`.
+    #[error("has no \"name\"")]
     MissingName,
     /// A key of the wrong JSON type.
+    #[error("{key} must be {expected}, not {found}")]
     WrongType {
         /// The key.
         key: &'static str,
@@ -48,6 +62,7 @@ pub enum Problem {
         found: String,
     },
     /// `name` or `namespace` is not a DNS-1123 label.
+    #[error("{key} {value:?} is not a DNS-1123 label (lower-case letters, digits and '-', at most 63)")]
     NotALabel {
         /// The key.
         key: &'static str,
@@ -55,6 +70,7 @@ pub enum Problem {
         value: String,
     },
     /// `interface`/`@ifname` is not a valid interface name.
+    #[error("interface {value:?} is not a valid interface name: {why}")]
     BadInterface {
         /// The name asked for.
         value: String,
@@ -62,6 +78,7 @@ pub enum Problem {
         why: String,
     },
     /// A request (`mac`, `ips`, `default-route`, …) with a bad value.
+    #[error("{key} {value} must be {want}")]
     BadValue {
         /// The key.
         key: &'static str,
@@ -71,15 +88,21 @@ pub enum Problem {
         want: &'static str,
     },
     /// A key the spec reserves (no `.`) that braid does not know.
+    #[error("unknown key {0:?} (keys without a '.' are the spec's)")]
     UnknownKey(String),
     /// A key braid knows but does not support.
+    #[error("{0:?} is not supported by braid")]
     Unsupported(String),
     /// A second element with `default-route`.
+    #[error("default-route is already requested by element {first}: at most one element may carry it")]
     SecondDefaultRoute {
         /// The element that has it first.
         first: usize,
     },
     /// A namespace this pod may not select networks from.
+    #[error(
+        "namespace {namespace:?} is not allowed: a pod of namespace {pod:?} may select networks of its own namespace and of globalNamespaces {global:?} only"
+    )]
     Namespace {
         /// The namespace asked for.
         namespace: String,
@@ -89,11 +112,13 @@ pub enum Problem {
         global: Vec<String>,
     },
     /// No definition file.
+    #[error("unknown network: no {looked_for}")]
     UnknownNetwork {
         /// The files looked for.
         looked_for: String,
     },
     /// A definition file that cannot be read or used.
+    #[error("definition {path}: {why}")]
     BadDefinition {
         /// The file.
         path: String,
@@ -101,6 +126,7 @@ pub enum Problem {
         why: String,
     },
     /// A request for a capability no plugin of the network declares.
+    #[error("{key} requested, but no plugin of the network declares the capability {capability:?}")]
     NoCapability {
         /// The element's key.
         key: String,
@@ -108,6 +134,7 @@ pub enum Problem {
         capability: String,
     },
     /// A `cni-args` key the network's definition pins (`pinnedCniArgs`).
+    #[error("cni-args {key:?} is pinned by the network's definition {path} (pinnedCniArgs): a pod may not set it")]
     PinnedCniArg {
         /// The key.
         key: String,
@@ -115,6 +142,7 @@ pub enum Problem {
         path: String,
     },
     /// An interface name another attachment of the pod already has.
+    #[error("interface {ifname} is already used by {by}")]
     InterfaceTaken {
         /// The name.
         ifname: String,
@@ -122,68 +150,6 @@ pub enum Problem {
         by: String,
     },
 }
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Problem::Empty => f.write_str("empty network reference"),
-            Problem::NotAnObject(t) => write!(f, "must be an object, not a JSON {t}"),
-            Problem::MissingName => f.write_str("has no \"name\""),
-            Problem::WrongType { key, expected, found } => write!(f, "{key} must be {expected}, not {found}"),
-            Problem::NotALabel { key, value } => {
-                write!(f, "{key} {value:?} is not a DNS-1123 label (lower-case letters, digits and '-', at most 63)")
-            }
-            Problem::BadInterface { value, why } => write!(f, "interface {value:?} is not a valid interface name: {why}"),
-            Problem::BadValue { key, value, want } => write!(f, "{key} {value} must be {want}"),
-            Problem::UnknownKey(k) => write!(f, "unknown key {k:?} (keys without a '.' are the spec's)"),
-            Problem::Unsupported(k) => write!(f, "{k:?} is not supported by braid"),
-            Problem::SecondDefaultRoute { first } => {
-                write!(f, "default-route is already requested by element {first}: at most one element may carry it")
-            }
-            Problem::Namespace { namespace, pod, global } => write!(
-                f,
-                "namespace {namespace:?} is not allowed: a pod of namespace {pod:?} may select networks of its own namespace and of globalNamespaces {global:?} only"
-            ),
-            Problem::UnknownNetwork { looked_for } => write!(f, "unknown network: no {looked_for}"),
-            Problem::BadDefinition { path, why } => write!(f, "definition {path}: {why}"),
-            Problem::NoCapability { key, capability } => write!(
-                f,
-                "{key} requested, but no plugin of the network declares the capability {capability:?}"
-            ),
-            Problem::PinnedCniArg { key, path } => write!(
-                f,
-                "cni-args {key:?} is pinned by the network's definition {path} (pinnedCniArgs): a pod may not set it"
-            ),
-            Problem::InterfaceTaken { ifname, by } => write!(f, "interface {ifname} is already used by {by}"),
-        }
-    }
-}
-
-impl fmt::Display for SelectionError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SelectionError::Config(m) => write!(f, "kubernetes: {m}"),
-            SelectionError::Annotations(m) => {
-                write!(f, "runtimeConfig io.kubernetes.cri.pod-annotations must be an object of strings: {m}")
-            }
-            SelectionError::Malformed(m) => {
-                write!(f, "pod annotation {NETWORKS}: not a list of network selection elements: {m}")
-            }
-            SelectionError::NoPodNamespace => write!(
-                f,
-                "pod annotation {NETWORKS}: the pod's namespace is unknown (no K8S_POD_NAMESPACE in CNI_ARGS)"
-            ),
-            SelectionError::Element { index, network: Some(n), problem } => {
-                write!(f, "pod annotation {NETWORKS}, element {index} (network {n}): {problem}")
-            }
-            SelectionError::Element { index, network: None, problem } => {
-                write!(f, "pod annotation {NETWORKS}, element {index}: {problem}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for SelectionError {}
 
 impl From<SelectionError> for CniError {
     fn from(e: SelectionError) -> CniError {
