@@ -560,7 +560,7 @@ fn what_cannot_be_read_back_is_not_recorded_and_long_ids_are_named() {
 
 #[test]
 fn unusable_state_never_blocks_del_and_planted_state_is_not_replayed() {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let key_file = |w: &World| w.dir.join("ctr1@eth0");
     // A FIFO (DEL must not hang in open), a symlink, and a state writable by others (planted:
     // it names a plugin of someone else's choosing).
@@ -583,21 +583,21 @@ fn unusable_state_never_blocks_del_and_planted_state_is_not_replayed() {
             }
         }
         let mut log = Logger::recording("test", "DEL");
-        // Should DEL block in open(2) on the FIFO, a writer arriving after 3 s releases it (so
-        // the test fails instead of hanging).
+        // Should DEL block in open(2) on the FIFO, a writer releases it once a hang guard has
+        // passed without DEL returning, and says so (the test then fails instead of hanging).
         let fifo = key_file(&w);
-        let unblock = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_secs(3));
-            let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+        let (done, returned) = std::sync::mpsc::channel::<()>();
+        let guard = std::thread::spawn(move || {
+            let blocked = returned.recv_timeout(std::time::Duration::from_secs(20)).is_err();
+            if blocked && plant == 0 {
+                let _ = std::fs::OpenOptions::new().write(true).custom_flags(nix::libc::O_NONBLOCK).open(&fifo);
+            }
+            blocked
         });
-        let started = std::time::Instant::now();
-        a.del(&call(), &three(), &mut log).unwrap_or_else(|e| panic!("{tag}: {e}"));
-        assert!(started.elapsed() < std::time::Duration::from_secs(2), "{tag}: DEL blocked on the state path");
-        if plant != 0 {
-            drop(unblock);
-        } else {
-            unblock.join().unwrap();
-        }
+        let deleted = a.del(&call(), &three(), &mut log);
+        let _ = done.send(());
+        assert!(!guard.join().unwrap(), "{tag}: DEL blocked on the state path");
+        deleted.unwrap_or_else(|e| panic!("{tag}: {e}"));
         let order: Vec<String> = calls(&exec).into_iter().map(|c| format!("{} {}", c.0, c.1)).collect();
         assert_eq!(order, ["macvlan DEL", "ptp DEL", "bridge DEL"], "{tag}: the configured delegates, nothing planted");
         assert!(

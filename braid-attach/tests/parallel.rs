@@ -1,7 +1,12 @@
-//! Parallel attach against a scripted exec that answers by interface and sleeps: every ADD
-//! starts before any returns, results come back in plan order, a failure waits for the others
-//! and rolls every attempted delegate back in reverse plan order, DEL and CHECK of a parallel
-//! attachment run at once, and records appended from several threads stay whole lines.
+//! Parallel attach against a scripted exec that answers by interface: every ADD starts before
+//! any returns, results come back in plan order, a failure waits for the others and rolls every
+//! attempted delegate back in reverse plan order, DEL and CHECK of a parallel attachment run at
+//! once, and records appended from several threads stay whole lines.
+//!
+//! Nothing here is timed: calls that must run at once meet at a rendezvous (none of them ends
+//! before all have started), calls end in an order the test chooses, and every assertion is on
+//! the order of the recorded starts and ends. A rendezvous that is never met (the calls ran one
+//! after another) gives up after a hang guard and is reported as such.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use braid_attach::plan::{Phase, Plan};
@@ -14,43 +19,86 @@ use cni_skel::log::Logger;
 use cni_types::{CniError, NetConf};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
-/// One call as the scripted exec saw it.
+/// How long a call waits for a rendezvous or its turn to end before it gives up: only a
+/// broken engine (calls run one after another) ever waits this long.
+const HANG_GUARD: Duration = Duration::from_secs(20);
+
+/// One call as the scripted exec saw it: the order of its start and its end among all events.
 #[derive(Debug, Clone)]
 struct Seen {
     command: String,
     ifname: String,
-    start: Instant,
-    end: Instant,
+    start: usize,
+    end: usize,
 }
 
-/// Answers by `CNI_IFNAME`: sleeps that interface's delay, then succeeds with an address of
-/// its own, or fails when it is the failing one (ADD only).
+#[derive(Default)]
+struct Log {
+    /// Every call, in the order they started.
+    calls: Vec<Seen>,
+    /// Events so far (starts and ends), which numbers the next one.
+    events: usize,
+    /// Rendezvous or turns that were never met.
+    stuck: Vec<String>,
+}
+
+/// Answers by `CNI_IFNAME`: succeeds with an address of its own, or fails when it is the
+/// failing one (ADD only). Calls of a command listed in `together` wait until that many of
+/// them have started; calls of a command listed in `ends` end in that order of interfaces.
 struct Scripted {
-    delays: Vec<(&'static str, Duration)>,
+    together: Vec<(&'static str, usize)>,
+    ends: Vec<(&'static str, Vec<&'static str>)>,
     fail_add: Option<&'static str>,
-    seen: Mutex<Vec<Seen>>,
+    log: Mutex<Log>,
+    changed: Condvar,
 }
 
 impl Scripted {
-    fn new(delays: &[(&'static str, u64)], fail_add: Option<&'static str>) -> Scripted {
-        Scripted {
-            delays: delays.iter().map(|(i, ms)| (*i, Duration::from_millis(*ms))).collect(),
-            fail_add,
-            seen: Mutex::default(),
-        }
+    fn new(fail_add: Option<&'static str>) -> Scripted {
+        Scripted { together: Vec::new(), ends: Vec::new(), fail_add, log: Mutex::default(), changed: Condvar::new() }
+    }
+
+    /// Calls of `command` meet: none ends before `n` have started.
+    fn together(mut self, command: &'static str, n: usize) -> Scripted {
+        self.together.push((command, n));
+        self
+    }
+
+    /// Calls of `command` end in this order of interfaces.
+    fn ending(mut self, command: &'static str, order: &[&'static str]) -> Scripted {
+        self.ends.push((command, order.to_vec()));
+        self
     }
 
     fn seen(&self, command: &str) -> Vec<Seen> {
-        let mut v: Vec<Seen> = self.seen.lock().unwrap().iter().filter(|s| s.command == command).cloned().collect();
-        v.sort_by_key(|s| s.start);
-        v
+        self.log.lock().unwrap().calls.iter().filter(|s| s.command == command).cloned().collect()
+    }
+
+    fn stuck(&self) -> Vec<String> {
+        self.log.lock().unwrap().stuck.clone()
     }
 
     fn clear(&self) {
-        self.seen.lock().unwrap().clear();
+        let mut log = self.log.lock().unwrap();
+        log.calls.clear();
+        log.stuck.clear();
+    }
+
+    /// Waits until `ready` holds for the log, or the hang guard gives up (recorded as `what`).
+    fn wait<'a>(
+        &self,
+        log: std::sync::MutexGuard<'a, Log>,
+        what: String,
+        ready: impl Fn(&Log) -> bool,
+    ) -> std::sync::MutexGuard<'a, Log> {
+        let (mut log, timeout) = self.changed.wait_timeout_while(log, HANG_GUARD, |l| !ready(l)).unwrap();
+        if timeout.timed_out() {
+            log.stuck.push(what);
+        }
+        log
     }
 }
 
@@ -58,11 +106,29 @@ impl Exec for Scripted {
     fn exec(&self, _plugin: &Path, _stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
         let var = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).unwrap_or_default();
         let (command, ifname) = (var("CNI_COMMAND"), var("CNI_IFNAME"));
-        let start = Instant::now();
-        let delay = self.delays.iter().find(|(i, _)| *i == ifname).map_or(Duration::ZERO, |(_, d)| *d);
-        std::thread::sleep(delay);
-        let end = Instant::now();
-        self.seen.lock().unwrap().push(Seen { command: command.clone(), ifname: ifname.clone(), start, end });
+        let mut log = self.log.lock().unwrap();
+        let start = log.events;
+        log.events += 1;
+        let me = log.calls.len();
+        log.calls.push(Seen { command: command.clone(), ifname: ifname.clone(), start, end: usize::MAX });
+        self.changed.notify_all();
+        if let Some(&(_, n)) = self.together.iter().find(|(c, _)| *c == command) {
+            let started = |l: &Log| l.calls.iter().filter(|s| s.command == command).count() >= n;
+            log = self.wait(log, format!("{n} {command} calls at once"), started);
+        }
+        if let Some((_, order)) = self.ends.iter().find(|(c, _)| *c == command) {
+            let before: Vec<&str> = order.iter().take_while(|i| **i != ifname).copied().collect();
+            let turn = |l: &Log| {
+                before
+                    .iter()
+                    .all(|b| l.calls.iter().any(|s| s.command == command && s.ifname == *b && s.end != usize::MAX))
+            };
+            log = self.wait(log, format!("{command} of {ifname} after {before:?}"), turn);
+        }
+        log.calls[me].end = log.events;
+        log.events += 1;
+        self.changed.notify_all();
+        drop(log);
         if command == "ADD" && self.fail_add == Some(ifname.as_str()) {
             return Err(InvokeError::Plugin(CniError::new(11, format!("{ifname} refused"))));
         }
@@ -134,25 +200,35 @@ fn overlapping(seen: &[Seen]) -> bool {
     seen.iter().all(|s| s.start < first_end)
 }
 
+/// Whether each call ended before the next one started: one after another.
+fn one_by_one(seen: &[Seen]) -> bool {
+    seen.windows(2).all(|p| p[0].end < p[1].start)
+}
+
 fn addresses(results: &[cni_types::result::AnyResult]) -> Vec<String> {
     results.iter().map(|r| r.to_latest().ips[0].address.to_string()).collect()
+}
+
+fn ifnames(seen: &[Seen]) -> Vec<&str> {
+    seen.iter().map(|s| s.ifname.as_str()).collect()
 }
 
 #[test]
 fn parallel_add_starts_every_delegate_at_once_and_returns_results_in_plan_order() {
     let w = World::new("add");
-    // The first delegate is the slowest: it returns last, and its result still comes first.
-    let exec = Scripted::new(&[("eth0", 300), ("net1", 100), ("net2", 10)], None);
+    // All three in flight at once; the first delegate returns last, and its result still
+    // comes first.
+    let exec = Scripted::new(None).together("ADD", 3).ending("ADD", &["net2", "net1", "eth0"]).together("DEL", 3);
     let a = w.attacher(&exec, true);
-    let started = Instant::now();
     let results = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
-    let took = started.elapsed();
+    assert_eq!(exec.stuck(), Vec::<String>::new());
     assert_eq!(addresses(&results), ["198.18.0.2/24", "198.18.1.2/24", "198.18.2.2/24"]);
     let adds = exec.seen("ADD");
     assert_eq!(adds.len(), 3);
     assert!(overlapping(&adds), "{adds:?}");
-    // Loose: about the slowest (300 ms), well below the sum (410 ms).
-    assert!(took < Duration::from_millis(400), "{took:?}");
+    let mut by_end = adds.clone();
+    by_end.sort_by_key(|s| s.end);
+    assert_eq!(ifnames(&by_end), ["net2", "net1", "eth0"]);
     let raw = a.store.read(&key()).unwrap().unwrap();
     // The plan says it was parallel; every appended line is whole and decodes.
     let lines: Vec<&[u8]> = raw.split_inclusive(|b| *b == b'\n').collect();
@@ -165,6 +241,7 @@ fn parallel_add_starts_every_delegate_at_once_and_returns_results_in_plan_order(
     // DEL of it runs the delegates at once too, and removes the state.
     exec.clear();
     a.del(&call(), &three(), &mut Logger::recording("test", "DEL")).unwrap();
+    assert_eq!(exec.stuck(), Vec::<String>::new());
     let dels = exec.seen("DEL");
     assert_eq!(dels.len(), 3);
     assert!(overlapping(&dels), "{dels:?}");
@@ -174,47 +251,51 @@ fn parallel_add_starts_every_delegate_at_once_and_returns_results_in_plan_order(
 #[test]
 fn parallel_check_runs_at_once_and_a_sequential_plan_is_written_as_before() {
     let w = World::new("check");
-    let exec = Scripted::new(&[("eth0", 150), ("net1", 150), ("net2", 150)], None);
+    let exec = Scripted::new(None).together("CHECK", 3);
     let a = w.attacher(&exec, true);
     a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
     exec.clear();
     a.check(&call(), &mut Logger::recording("test", "CHECK")).unwrap();
+    assert_eq!(exec.stuck(), Vec::<String>::new());
     let checks = exec.seen("CHECK");
     assert_eq!(checks.len(), 3);
     assert!(overlapping(&checks), "{checks:?}");
     a.del(&call(), &three(), &mut Logger::recording("test", "DEL")).unwrap();
 
-    // Sequential: one after another, and no trace of the key in the state.
-    let exec = Scripted::new(&[("eth0", 20), ("net1", 20), ("net2", 20)], None);
+    // Sequential: one after another, in plan order, and no trace of the key in the state.
+    let exec = Scripted::new(None);
     let a = w.attacher(&exec, false);
     a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
     let adds = exec.seen("ADD");
-    assert!(adds.windows(2).all(|p| p[0].end <= p[1].start), "{adds:?}");
+    assert!(one_by_one(&adds), "{adds:?}");
+    assert_eq!(ifnames(&adds), ["eth0", "net1", "net2"]);
     let raw = a.store.read(&key()).unwrap().unwrap();
     assert!(!String::from_utf8_lossy(&raw).contains("parallel"));
     assert!(!Plan::decode(&raw).unwrap().parallel);
     exec.clear();
     a.check(&call(), &mut Logger::recording("test", "CHECK")).unwrap();
     let checks = exec.seen("CHECK");
-    assert!(checks.windows(2).all(|p| p[0].end <= p[1].start), "{checks:?}");
+    assert!(one_by_one(&checks), "{checks:?}");
+    assert_eq!(ifnames(&checks), ["eth0", "net1", "net2"]);
 }
 
 #[test]
 fn a_failure_while_others_still_run_waits_for_them_then_rolls_all_back_in_reverse() {
     let w = World::new("fail");
-    // net1 fails at once while eth0 and net2 are still running.
-    let exec = Scripted::new(&[("eth0", 250), ("net1", 5), ("net2", 250)], Some("net1"));
+    // net1 fails first, while eth0 and net2 are still running.
+    let exec = Scripted::new(Some("net1")).together("ADD", 3).ending("ADD", &["net1", "eth0", "net2"]);
     let a = w.attacher(&exec, true);
     let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
+    assert_eq!(exec.stuck(), Vec::<String>::new());
     assert_eq!(e.code, 11, "{e:?}");
     assert_eq!(e.msg, "delegate 1 (network \"ptp-net1\", type \"ptp\", interface net1) failed: net1 refused");
     let adds = exec.seen("ADD");
     let dels = exec.seen("DEL");
-    // No DEL before every ADD returned, then all three in reverse plan order.
+    // No DEL before every ADD returned, then all three in reverse plan order, one by one.
     let last_add = adds.iter().map(|s| s.end).max().unwrap();
-    assert!(dels.iter().all(|d| d.start >= last_add), "{adds:?} {dels:?}");
-    let order: Vec<&str> = dels.iter().map(|d| d.ifname.as_str()).collect();
-    assert_eq!(order, ["net2", "net1", "eth0"]);
+    assert!(dels.iter().all(|d| d.start > last_add), "{adds:?} {dels:?}");
+    assert_eq!(ifnames(&dels), ["net2", "net1", "eth0"]);
+    assert!(one_by_one(&dels), "{dels:?}");
     assert!(a.store.keys().unwrap().is_empty());
 }
 
@@ -236,7 +317,8 @@ fn several_failures_keep_the_first_ones_code_and_name_them_all() {
             self.0.find(name, paths)
         }
     }
-    let exec = Both(Scripted::new(&[("eth0", 10), ("net1", 50), ("net2", 5)], Some("net1")));
+    // All three in flight; net2 fails first, then eth0 succeeds, then net1 fails.
+    let exec = Both(Scripted::new(Some("net1")).together("ADD", 3).ending("ADD", &["net2", "eth0", "net1"]));
     let a = Attacher {
         exec: &exec,
         paths: vec!["/opt/cni/bin".into()],
@@ -252,8 +334,8 @@ fn several_failures_keep_the_first_ones_code_and_name_them_all() {
     assert!(e
         .msg
         .contains("delegate 2 (network \"macvlan-net2\", type \"macvlan\", interface net2) failed too: net2 broke"));
-    let order: Vec<String> = exec.0.seen("DEL").into_iter().map(|d| d.ifname).collect();
-    assert_eq!(order, ["net2", "net1", "eth0"]);
+    assert_eq!(exec.0.stuck(), Vec::<String>::new());
+    assert_eq!(ifnames(&exec.0.seen("DEL")), ["net2", "net1", "eth0"]);
     assert!(a.store.keys().unwrap().is_empty());
 }
 

@@ -294,12 +294,17 @@ mod tests {
 
     #[test]
     fn a_grandchild_holding_the_pipes_does_not_hold_us() {
-        let t = Instant::now();
-        let mut c = sh("sleep 5 & echo hi");
-        let o = communicate(&mut c, b"", Some(Instant::now() + Duration::from_secs(20))).unwrap();
+        // The grandchild holds stdout and stderr open for a minute: waiting for them to close
+        // would return only once it is gone. It is still there when communicate returns.
+        let mut c = sh("sleep 60 & echo $!; echo hi");
+        let o = communicate(&mut c, b"", Some(Instant::now() + Duration::from_secs(120))).unwrap();
+        let text = String::from_utf8(o.stdout).unwrap();
+        let grandchild: i32 = text.lines().next().unwrap().parse().unwrap();
+        let alive = crate::procs::RecordedProcess::of(grandchild as u32).is_some_and(|p| p.alive());
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(grandchild), nix::sys::signal::SIGKILL);
         assert!(o.status.unwrap().success());
-        assert_eq!(o.stdout, b"hi\n");
-        assert!(t.elapsed() < Duration::from_secs(3), "waited {:?} for the grandchild", t.elapsed());
+        assert_eq!(text.lines().nth(1), Some("hi"));
+        assert!(alive, "communicate returned only once the grandchild {grandchild} was gone");
     }
 
     #[test]
@@ -317,7 +322,7 @@ mod tests {
 
     #[test]
     fn the_deadline_leaves_the_child_running() {
-        let mut c = sh("echo partial; sleep 5");
+        let mut c = sh("echo partial; sleep 60");
         let o = communicate(&mut c, b"", Some(Instant::now() + Duration::from_millis(300))).unwrap();
         assert!(o.status.is_none());
         assert_eq!(o.stdout, b"partial\n");

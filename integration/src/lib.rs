@@ -356,6 +356,14 @@ impl Harness {
         (out.status.code().unwrap_or(-1), text(out.stdout), text(out.stderr))
     }
 
+    /// A rendezvous of `count` braid-fault calls (its `meet` keys) in this test's directory:
+    /// how a test shows that delegates ran at once without timing them.
+    pub fn meeting(&self, tag: &str, count: usize) -> Meeting {
+        let dir = self.dir.path().join(format!("meet-{tag}"));
+        std::fs::create_dir_all(&dir).unwrap_or_default();
+        Meeting { dir, count }
+    }
+
     /// IP reservations host-local still holds in the harness's IPAM data (it names each file
     /// after the address it reserves).
     pub fn reservations(&self) -> Vec<String> {
@@ -451,6 +459,33 @@ fn ensure_binaries() {
         let ok = cmd.status().is_ok_and(|s| s.success());
         assert!(ok, "building braid's binaries failed");
     });
+}
+
+/// A rendezvous of braid-fault calls (see [`Harness::meeting`]).
+#[derive(Debug, Clone)]
+pub struct Meeting {
+    dir: PathBuf,
+    count: usize,
+}
+
+impl Meeting {
+    /// `delegate` (a braid-fault configuration) with this rendezvous on `command`.
+    pub fn join(&self, mut delegate: Value, command: &str) -> Value {
+        delegate["meet"] = Value::String(self.dir.display().to_string());
+        delegate["meetCount"] = Value::from(self.count);
+        delegate["meetOn"] = Value::String(command.to_string());
+        delegate
+    }
+
+    /// How many calls met all the others, and how many waited in vain (ran alone).
+    pub fn outcome(&self) -> (usize, usize) {
+        let ending = |suffix: &str| {
+            std::fs::read_dir(&self.dir)
+                .map(|d| d.flatten().filter(|e| e.file_name().to_string_lossy().ends_with(suffix)).count())
+                .unwrap_or(0)
+        };
+        (ending(".met"), ending(".alone"))
+    }
 }
 
 /// The cargo build directory holding braid's binaries (beside the test executable).

@@ -155,9 +155,7 @@ fn hung_delegate_is_killed_and_rolled_back() {
     let mut list = delegator_list(&h, "1.1.0", "merged", delegates);
     list["plugins"][0]["timeout"] = json!(1);
     let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
-    let start = std::time::Instant::now();
     let e = h.add(&list, &rt).unwrap_err();
-    assert!(start.elapsed() < std::time::Duration::from_secs(10), "{:?}", start.elapsed());
     assert!(e.to_string().contains("delegate 2") && e.to_string().contains("timed out after 1s"), "{e}");
     assert!(ctr.link("eth0").is_none() && ctr.link("net1").is_none());
     assert!(h.reservations().is_empty(), "{:?}", h.dir.files());
@@ -452,9 +450,8 @@ fn nested_braid_networks_work_and_cycles_are_refused_at_once() {
     );
     list["plugins"][0]["confDir"] = json!(confdir);
     let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
-    let started = std::time::Instant::now();
+    // A nested plugin that waited for the lock its caller holds would fail at its deadline.
     let r = h.add(&list, &rt).unwrap_or_else(|e| panic!("nested ADD: {e}")).to_latest();
-    assert!(started.elapsed() < std::time::Duration::from_secs(4), "nested ADD took {:?}", started.elapsed());
     let mut names: Vec<&str> = r.interfaces.iter().filter(|i| !i.sandbox.is_empty()).map(|i| i.name.as_str()).collect();
     names.sort();
     assert_eq!(names, ["eth0", "net1", "net2"], "{r:?}");
@@ -478,9 +475,8 @@ fn nested_braid_networks_work_and_cycles_are_refused_at_once() {
     for (file, want) in [("20-selfish.conflist", "is this network itself"), ("30-ping.conflist", "refers back")] {
         let list: Value = serde_json::from_slice(&std::fs::read(confdir.join(file)).unwrap()).unwrap();
         let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
-        let started = std::time::Instant::now();
+        // Refused by the rule (code 7, naming it), not ended by a timeout or the deadline.
         let e = h.add(&list, &rt).unwrap_err();
-        assert!(started.elapsed() < std::time::Duration::from_secs(3), "{file}: refused after {:?}", started.elapsed());
         assert_eq!(e.cause().map(|c| c.code), Some(7), "{file}: {e}");
         assert!(e.to_string().contains(want), "{file}: {e}");
         h.del(&list, &rt).unwrap_or_else(|e| panic!("{file}: DEL after a refused ADD: {e}"));

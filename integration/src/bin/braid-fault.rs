@@ -19,6 +19,11 @@
 //!   never released — the window a crash test forces.
 //! - `link`: `true` to create a real veth pair named `CNI_IFNAME`/`<CNI_IFNAME>p` inside
 //!   `CNI_NETNS` on ADD (and delete it on DEL), so leaks are visible.
+//! - `meet` with `meetOn` (a command) and `meetCount`: a rendezvous that shows calls running at
+//!   once without timing them. The call creates `<meet>/<pid>.here`, waits until `meetCount`
+//!   such files exist, then creates `<pid>.met` — so every `.met` file proves its call was
+//!   running while all the others were. A call that waited `meetMs` (default 4000) in vain —
+//!   the calls ran one after another — creates `<pid>.alone` instead and goes on.
 #![allow(clippy::print_stdout)]
 
 use cni_skel::{CmdArgs, Environment, Plugin};
@@ -101,6 +106,26 @@ impl Plugin for Fault {
     }
 }
 
+/// The rendezvous of `meet` (see the crate documentation).
+fn meet(conf: &Value) {
+    let Some(dir) = conf.get("meet").and_then(Value::as_str).map(std::path::Path::new) else { return };
+    let count = conf.get("meetCount").and_then(Value::as_u64).unwrap_or(2) as usize;
+    let guard = std::time::Duration::from_millis(conf.get("meetMs").and_then(Value::as_u64).unwrap_or(4000));
+    let pid = std::process::id();
+    let _ = std::fs::write(dir.join(format!("{pid}.here")), b"");
+    let here = || {
+        std::fs::read_dir(dir)
+            .map(|d| d.flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".here")).count())
+            .unwrap_or(0)
+    };
+    let start = std::time::Instant::now();
+    while here() < count && start.elapsed() < guard {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let outcome = if here() >= count { "met" } else { "alone" };
+    let _ = std::fs::write(dir.join(format!("{pid}.{outcome}")), b"");
+}
+
 /// The process environment with stdin already read (the fault plugin looks at it first).
 struct Env {
     stdin: std::io::Cursor<Vec<u8>>,
@@ -139,6 +164,9 @@ fn main() {
         }
     }
     let fault = Fault { conf };
+    if fault.on("meetOn", &command) {
+        meet(&fault.conf);
+    }
     if fault.on("sleepOn", &command) {
         let ms = fault.conf.get("sleepMs").and_then(Value::as_u64).unwrap_or(0);
         std::thread::sleep(std::time::Duration::from_millis(ms));
