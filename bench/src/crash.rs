@@ -8,7 +8,7 @@
 
 use crate::cases::World;
 use crate::stats::Sample;
-use crate::Verdict;
+use crate::verdict::Verdict;
 use cni_types::version::Command;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -174,7 +174,7 @@ fn round(w: &World, mode: &Mode, id: &str, conf: &Value, after: Duration) -> Res
 pub fn crash_run(w: &World, kills: usize) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
     let seed =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1;
-    crate::say(&format!("crash run: {kills} SIGKILLs per plugin and mode, seed {seed}"));
+    crate::report::say(&format!("crash run: {kills} SIGKILLs per plugin and mode, seed {seed}"));
     let mut moments = Moments(seed);
     let mut samples = Vec::new();
     let mut verdicts = Vec::new();
@@ -210,7 +210,7 @@ pub fn crash_run(w: &World, kills: usize) -> Result<(Vec<Sample>, Vec<Verdict>),
             }
         }
         for f in &found {
-            crate::say(&format!("crash run, {}: LEFT: {f}", mode.label()));
+            crate::report::say(&format!("crash run, {}: LEFT: {f}", mode.label()));
         }
         verdicts.push(Verdict {
             what: format!("crash run, {}", mode.label()),

@@ -14,23 +14,14 @@ mod crash;
 mod report;
 mod run;
 mod stats;
+mod verdict;
 
 use braid_integration::{Netns, TempDir};
+use cases::{attach, chains, footprint, latency, merge, verifier};
+use report::say;
 use std::io::Write;
 use std::path::PathBuf;
-
-/// One budget and whether it holds.
-#[derive(Debug, Clone)]
-pub struct Verdict {
-    /// What is budgeted.
-    pub what: String,
-    /// What was measured, in words.
-    pub measured: String,
-    /// The limit, in words.
-    pub budget: String,
-    /// Whether the measurement is within the limit.
-    pub holds: bool,
-}
+use verdict::Verdict;
 
 /// The cases by the name `--only` selects them with, in the order they run.
 pub const CASES: [&str; 13] = [
@@ -48,10 +39,6 @@ pub const CASES: [&str; 13] = [
     "rss",
     "crash",
 ];
-
-fn say(msg: &str) {
-    let _ = writeln!(std::io::stderr(), "== {msg}");
-}
 
 fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> Result<bool, String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -83,40 +70,40 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
         yes
     };
     if run("version", "VERSION exec latency") {
-        take(cases::version(&w)?);
+        take(latency::version(&w)?);
     }
     if run("exec-floor", "the exec floor: an empty static binary beside the delegator's VERSION") {
-        take(cases::exec_floor(&w)?);
+        take(latency::exec_floor(&w)?);
     }
     if run("delegator", "ADD+DEL of [bridge, ptp]: delegator vs direct") {
-        take(cases::delegator_overhead(&w)?);
+        take(attach::delegator_overhead(&w)?);
     }
     if run("selection", "ADD+DEL with networks selected by the pod annotation vs configured") {
-        take(cases::selection(&w)?);
+        take(attach::selection(&w)?);
     }
     if run("parallel", "ADD+DEL of 1, 4, 8 ptp: direct, at once, delegator sequential and parallel") {
-        take(cases::parallel_attach(&w)?);
+        take(attach::parallel_attach(&w)?);
     }
     if run("merger", "conflist with and without the merger") {
-        take(cases::merger_added(&w)?);
+        take(chains::merger_added(&w)?);
     }
     if run("verifier", "verifier CHECK for 1, 8, 64 interfaces") {
-        take(cases::verifier_scaling(&w)?);
+        take(verifier::verifier_scaling(&w)?);
     }
     if run("merge", "merge of 1,000 attachments") {
-        take(cases::merge_1000(&w));
+        take(merge::merge_1000(&w));
     }
     if run("status", "STATUS of the delegator as installed, and of the merger") {
-        take(cases::status(&w)?);
+        take(latency::status(&w)?);
     }
     if run("vmtap", "ADD+DEL of a chain with and without vmtap, at 1 and 3 interfaces") {
-        take(cases::vmtap_added(&w)?);
+        take(chains::vmtap_added(&w)?);
     }
     if run("sizes", "binary sizes") {
-        take(cases::sizes(&w));
+        take(footprint::sizes(&w));
     }
     if run("rss", "peak RSS during ADD") {
-        take(cases::peak_rss(&w, &me)?);
+        take(footprint::peak_rss(&w, &me)?);
     }
     if run("crash", "crash run: the delegator and the merger SIGKILLed at random moments of ADD, then DEL") {
         take(crash::crash_run(&w, w.reps(200))?);
@@ -162,8 +149,8 @@ static ALLOC: braid_alloc::PluginAlloc = braid_alloc::PluginAlloc::new();
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if std::env::var_os(cases::RSS_CHILD).is_some() {
-        match cases::rss_child() {
+    if std::env::var_os(footprint::RSS_CHILD).is_some() {
+        match footprint::rss_child() {
             Ok(kb) => {
                 let _ = writeln!(std::io::stdout(), "{kb}");
                 std::process::exit(0)

@@ -1,9 +1,15 @@
 //! The results: a Markdown table, CSVs and an SVG plot, written to one directory.
 
 use crate::stats::Sample;
-use crate::Verdict;
+use crate::verdict::Verdict;
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::Path;
+
+/// A line of progress on stderr (stdout carries the results).
+pub fn say(msg: &str) {
+    let _ = writeln!(std::io::stderr(), "== {msg}");
+}
 
 /// Where and on what the run happened.
 pub struct Machine {

@@ -161,11 +161,17 @@ pub const MAX_CONFIG_FILE: u64 = 1 << 20;
 mod tests {
     use super::*;
 
-    #[test]
-    fn fifos_symlinks_and_large_files_are_refused_without_blocking() {
-        let dir = std::env::temp_dir().join(format!("braid-files-{}", std::process::id()));
+    /// An empty directory of this test's own.
+    fn fresh(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("braid-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn fifos_symlinks_and_large_files_are_refused_without_blocking() {
+        let dir = fresh("files");
         let fifo = dir.join("fifo");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         let e = read_regular(&fifo, 10, Links::Follow).unwrap_err();
@@ -189,9 +195,7 @@ mod tests {
     #[test]
     fn replace_is_whole_exact_in_mode_and_never_writes_through_a_link() {
         use std::os::unix::fs::MetadataExt;
-        let dir = std::env::temp_dir().join(format!("braid-replace-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = fresh("replace");
         let target = dir.join("00-x.conflist");
         replace(&target, b"one", 0o644).unwrap();
         let first = std::fs::metadata(&target).unwrap();
