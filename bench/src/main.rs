@@ -143,7 +143,9 @@ fn crash_only_run(kills: usize) -> Result<bool, String> {
     Ok(verdicts.iter().all(|v| v.holds))
 }
 
-/// The plugins' allocator, so in-process figures (the merge) are what a plugin sees.
+/// The plugins' allocator where they have it, so in-process figures (the merge) are what a
+/// plugin sees.
+#[cfg(target_env = "musl")]
 #[global_allocator]
 static ALLOC: braid_alloc::PluginAlloc = braid_alloc::PluginAlloc::new();
 

@@ -6,13 +6,21 @@
 //! `mmap`/`munmap` pairs per call, each with page faults and TLB shootdowns. A plugin lives for
 //! milliseconds, so this allocator never returns blocks up to [`MAX_SMALL`] to the kernel: sizes
 //! are rounded up to a power of two and served from per-size free lists — blocks up to 4 KiB
-//! carved from 64 KiB chunks, larger ones (netlink receive buffers, growing vectors) taken from
-//! the system one at a time; bigger requests go to the system allocator. Memory held is bounded
-//! by the process's peak of live objects (at most twice their size).
+//! carved, as they are asked for, from 64 KiB chunks that every size shares, larger ones (netlink receive buffers, growing vectors) taken from
+//! the system one at a time; bigger requests go to the system allocator. Free lists never give
+//! blocks to another size, so the memory held is the sum over the sizes of each one's peak of
+//! live blocks (rounded up to its power of two), plus what aligning carved blocks skips — not the
+//! peak of all live objects together.
 //!
-//! Install it in a plugin's `main.rs`:
+//! The free lists sit behind a [`std::sync::Mutex`]: the futex one, `const`-constructed and
+//! allocation-free, so threads that allocate at once (a meta-plugin's delegates started in
+//! parallel) sleep instead of spinning, and no `unsafe impl Sync` is needed.
+//!
+//! Install it in a plugin's `main.rs`, on the static musl build it is for (glibc's allocator
+//! keeps what it frees; see the workspace's `docs/bench/NOTES.md`):
 //!
 //! ```
+//! #[cfg(target_env = "musl")]
 //! #[global_allocator]
 //! static ALLOC: braid_alloc::PluginAlloc = braid_alloc::PluginAlloc::new();
 //!
@@ -23,8 +31,7 @@
 //! ```
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 /// The largest request served from the free lists.
 pub const MAX_SMALL: usize = 1 << 20;
@@ -39,14 +46,21 @@ const CHUNK: usize = 64 * 1024;
 
 /// The allocator; see the module documentation.
 pub struct PluginAlloc {
-    lock: AtomicBool,
-    /// Head of each class's free list; a free block's first word points at the next one.
-    heads: UnsafeCell<[*mut u8; CLASSES]>,
+    lists: Mutex<Lists>,
 }
 
-// SAFETY: `heads` is only read or written while `lock` is held (see `with_heads`), so the raw
-// pointers in it are never accessed from two threads at once.
-unsafe impl Sync for PluginAlloc {}
+/// Every class's free blocks and the untouched rest of the current chunk, as addresses (0:
+/// none), not pointers: a `Mutex` of them is `Sync` as it is. Their provenance is exposed when
+/// they are stored and taken back when they are read.
+struct Lists {
+    /// The first free block of each class; a free block's first word holds the next one's.
+    free: [usize; CLASSES],
+    /// Where the current chunk has not been handed out yet …
+    next: usize,
+    /// … up to here. Every carved class is cut from the one chunk, on demand: a process that
+    /// prints a few bytes maps one chunk and faults in a page or two of it, not a chunk per size.
+    end: usize,
+}
 
 impl Default for PluginAlloc {
     fn default() -> Self {
@@ -71,35 +85,39 @@ fn class_size(class: usize) -> usize {
 impl PluginAlloc {
     /// An allocator with empty free lists.
     pub const fn new() -> PluginAlloc {
-        PluginAlloc { lock: AtomicBool::new(false), heads: UnsafeCell::new([std::ptr::null_mut(); CLASSES]) }
+        PluginAlloc { lists: Mutex::new(Lists { free: [0; CLASSES], next: 0, end: 0 }) }
     }
 
-    fn with_heads<T>(&self, f: impl FnOnce(&mut [*mut u8; CLASSES]) -> T) -> T {
-        while self.lock.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            std::hint::spin_loop();
-        }
-        // SAFETY: the lock is held, so this is the only reference to `heads` until it is released.
-        let out = f(unsafe { &mut *self.heads.get() });
-        self.lock.store(false, Ordering::Release);
-        out
+    /// Runs `f` on the lists, under their lock. Nothing in `f` panics or allocates (a poisoned
+    /// lock, which cannot happen, would still hold consistent lists: it is taken).
+    fn with_lists<T>(&self, f: impl FnOnce(&mut Lists) -> T) -> T {
+        f(&mut self.lists.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     fn alloc_small(&self, class: usize) -> *mut u8 {
-        self.with_heads(|heads| {
-            let head = heads[class];
-            if !head.is_null() {
-                // SAFETY: every pointer on a free list is a block of this class we handed out
-                // and got back, at least 16 bytes and 16-aligned; its first word is the next link.
-                heads[class] = unsafe { *(head as *mut *mut u8) };
+        self.with_lists(|l| {
+            if l.free[class] != 0 {
+                let head = std::ptr::with_exposed_provenance_mut::<u8>(l.free[class]);
+                // SAFETY: every address on a free list is a block of this class we handed out
+                // and got back (its provenance exposed when it was stored), at least 16 bytes
+                // and 16-aligned; its first word is the next link.
+                l.free[class] = unsafe { *(head as *mut usize) };
                 return head;
             }
             let size = class_size(class);
             if size > CARVED {
                 return match Layout::from_size_align(size, CARVED) {
                     // SAFETY: the layout has a non-zero size.
-                    Ok(l) => unsafe { System.alloc(l) },
+                    Ok(layout) => unsafe { System.alloc(layout) },
                     Err(_) => std::ptr::null_mut(),
                 };
+            }
+            // Blocks are aligned to their own (power-of-two) size: the chunk is aligned to
+            // CARVED, so rounding up inside it keeps a block inside it when it fits.
+            let at = l.next.next_multiple_of(size);
+            if l.next != 0 && at + size <= l.end {
+                l.next = at + size;
+                return std::ptr::with_exposed_provenance_mut::<u8>(at);
             }
             let Ok(chunk_layout) = Layout::from_size_align(CHUNK, CARVED) else {
                 return std::ptr::null_mut();
@@ -109,27 +127,21 @@ impl PluginAlloc {
             if chunk.is_null() {
                 return chunk;
             }
-            // Keep the first block; thread the rest onto the free list. The chunk is aligned to
-            // CARVED, so every block is aligned to its own (power-of-two) size.
-            for i in (1..CHUNK / size).rev() {
-                // SAFETY: `i * size` is inside the chunk, and the block there is at least
-                // pointer-sized and pointer-aligned.
-                unsafe {
-                    let block = chunk.add(i * size);
-                    *(block as *mut *mut u8) = heads[class];
-                    heads[class] = block;
-                }
-            }
+            // Hand out its first block; the rest is carved as it is asked for. What the previous
+            // chunk had left (less than this block) is not used again.
+            let start = chunk.expose_provenance();
+            l.next = start + size;
+            l.end = start + CHUNK;
             chunk
         })
     }
 
     fn dealloc_small(&self, ptr: *mut u8, class: usize) {
-        self.with_heads(|heads| {
+        self.with_lists(|l| {
             // SAFETY: `ptr` is a block of this class that the caller owned and gives back; it
             // is large and aligned enough to hold the link.
-            unsafe { *(ptr as *mut *mut u8) = heads[class] };
-            heads[class] = ptr;
+            unsafe { *(ptr as *mut usize) = l.free[class] };
+            l.free[class] = ptr.expose_provenance();
         });
     }
 }
@@ -253,6 +265,22 @@ mod tests {
         }
         let z = unsafe { a.alloc_zeroed(Layout::from_size_align(200, 8).unwrap()) };
         assert!(unsafe { std::slice::from_raw_parts(z, 200) }.iter().all(|x| *x == 0));
+    }
+
+    #[test]
+    fn chunks_are_carved_as_blocks_are_asked_for() {
+        let a = PluginAlloc::new();
+        let l = Layout::from_size_align(24, 8).unwrap();
+        let first = unsafe { a.alloc(l) };
+        let second = unsafe { a.alloc(l) };
+        // The next block of the chunk, not the head of a list threaded through all of it.
+        assert_eq!(second as usize, first as usize + 32);
+        // Another size is cut from the same chunk, aligned to its own size.
+        let big = unsafe { a.alloc(Layout::from_size_align(100, 8).unwrap()) };
+        assert_eq!(big as usize, first as usize + 128);
+        let lists = a.lists.lock().unwrap();
+        assert_eq!((lists.next, lists.end), (first as usize + 256, first as usize + CHUNK));
+        assert_eq!(lists.free[1], 0);
     }
 
     #[test]

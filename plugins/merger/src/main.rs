@@ -89,7 +89,10 @@ fn missing_prev() -> CniError {
     CniError::new(INVALID_NETWORK_CONFIG, "merger must be called as a chained plugin: prevResult is missing")
 }
 
-/// Plugins live for milliseconds: keep small blocks instead of handing them back to the kernel.
+/// Plugins live for milliseconds and ship as static musl binaries, whose allocator hands every
+/// freed block back to the kernel: keep small blocks instead (glibc's allocator keeps them
+/// itself, so elsewhere the system's is used).
+#[cfg(target_env = "musl")]
 #[global_allocator]
 static ALLOC: braid_alloc::PluginAlloc = braid_alloc::PluginAlloc::new();
 
