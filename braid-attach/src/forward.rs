@@ -10,7 +10,7 @@ use cni_runtime::invoke;
 use cni_skel::log::Logger;
 use cni_types::config::GcAttachment;
 use cni_types::error::{DECODING_FAILURE, INTERNAL, UNKNOWN_CONTAINER};
-use cni_types::version::{self, Command};
+use cni_types::version::Command;
 use cni_types::CniError;
 use serde_json::{json, Value};
 
@@ -33,7 +33,7 @@ impl Attacher<'_> {
         })?;
         let mut indices = Vec::new();
         for (i, a) in state.attachments.iter().enumerate() {
-            if version::greater_than_or_equal_to(&a.cni_version, "0.4.0").unwrap_or(false) {
+            if Command::Check.allowed_in(&a.cni_version).unwrap_or(false) {
                 indices.push(i);
             } else {
                 log.info(format_args!("{} speaks {}: CHECK skipped", describe(i, a), a.cni_version));

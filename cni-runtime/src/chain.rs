@@ -278,7 +278,7 @@ impl Chain<'_> {
 
     /// CHECK every plugin in order with the cached result; refused below 0.4.0.
     pub fn check(&self, list: &NetConfList, rt: &RuntimeConf) -> Result<(), ChainError> {
-        if !version::greater_than_or_equal_to(&list.cni_version, "0.4.0").unwrap_or(false) {
+        if !Command::Check.allowed_in(&list.cni_version).unwrap_or(false) {
             return Err(ChainError::CheckUnsupported(list.cni_version.clone()));
         }
         if list.disable_check {
@@ -342,7 +342,7 @@ impl Chain<'_> {
                 }
             }
         }
-        if version::greater_than_or_equal_to(&list.cni_version, "1.1.0").unwrap_or(false) {
+        if Command::Gc.allowed_in(&list.cni_version).unwrap_or(false) {
             let attachments: Value = match valid {
                 Some(v) => Value::Array(
                     v.iter().map(|a| serde_json::json!({"containerID": a.container_id, "ifname": a.ifname})).collect(),
@@ -375,7 +375,7 @@ impl Chain<'_> {
 
     /// STATUS to every plugin in order (1.1.0 and later); the first failure, code intact.
     pub fn status(&self, list: &NetConfList) -> Result<(), ChainError> {
-        if !version::greater_than_or_equal_to(&list.cni_version, "1.1.0").unwrap_or(false) {
+        if !Command::Status.allowed_in(&list.cni_version).unwrap_or(false) {
             return Ok(());
         }
         let req = self.request(Command::Status, &RuntimeConf::default());

@@ -4,8 +4,7 @@
 //!
 //! Try it: `CNI_COMMAND=VERSION cargo run -q -p cni-skel --example passthrough`
 
-use cni_skel::cni_types::{CniError, CniResult};
-use cni_skel::{CmdArgs, Plugin};
+use cni_skel::prelude::*;
 
 struct Passthrough;
 

@@ -10,6 +10,7 @@
 //!   default routes to one interface.
 //! * [`keys`]: reading a plugin's own configuration keys, with errors that name them.
 //! * [`log`](mod@log): logging that never touches stdout.
+//! * [`prelude`]: the names nearly every plugin uses, in one import.
 //! * [`testing`] (feature `testing`): a CNI environment builder, a temporary named network
 //!   namespace removed on drop, and the root-or-skip rule for namespace tests.
 //!
@@ -24,6 +25,7 @@ pub mod keys;
 pub mod links;
 pub mod log;
 pub mod netns;
+pub mod prelude;
 pub mod routes;
 mod rtnl;
 #[cfg(feature = "testing")]

@@ -9,8 +9,8 @@
 //! are accepted (`tuning.go`, `getSysctlFilename`), so nothing outside the namespace changes.
 
 use cni_skel::cni_types::error::{INVALID_NETWORK_CONFIG, IO_FAILURE};
-use cni_skel::cni_types::{CniError, CniResult};
-use cni_skel::{netns, CmdArgs, Plugin};
+use cni_skel::netns;
+use cni_skel::prelude::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -3,10 +3,10 @@
 use crate::config::{result_mode, ResultMode, RULES};
 use crate::kubernetes::{self, status, Pod, StatusNetwork};
 use braid_attach::{MetaCommand, SharedConfig};
-use cni_skel::{CmdArgs, Plugin};
+use cni_skel::prelude::*;
 use cni_types::merge::{merge, Attachment};
-use cni_types::result::{AnyResult, Route};
-use cni_types::{CniError, CniResult, Context as _, IpNet};
+use cni_types::result::Route;
+use cni_types::IpNet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 

@@ -2,10 +2,9 @@
 //! results with `prevResult` into one result. See README.md for every key and the algorithm.
 
 use braid_attach::{MetaCommand, PluginRules, SharedConfig};
-use cni_skel::{CmdArgs, Plugin};
+use cni_skel::prelude::*;
 use cni_types::error::INVALID_NETWORK_CONFIG;
 use cni_types::merge::{check_expressible, merge, Attachment};
-use cni_types::{CniError, CniResult};
 
 struct Merger;
 

@@ -3,10 +3,9 @@
 use crate::config::{AddMode, Config};
 use crate::inspect::{inspect, InspectError, Report, Settle};
 use cni_skel::log::{Level, Logger};
-use cni_skel::{CmdArgs, Plugin};
+use cni_skel::prelude::*;
 use cni_types::error::INVALID_NETWORK_CONFIG;
 use cni_types::version::Command;
-use cni_types::CniError;
 
 /// Code of "the result and the namespace disagree" (`details` lists each mismatch).
 pub const MISMATCH: u32 = 120;

@@ -18,8 +18,8 @@ pub mod wire;
 use crate::config::Keys;
 use crate::error::VmtapError;
 use crate::wire::Attachment;
-use cni_skel::cni_types::{CniError, CniResult};
-use cni_skel::{netns, CmdArgs, Plugin};
+use cni_skel::netns;
+use cni_skel::prelude::*;
 use std::path::Path;
 
 /// The plugin.
