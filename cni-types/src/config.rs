@@ -9,6 +9,7 @@ use crate::decode::{DecodeError, Obj};
 use crate::error::CniError;
 use crate::result::{AnyResult, CniResult, CreateError, Dns};
 use serde_json::{Map, Value};
+use serde_path_to_error::Segment;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -151,13 +152,20 @@ impl NetConf {
 
     /// The plugin's configuration as its own type — Go's `json.Unmarshal` into a struct that
     /// embeds `types.NetConf`. Unknown keys are ignored unless `T` says
-    /// `#[serde(deny_unknown_fields)]`. A value of the wrong type is code 7 and names the key:
-    /// `invalid network configuration: sysctls: invalid type: integer `5`, expected a map`.
+    /// `#[serde(deny_unknown_fields)]`. A bad value is code 7 and names the path to it:
+    /// `invalid network configuration: delegates[1].ifname: invalid type: integer `5`, expected
+    /// a string`; a missing or unknown key, the object that should or should not hold it
+    /// (serde's text names the key).
     pub fn plugin_config<T: serde::de::DeserializeOwned>(&self) -> Result<T, CniError> {
-        crate::keyed::deserialize(&self.raw).map_err(|(key, e)| {
-            let msg = match key {
-                Some(k) => format!("invalid network configuration: {k}: {e}"),
-                None => format!("invalid network configuration: {e}"),
+        serde_path_to_error::deserialize(&self.raw).map_err(|e| {
+            let text = e.inner().to_string();
+            let mut segments: Vec<_> = e.path().iter().collect();
+            if text.starts_with("unknown field") {
+                segments.pop();
+            }
+            let msg = match path_text(&segments) {
+                path if path.is_empty() => format!("invalid network configuration: {text}"),
+                path => format!("invalid network configuration: {path}: {text}"),
             };
             CniError::new(crate::error::INVALID_NETWORK_CONFIG, msg)
         })
@@ -240,6 +248,18 @@ impl NetConf {
             ))),
         }
     }
+}
+
+/// A path as serde_path_to_error prints one (`delegates[1].ifname`), empty at the root.
+fn path_text(segments: &[&Segment]) -> String {
+    let mut text = String::new();
+    for segment in segments {
+        if !text.is_empty() && !matches!(segment, Segment::Seq { .. }) {
+            text.push('.');
+        }
+        text.push_str(&segment.to_string());
+    }
+    text
 }
 
 impl Typed {

@@ -24,7 +24,6 @@ pub mod error;
 pub mod gojson;
 pub mod invocation;
 pub mod ip;
-mod keyed;
 pub mod merge;
 pub mod result;
 pub mod validate;
