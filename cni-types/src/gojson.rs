@@ -4,13 +4,23 @@
 //! (`unexpected end of JSON input`, `invalid character 'n' looking for beginning of object key
 //! string`), and tests compare against them. serde_json words its errors differently, so input
 //! is first run through [`check_syntax`], an iterative (stack-safe) port of the behaviour of Go's
-//! JSON scanner, and only valid documents reach serde_json. On output, [`to_go_string_pretty`]
-//! produces `json.MarshalIndent(v, "", "    ")` bytes, including Go's HTML escaping.
+//! JSON scanner, and only valid documents reach serde_json.
+//!
+//! Output is serde_json's own compact printer, then two byte passes over its output:
+//!
+//! * Indenting is Go's own way: `json.MarshalIndent` is `Marshal` followed by `Indent`
+//!   (`encoding/json/indent.go`), and so is [`to_go_string_pretty`]. serde_json's
+//!   `PrettyFormatter` would give the same bytes, but every type printed both ways would then be
+//!   compiled twice, once per formatter — kilobytes in each plugin. One compact printer per type
+//!   and one indent pass keep the plugins small.
+//! * Go's HTML escaping (`encode.go`, `appendString` with `escapeHTML`): `<`, `>`, `&`, U+2028
+//!   and U+2029 can appear in serde_json's output only inside strings (keys or values); they are
+//!   no part of its structure, numbers or literals. Escaping them in the finished bytes
+//!   therefore escapes exactly what Go escapes.
 
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
-use std::io;
 
 /// A JSON document that Go's decoder would reject, with Go's message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -350,120 +360,110 @@ pub fn type_name(v: &Value) -> &'static str {
     }
 }
 
-/// Writes Go-escaped strings: `<`, `>`, `&`, U+2028 and U+2029 as `\u00XX` sequences.
-struct GoFormatter<'a> {
-    inner: serde_json::ser::PrettyFormatter<'a>,
-    pretty: bool,
-}
-
-impl serde_json::ser::Formatter for GoFormatter<'_> {
-    fn write_string_fragment<W: ?Sized + io::Write>(&mut self, w: &mut W, fragment: &str) -> io::Result<()> {
-        let mut last = 0;
-        for (idx, ch) in fragment.char_indices() {
-            let esc = match ch {
-                '<' => "\\u003c",
-                '>' => "\\u003e",
-                '&' => "\\u0026",
-                '\u{2028}' => "\\u2028",
-                '\u{2029}' => "\\u2029",
-                _ => continue,
-            };
-            w.write_all(&fragment.as_bytes()[last..idx])?;
-            w.write_all(esc.as_bytes())?;
-            last = idx + ch.len_utf8();
-        }
-        w.write_all(&fragment.as_bytes()[last..])
-    }
-
-    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        if self.pretty {
-            self.inner.begin_array(w)
-        } else {
-            w.write_all(b"[")
-        }
-    }
-    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        if self.pretty {
-            self.inner.end_array(w)
-        } else {
-            w.write_all(b"]")
-        }
-    }
-    fn begin_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
-        if self.pretty {
-            self.inner.begin_array_value(w, first)
-        } else if first {
-            Ok(())
-        } else {
-            w.write_all(b",")
-        }
-    }
-    fn end_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        if self.pretty {
-            self.inner.end_array_value(w)
-        } else {
-            Ok(())
-        }
-    }
-    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        if self.pretty {
-            self.inner.begin_object(w)
-        } else {
-            w.write_all(b"{")
-        }
-    }
-    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        if self.pretty {
-            self.inner.end_object(w)
-        } else {
-            w.write_all(b"}")
-        }
-    }
-    fn begin_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
-        if self.pretty {
-            self.inner.begin_object_key(w, first)
-        } else if first {
-            Ok(())
-        } else {
-            w.write_all(b",")
-        }
-    }
-    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        if self.pretty {
-            self.inner.begin_object_value(w)
-        } else {
-            w.write_all(b":")
-        }
-    }
-    fn end_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        if self.pretty {
-            self.inner.end_object_value(w)
-        } else {
-            Ok(())
-        }
-    }
-}
-
-fn to_go_bytes<T: Serialize + ?Sized>(value: &T, pretty: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256);
-    let fmt = GoFormatter { inner: serde_json::ser::PrettyFormatter::with_indent(b"    "), pretty };
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
-    // Serialising our own types (strings, numbers, maps with string keys) into a Vec cannot
-    // fail; an error here would be a bug, and an empty document is the safe answer.
-    if value.serialize(&mut ser).is_err() {
-        return b"{}".to_vec();
-    }
-    out
-}
-
 /// `json.MarshalIndent(v, "", "    ")`: 4-space indent, no trailing newline, Go escaping.
 pub fn to_go_string_pretty<T: Serialize + ?Sized>(value: &T) -> String {
-    String::from_utf8_lossy(&to_go_bytes(value, true)).into_owned()
+    finish(serde_json::to_vec(value).map(|compact| indent(&compact)))
 }
 
 /// `json.Marshal(v)`: compact, Go escaping.
 pub fn to_go_string<T: Serialize + ?Sized>(value: &T) -> String {
-    String::from_utf8_lossy(&to_go_bytes(value, false)).into_owned()
+    finish(serde_json::to_vec(value))
+}
+
+/// Go's `json.Indent` with a 4-space indent (`encoding/json/indent.go`, `appendIndent`), which
+/// is how `MarshalIndent` makes its output from `Marshal`'s: a newline and indent after `{`,
+/// `[` and `,`, a space after `:`, and `{}` / `[]` left empty. `compact` is serde_json's
+/// compact output (no whitespace outside strings).
+fn indent(compact: &[u8]) -> Vec<u8> {
+    fn newline(out: &mut Vec<u8>, depth: usize) {
+        out.push(b'\n');
+        out.extend(std::iter::repeat_n(b' ', 4 * depth));
+    }
+    let mut out = Vec::with_capacity(compact.len() * 2);
+    let (mut depth, mut need_indent, mut in_string, mut escaped) = (0usize, false, false, false);
+    for &c in compact {
+        if in_string {
+            out.push(c);
+            match c {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        // Delayed, so that an empty object or array stays `{}` / `[]`.
+        if need_indent && c != b'}' && c != b']' {
+            need_indent = false;
+            depth += 1;
+            newline(&mut out, depth);
+        }
+        match c {
+            b'"' => {
+                in_string = true;
+                out.push(c);
+            }
+            b'{' | b'[' => {
+                need_indent = true;
+                out.push(c);
+            }
+            b',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            b':' => out.extend_from_slice(b": "),
+            b'}' | b']' => {
+                if need_indent {
+                    need_indent = false;
+                } else {
+                    depth = depth.saturating_sub(1);
+                    newline(&mut out, depth);
+                }
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Go's escaping of the printed bytes. Serialising braid's own types (strings, numbers, maps
+/// with string keys) into a `Vec` cannot fail; an error here would be a bug, and an empty
+/// document is the safe answer.
+fn finish(printed: Result<Vec<u8>, serde_json::Error>) -> String {
+    match printed {
+        Ok(bytes) => {
+            String::from_utf8(escape_html(bytes)).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+        }
+        Err(_) => "{}".to_string(),
+    }
+}
+
+/// `<`, `>`, `&`, U+2028 and U+2029 as `\u00XX` / `\u20XX` sequences.
+fn escape_html(json: Vec<u8>) -> Vec<u8> {
+    // U+2028 and U+2029 are E2 80 A8 and E2 80 A9 in UTF-8.
+    if !json.iter().any(|b| matches!(b, b'<' | b'>' | b'&' | 0xe2)) {
+        return json;
+    }
+    let mut out = Vec::with_capacity(json.len() + 16);
+    let mut rest = json.as_slice();
+    while let Some((&first, tail)) = rest.split_first() {
+        let (escape, len): (&[u8], usize) = match rest {
+            [b'<', ..] => (b"\\u003c", 1),
+            [b'>', ..] => (b"\\u003e", 1),
+            [b'&', ..] => (b"\\u0026", 1),
+            [0xe2, 0x80, 0xa8, ..] => (b"\\u2028", 3),
+            [0xe2, 0x80, 0xa9, ..] => (b"\\u2029", 3),
+            _ => {
+                out.push(first);
+                rest = tail;
+                continue;
+            }
+        };
+        out.extend_from_slice(escape);
+        rest = &rest[len..];
+    }
+    out
 }
 
 #[cfg(test)]
@@ -526,5 +526,31 @@ mod tests {
         let v = serde_json::json!({"k": "<a&b>"});
         assert_eq!(to_go_string(&v), "{\"k\":\"\\u003ca\\u0026b\\u003e\"}");
         assert_eq!(to_go_string_pretty(&v), "{\n    \"k\": \"\\u003ca\\u0026b\\u003e\"\n}");
+    }
+
+    #[test]
+    fn indenting_compact_output_gives_serde_jsons_own_pretty_bytes() {
+        let values = [
+            serde_json::json!({"a": [], "b": {}, "c": "x,{:}\\\"]\n[", "d": [1, {"e": null, "f": [true, -0.5]}]}),
+            serde_json::json!([]),
+            serde_json::json!("{,}"),
+            serde_json::json!([[[]], {"k": {"": []}}]),
+        ];
+        for v in values {
+            let mut pretty = Vec::new();
+            let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+            v.serialize(&mut serde_json::Serializer::with_formatter(&mut pretty, formatter)).unwrap();
+            assert_eq!(indent(&serde_json::to_vec(&v).unwrap()), pretty, "{v}");
+        }
+    }
+
+    #[test]
+    fn line_and_paragraph_separators_are_escaped_in_keys_and_values() {
+        let v = serde_json::json!({"a\u{2028}": ["\u{2029}é€", ""], "<": {}});
+        assert_eq!(to_go_string(&v), "{\"\\u003c\":{},\"a\\u2028\":[\"\\u2029é€\",\"\"]}");
+        assert_eq!(
+            to_go_string_pretty(&v),
+            "{\n    \"\\u003c\": {},\n    \"a\\u2028\": [\n        \"\\u2029é€\",\n        \"\"\n    ]\n}"
+        );
     }
 }
