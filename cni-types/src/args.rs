@@ -5,8 +5,9 @@
 //! keys are matched case-sensitively, values are checked by kind, and unknown keys are an error
 //! unless `IgnoreUnknown` (always known) is true somewhere in the string.
 
+use crate::error::{CniError, INVALID_ENVIRONMENT_VARIABLES};
+use crate::gojson::quote::{quote, quote_list};
 use std::collections::BTreeMap;
-use std::fmt;
 use std::net::IpAddr;
 
 /// How a known key's value is parsed.
@@ -41,16 +42,17 @@ pub enum ArgValue {
 }
 
 /// Why `CNI_ARGS` was refused; the text is Go's.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct ArgsError(pub(crate) String);
 
-impl fmt::Display for ArgsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+impl From<ArgsError> for CniError {
+    /// Code 4 ([`INVALID_ENVIRONMENT_VARIABLES`]): `CNI_ARGS` is malformed (Go's
+    /// `types.LoadArgs`).
+    fn from(e: ArgsError) -> CniError {
+        CniError::new(INVALID_ENVIRONMENT_VARIABLES, e.0)
     }
 }
-
-impl std::error::Error for ArgsError {}
 
 impl ArgsError {
     /// The message, as the Go library words it.
@@ -111,7 +113,7 @@ pub fn split_pairs(args: &str) -> Result<Vec<(String, String)>, ArgsError> {
             let mut kv = pair.split('=');
             match (kv.next(), kv.next(), kv.next()) {
                 (Some(k), Some(v), None) => Ok((k.to_string(), v.to_string())),
-                _ => Err(ArgsError(format!("ARGS: invalid pair {}", crate::gojson::quote(pair)))),
+                _ => Err(ArgsError(format!("ARGS: invalid pair {}", quote(pair)))),
             }
         })
         .collect()
@@ -133,8 +135,7 @@ pub fn load_args(args: &str, spec: &[ArgSpec]) -> Result<Args, ArgsError> {
             out.pairs.push((key, value));
             continue;
         };
-        let fail =
-            |e: String| ArgsError(format!("ARGS: error parsing value of pair {}: {e}", crate::gojson::quote(&pair)));
+        let fail = |e: String| ArgsError(format!("ARGS: error parsing value of pair {}: {e}", quote(&pair)));
         let parsed = match kind {
             ArgKind::String => ArgValue::String(value.clone()),
             ArgKind::Bool => ArgValue::Bool(parse_bool(&value).map_err(fail)?),
@@ -148,7 +149,7 @@ pub fn load_args(args: &str, spec: &[ArgSpec]) -> Result<Args, ArgsError> {
         out.pairs.push((key, value));
     }
     if !unknown.is_empty() && !out.ignore_unknown {
-        return Err(ArgsError(format!("ARGS: unknown args {}", crate::gojson::quote_list(&unknown))));
+        return Err(ArgsError(format!("ARGS: unknown args {}", quote_list(&unknown))));
     }
     Ok(out)
 }

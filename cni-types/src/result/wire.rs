@@ -7,36 +7,49 @@
 //! `mtu: 0` is not; `dns` disappears from 1.x output when empty but is always there in 0.x
 //! output.
 
-use super::{AnyResult, CniResult, Dns, IpConfigLegacy, ResultLegacy, ResultV04, Route};
-use crate::gojson::{to_go_string, to_go_string_pretty};
+use super::model::{AnyResult, CniResult, Dns, IpConfigLegacy, ResultLegacy, ResultV04, Route};
+use crate::gojson::print::{to_go_string, to_go_string_pretty};
 use crate::ip::IpNet;
 use serde::Serialize;
 use serde_json::Value;
 use std::net::IpAddr;
 
-pub(super) fn to_value(r: &AnyResult) -> Value {
-    let v = match r {
-        AnyResult::Legacy(r) => serde_json::to_value(legacy_wire(r)),
-        AnyResult::V04(r) => serde_json::to_value(v04_wire(r)),
-        AnyResult::V1(r) => serde_json::to_value(v1_wire(r)),
-    };
-    // The wire structs hold only strings, numbers and lists: serialisation cannot fail.
-    v.unwrap_or(Value::Null)
-}
+impl AnyResult {
+    /// The JSON value of the result, as Go would marshal it.
+    pub fn to_value(&self) -> Value {
+        let v = match self {
+            AnyResult::Legacy(r) => serde_json::to_value(legacy_wire(r)),
+            AnyResult::V04(r) => serde_json::to_value(v04_wire(r)),
+            AnyResult::V1(r) => serde_json::to_value(v1_wire(r)),
+        };
+        // The wire structs hold only strings, numbers and lists: serialisation cannot fail.
+        v.unwrap_or(Value::Null)
+    }
 
-pub(super) fn to_json(r: &AnyResult, pretty: bool) -> String {
-    fn go<T: Serialize>(value: &T, pretty: bool) -> String {
-        if pretty {
-            to_go_string_pretty(value)
-        } else {
-            to_go_string(value)
+    /// Go's `PrintTo`: indented with 4 spaces, no trailing newline.
+    pub fn to_json_pretty(&self) -> String {
+        match self {
+            AnyResult::Legacy(r) => to_go_string_pretty(&legacy_wire(r)),
+            AnyResult::V04(r) => to_go_string_pretty(&v04_wire(r)),
+            // Keys sorted: through a map, as Go does.
+            AnyResult::V1(_) => to_go_string_pretty(&self.to_value()),
         }
     }
-    match r {
-        AnyResult::Legacy(a) => go(&legacy_wire(a), pretty),
-        AnyResult::V04(b) => go(&v04_wire(b), pretty),
-        // Keys sorted: through a map, as Go does.
-        AnyResult::V1(_) => go(&to_value(r), pretty),
+
+    /// Go's `json.Marshal`: compact.
+    pub fn to_json(&self) -> String {
+        match self {
+            AnyResult::Legacy(r) => to_go_string(&legacy_wire(r)),
+            AnyResult::V04(r) => to_go_string(&v04_wire(r)),
+            AnyResult::V1(_) => to_go_string(&self.to_value()),
+        }
+    }
+}
+
+impl CniResult {
+    /// Prints in `version` (Go's `types.PrintResult` after conversion).
+    pub fn to_json_pretty_as(&self, version: &str) -> Result<String, super::convert::ConvertError> {
+        Ok(self.convert_to(version)?.to_json_pretty())
     }
 }
 

@@ -1,43 +1,29 @@
-//! JSON the way Go's `encoding/json` reads and writes it.
+//! Input: Go's JSON scanner, for Go's syntax-error texts (`encoding/json/scanner.go`).
 //!
-//! Runtimes and operators see the error texts the Go reference library produces
-//! (`unexpected end of JSON input`, `invalid character 'n' looking for beginning of object key
-//! string`), and tests compare against them. serde_json words its errors differently, so input
-//! is first run through [`check_syntax`], an iterative (stack-safe) port of the behaviour of Go's
-//! JSON scanner, and only valid documents reach serde_json.
-//!
-//! Output is serde_json's own compact printer, then two byte passes over its output:
-//!
-//! * Indenting is Go's own way: `json.MarshalIndent` is `Marshal` followed by `Indent`
-//!   (`encoding/json/indent.go`), and so is [`to_go_string_pretty`]. serde_json's
-//!   `PrettyFormatter` would give the same bytes, but every type printed both ways would then be
-//!   compiled twice, once per formatter — kilobytes in each plugin. One compact printer per type
-//!   and one indent pass keep the plugins small.
-//! * Go's HTML escaping (`encode.go`, `appendString` with `escapeHTML`): `<`, `>`, `&`, U+2028
-//!   and U+2029 can appear in serde_json's output only inside strings (keys or values); they are
-//!   no part of its structure, numbers or literals. Escaping them in the finished bytes
-//!   therefore escapes exactly what Go escapes.
+//! serde_json words its errors differently, so input is first run through [`check_syntax`], an
+//! iterative (stack-safe) port of the behaviour of Go's scanner, and only valid documents reach
+//! serde_json.
 
-use serde::Serialize;
+use super::quote::quote;
+use crate::error::{CniError, DECODING_FAILURE};
 use serde_json::Value;
-use std::fmt;
 
 /// A JSON document that Go's decoder would reject, with Go's message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct SyntaxError(pub(crate) String);
-
-impl fmt::Display for SyntaxError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for SyntaxError {}
 
 impl SyntaxError {
     /// The message, as the Go library words it.
     pub fn message(&self) -> &str {
         &self.0
+    }
+}
+
+impl From<SyntaxError> for CniError {
+    /// Code 6 ([`DECODING_FAILURE`]): the bytes are not JSON.
+    fn from(e: SyntaxError) -> CniError {
+        CniError::new(DECODING_FAILURE, e.0)
     }
 }
 
@@ -51,56 +37,6 @@ fn quote_char(c: u8) -> String {
             format!("'{}'", &s[1..s.len() - 1])
         }
     }
-}
-
-/// Go's `strconv.Quote` for valid UTF-8 text: printable characters kept, others escaped.
-pub fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if !is_go_printable(c) => {
-                if (c as u32) < 0x10000 {
-                    out.push_str(&format!("\\u{:04x}", c as u32))
-                } else {
-                    out.push_str(&format!("\\U{:08x}", c as u32))
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// An approximation of Go's `strconv.IsPrint` good for the characters CNI input contains:
-/// controls, the C1 block, and the non-ASCII spaces and format characters are not printable.
-fn is_go_printable(c: char) -> bool {
-    let u = c as u32;
-    !(c.is_control()
-        || u == 0xa0
-        || u == 0xad
-        || (0x2000..=0x200f).contains(&u)
-        || (0x2028..=0x202f).contains(&u)
-        || u == 0x205f
-        || u == 0x3000
-        || u == 0xfeff)
-}
-
-/// Go's `%q` of a `[]string`: `["a" "b"]`.
-pub fn quote_list<S: AsRef<str>>(items: &[S]) -> String {
-    let inner: Vec<String> = items.iter().map(|s| quote(s.as_ref())).collect();
-    format!("[{}]", inner.join(" "))
 }
 
 #[derive(Clone, Copy)]
@@ -360,112 +296,6 @@ pub fn type_name(v: &Value) -> &'static str {
     }
 }
 
-/// `json.MarshalIndent(v, "", "    ")`: 4-space indent, no trailing newline, Go escaping.
-pub fn to_go_string_pretty<T: Serialize + ?Sized>(value: &T) -> String {
-    finish(serde_json::to_vec(value).map(|compact| indent(&compact)))
-}
-
-/// `json.Marshal(v)`: compact, Go escaping.
-pub fn to_go_string<T: Serialize + ?Sized>(value: &T) -> String {
-    finish(serde_json::to_vec(value))
-}
-
-/// Go's `json.Indent` with a 4-space indent (`encoding/json/indent.go`, `appendIndent`), which
-/// is how `MarshalIndent` makes its output from `Marshal`'s: a newline and indent after `{`,
-/// `[` and `,`, a space after `:`, and `{}` / `[]` left empty. `compact` is serde_json's
-/// compact output (no whitespace outside strings).
-fn indent(compact: &[u8]) -> Vec<u8> {
-    fn newline(out: &mut Vec<u8>, depth: usize) {
-        out.push(b'\n');
-        out.extend(std::iter::repeat_n(b' ', 4 * depth));
-    }
-    let mut out = Vec::with_capacity(compact.len() * 2);
-    let (mut depth, mut need_indent, mut in_string, mut escaped) = (0usize, false, false, false);
-    for &c in compact {
-        if in_string {
-            out.push(c);
-            match c {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        // Delayed, so that an empty object or array stays `{}` / `[]`.
-        if need_indent && c != b'}' && c != b']' {
-            need_indent = false;
-            depth += 1;
-            newline(&mut out, depth);
-        }
-        match c {
-            b'"' => {
-                in_string = true;
-                out.push(c);
-            }
-            b'{' | b'[' => {
-                need_indent = true;
-                out.push(c);
-            }
-            b',' => {
-                out.push(c);
-                newline(&mut out, depth);
-            }
-            b':' => out.extend_from_slice(b": "),
-            b'}' | b']' => {
-                if need_indent {
-                    need_indent = false;
-                } else {
-                    depth = depth.saturating_sub(1);
-                    newline(&mut out, depth);
-                }
-                out.push(c);
-            }
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
-/// Go's escaping of the printed bytes. Serialising braid's own types (strings, numbers, maps
-/// with string keys) into a `Vec` cannot fail; an error here would be a bug, and an empty
-/// document is the safe answer.
-fn finish(printed: Result<Vec<u8>, serde_json::Error>) -> String {
-    match printed {
-        Ok(bytes) => {
-            String::from_utf8(escape_html(bytes)).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-        }
-        Err(_) => "{}".to_string(),
-    }
-}
-
-/// `<`, `>`, `&`, U+2028 and U+2029 as `\u00XX` / `\u20XX` sequences.
-fn escape_html(json: Vec<u8>) -> Vec<u8> {
-    // U+2028 and U+2029 are E2 80 A8 and E2 80 A9 in UTF-8.
-    if !json.iter().any(|b| matches!(b, b'<' | b'>' | b'&' | 0xe2)) {
-        return json;
-    }
-    let mut out = Vec::with_capacity(json.len() + 16);
-    let mut rest = json.as_slice();
-    while let Some((&first, tail)) = rest.split_first() {
-        let (escape, len): (&[u8], usize) = match rest {
-            [b'<', ..] => (b"\\u003c", 1),
-            [b'>', ..] => (b"\\u003e", 1),
-            [b'&', ..] => (b"\\u0026", 1),
-            [0xe2, 0x80, 0xa8, ..] => (b"\\u2028", 3),
-            [0xe2, 0x80, 0xa9, ..] => (b"\\u2029", 3),
-            _ => {
-                out.push(first);
-                rest = tail;
-                continue;
-            }
-        };
-        out.extend_from_slice(escape);
-        rest = &rest[len..];
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,45 +342,5 @@ mod tests {
         let closed = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         check_syntax(closed.as_bytes()).unwrap();
         assert!(parse(closed.as_bytes()).is_err());
-    }
-
-    #[test]
-    fn go_quoting() {
-        assert_eq!(quote("a\"b"), "\"a\\\"b\"");
-        assert_eq!(quote("x\u{a0}y"), "\"x\\u00a0y\"");
-        assert_eq!(quote_list(&["1.2.3", "4.3.2"]), "[\"1.2.3\" \"4.3.2\"]");
-    }
-
-    #[test]
-    fn go_escaping_on_output() {
-        let v = serde_json::json!({"k": "<a&b>"});
-        assert_eq!(to_go_string(&v), "{\"k\":\"\\u003ca\\u0026b\\u003e\"}");
-        assert_eq!(to_go_string_pretty(&v), "{\n    \"k\": \"\\u003ca\\u0026b\\u003e\"\n}");
-    }
-
-    #[test]
-    fn indenting_compact_output_gives_serde_jsons_own_pretty_bytes() {
-        let values = [
-            serde_json::json!({"a": [], "b": {}, "c": "x,{:}\\\"]\n[", "d": [1, {"e": null, "f": [true, -0.5]}]}),
-            serde_json::json!([]),
-            serde_json::json!("{,}"),
-            serde_json::json!([[[]], {"k": {"": []}}]),
-        ];
-        for v in values {
-            let mut pretty = Vec::new();
-            let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
-            v.serialize(&mut serde_json::Serializer::with_formatter(&mut pretty, formatter)).unwrap();
-            assert_eq!(indent(&serde_json::to_vec(&v).unwrap()), pretty, "{v}");
-        }
-    }
-
-    #[test]
-    fn line_and_paragraph_separators_are_escaped_in_keys_and_values() {
-        let v = serde_json::json!({"a\u{2028}": ["\u{2029}é€", ""], "<": {}});
-        assert_eq!(to_go_string(&v), "{\"\\u003c\":{},\"a\\u2028\":[\"\\u2029é€\",\"\"]}");
-        assert_eq!(
-            to_go_string_pretty(&v),
-            "{\n    \"\\u003c\": {},\n    \"a\\u2028\": [\n        \"\\u2029é€\",\n        \"\"\n    ]\n}"
-        );
     }
 }
