@@ -17,6 +17,7 @@ pub mod status;
 
 use annotation::NETWORKS;
 use braid_attach::Delegate;
+use cni_types::validate::is_dns_label;
 use cni_types::NetConf;
 use error::{Problem, SelectionError};
 use serde_json::Value;
@@ -55,7 +56,7 @@ impl Config {
             Some(Value::Array(a)) => a
                 .iter()
                 .map(|v| match v.as_str() {
-                    Some(s) if annotation::is_dns_label(s) => Ok(s.to_string()),
+                    Some(s) if is_dns_label(s) => Ok(s.to_string()),
                     _ => Err(SelectionError::Config(format!(
                         "globalNamespaces must be a list of namespace names (DNS-1123 labels); {v} is not one"
                     ))),
