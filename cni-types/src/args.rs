@@ -103,6 +103,19 @@ fn parse_bool(s: &str) -> Result<bool, String> {
     }
 }
 
+/// Whether a value reads as true to Go's `UnmarshallableBool`: `1` or `true`, any case.
+pub fn is_true(value: &str) -> bool {
+    parse_bool(value) == Ok(true)
+}
+
+/// `CNI_ARGS` read leniently: each `;`-separated piece split at its first `=`, pieces without
+/// one skipped. For a caller that only picks out keys of its own (`K8S_POD_NAME`) from args it
+/// does not own: unlike [`load_args`], it never fails, so a DEL still finds what it needs in
+/// args a runtime sent malformed.
+pub fn pairs(args: &str) -> impl Iterator<Item = (&str, &str)> {
+    args.split(';').filter_map(|pair| pair.split_once('='))
+}
+
 /// Splits `CNI_ARGS` into pairs with Go's exactly-one-`=` rule, without interpreting keys.
 pub fn split_pairs(args: &str) -> Result<Vec<(String, String)>, ArgsError> {
     if args.is_empty() {
@@ -152,4 +165,17 @@ pub fn load_args(args: &str, spec: &[ArgSpec]) -> Result<Args, ArgsError> {
         return Err(ArgsError(format!("ARGS: unknown args {}", quote_list(&unknown))));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lenient_pairs_skip_what_load_args_refuses() {
+        let got: Vec<_> = pairs("A=1;junk;B=x=y;;C=").collect();
+        assert_eq!(got, [("A", "1"), ("B", "x=y"), ("C", "")]);
+        assert!(load_args("A=1;junk", &[]).is_err());
+        assert!(is_true("TRUE") && is_true("1") && !is_true("0") && !is_true("yes"));
+    }
 }

@@ -89,13 +89,14 @@ pub struct Pod {
 }
 
 impl Pod {
-    /// From `CNI_ARGS` (malformed pairs were refused by the dispatcher already; here ignored).
+    /// From `CNI_ARGS`, read leniently ([`cni_types::args::pairs`]): the args are the
+    /// runtime's, and DEL must find the pod even in args Go's `LoadArgs` would refuse.
     pub fn from_args(args: &str) -> Pod {
         let mut pod = Pod::default();
-        for pair in args.split(';') {
-            match pair.split_once('=') {
-                Some(("K8S_POD_NAMESPACE", v)) if !v.is_empty() => pod.namespace = Some(v.to_string()),
-                Some(("K8S_POD_NAME", v)) if !v.is_empty() => pod.name = Some(v.to_string()),
+        for pair in cni_types::args::pairs(args) {
+            match pair {
+                ("K8S_POD_NAMESPACE", v) if !v.is_empty() => pod.namespace = Some(v.to_string()),
+                ("K8S_POD_NAME", v) if !v.is_empty() => pod.name = Some(v.to_string()),
                 _ => {}
             }
         }
