@@ -17,6 +17,7 @@ pub mod status;
 
 use annotation::NETWORKS;
 use braid_attach::Delegate;
+use cni_types::validate::is_dns_label;
 use cni_types::NetConf;
 use error::{Problem, SelectionError};
 use serde_json::Value;
@@ -55,7 +56,7 @@ impl Config {
             Some(Value::Array(a)) => a
                 .iter()
                 .map(|v| match v.as_str() {
-                    Some(s) if annotation::is_dns_label(s) => Ok(s.to_string()),
+                    Some(s) if is_dns_label(s) => Ok(s.to_string()),
                     _ => Err(SelectionError::Config(format!(
                         "globalNamespaces must be a list of namespace names (DNS-1123 labels); {v} is not one"
                     ))),
@@ -88,13 +89,14 @@ pub struct Pod {
 }
 
 impl Pod {
-    /// From `CNI_ARGS` (malformed pairs were refused by the dispatcher already; here ignored).
+    /// From `CNI_ARGS`, read leniently ([`cni_types::args::pairs`]): the args are the
+    /// runtime's, and DEL must find the pod even in args Go's `LoadArgs` would refuse.
     pub fn from_args(args: &str) -> Pod {
         let mut pod = Pod::default();
-        for pair in args.split(';') {
-            match pair.split_once('=') {
-                Some(("K8S_POD_NAMESPACE", v)) if !v.is_empty() => pod.namespace = Some(v.to_string()),
-                Some(("K8S_POD_NAME", v)) if !v.is_empty() => pod.name = Some(v.to_string()),
+        for pair in cni_types::args::pairs(args) {
+            match pair {
+                ("K8S_POD_NAMESPACE", v) if !v.is_empty() => pod.namespace = Some(v.to_string()),
+                ("K8S_POD_NAME", v) if !v.is_empty() => pod.name = Some(v.to_string()),
                 _ => {}
             }
         }
