@@ -57,7 +57,13 @@ pub struct Link {
 impl Link {
     /// The MAC in the CNI result's form (`aa:bb:cc:dd:ee:ff`, lower case).
     pub fn mac_string(&self) -> String {
-        self.mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+        use std::fmt::Write as _;
+        let mut out = String::with_capacity(self.mac.len() * 3);
+        for (i, b) in self.mac.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ":" };
+            let _ = write!(out, "{sep}{b:02x}");
+        }
+        out
     }
 
     /// Decodes the body of an `RTM_NEWLINK`.
@@ -170,14 +176,9 @@ pub fn delete_group(rtnl: &mut Rtnl, group: u32) -> Result<(), NetlinkError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::socket::emitted;
     use netlink_packet_core::Parseable;
     use netlink_packet_route::link::{InfoData, InfoKind, InfoVrf, LinkAttribute, LinkInfo, LinkMessage};
-
-    fn emitted(body: &impl Emitable) -> Vec<u8> {
-        let mut buf = vec![0; body.buffer_len()];
-        body.emit(&mut buf);
-        buf
-    }
 
     #[test]
     fn links_decode_as_netlink_packet_route_encodes_them() {

@@ -228,6 +228,7 @@ pub fn delete(rtnl: &mut Rtnl, route: &Route, ifname: &str) -> Result<(), Netlin
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::socket::emitted;
     use netlink_packet_core::Parseable;
     use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteMessage, RouteMetric, RouteNextHop};
 
@@ -247,12 +248,6 @@ mod tests {
             mtu: 0,
             kind: 1,
         }
-    }
-
-    fn emitted(body: &impl Emitable) -> Vec<u8> {
-        let mut buf = vec![0; body.buffer_len()];
-        body.emit(&mut buf);
-        buf
     }
 
     #[test]

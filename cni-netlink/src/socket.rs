@@ -188,3 +188,11 @@ impl Rtnl {
         Ok(out)
     }
 }
+
+/// A body's bytes, for tests that read them back with netlink-packet-route.
+#[cfg(test)]
+pub(crate) fn emitted(body: &impl Emitable) -> Vec<u8> {
+    let mut buf = vec![0; body.buffer_len()];
+    body.emit(&mut buf);
+    buf
+}

@@ -122,16 +122,7 @@ fn addresses_routes_and_rules_are_read_and_routes_changed() {
 
     // Added with a metric and an MTU, found as added; added again: EEXIST; deleted; deleted
     // again: not found.
-    let added = Route {
-        table: 1001,
-        dst: net("198.18.212.0/24"),
-        gw: Some("198.18.210.1".parse().unwrap()),
-        oif: Some(rta.index),
-        priority: 9,
-        scope: 0,
-        mtu: 1300,
-        kind: 1,
-    };
+    let added = Route { table: 1001, dst: net("198.18.212.0/24"), priority: 9, mtu: 1300, ..want };
     let (after_add, again, after_del, del_again) = inside(&ns, |r| {
         routes::add(r, &added, "rta")?;
         let after_add = routes::routes(r)?;
