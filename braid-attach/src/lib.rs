@@ -11,7 +11,7 @@
 //! * [`attach`]: the engine — plan made durable first, rollback in reverse, DEL and CHECK from
 //!   the recorded plan.
 //! * [`ifnames`]: the `net<N>` names braid chooses, under a lock per pod namespace.
-//! * [`sandbox`]: a merged result completed from the pod namespace (MACs, MTUs).
+//! * [`sandbox`]: the pod namespace's links, and a merged result completed from them (MACs, MTUs).
 //! * [`plan`]: the on-disk format of that plan, typed and versioned.
 //! * [`state`]: the locked, private, crash-safe files that hold it.
 //! * [`status`]: STATUS — whether an ADD could run now (every delegate found and ready).

@@ -28,8 +28,6 @@ pub enum NetnsError {
     Enter(PathBuf, nix::Error),
     /// The work panicked on the namespace thread.
     Panicked(PathBuf),
-    /// Reading the namespace's links over rtnetlink failed (see [`crate::links`]).
-    Netlink(PathBuf, nix::Error),
 }
 
 impl NetnsError {
@@ -48,7 +46,6 @@ impl fmt::Display for NetnsError {
                 write!(f, "failed to enter netns {:?}: {e} (is it a network namespace?)", p.display().to_string())
             }
             NetnsError::Panicked(p) => write!(f, "work inside netns {:?} panicked", p.display().to_string()),
-            NetnsError::Netlink(p, e) => write!(f, "reading the links of netns {:?}: {e}", p.display().to_string()),
         }
     }
 }
@@ -63,7 +60,7 @@ impl From<NetnsError> for cni_types::CniError {
         use cni_types::error::{INTERNAL, INVALID_ENVIRONMENT_VARIABLES};
         let code = match e {
             NetnsError::NotNetns(..) | NetnsError::Enter(..) => INVALID_ENVIRONMENT_VARIABLES,
-            NetnsError::Open(..) | NetnsError::Panicked(_) | NetnsError::Netlink(..) => INTERNAL,
+            NetnsError::Open(..) | NetnsError::Panicked(_) => INTERNAL,
         };
         cni_types::CniError::new(code, e.to_string())
     }

@@ -1,7 +1,7 @@
 //! The CNI commands of the delegator, on top of the shared attach engine.
 
 use crate::config::{result_mode, ResultMode, SPEC};
-use crate::kubernetes::{self, status, Label, Pod};
+use crate::kubernetes::{self, default_route, status, Label, Pod};
 use braid_attach::{Meta, MetaConfig};
 use cni_skel::{CmdArgs, Plugin};
 use cni_types::merge::{merge, Attachment};
@@ -132,7 +132,7 @@ fn finish(m: &mut Meta, args: &CmdArgs, plan: &Plan, results: &[AnyResult]) -> R
         let ifname = m.config.delegates.get(i).map(|d| d.ifname.clone()).unwrap_or_default();
         let others: Vec<String> =
             m.config.delegates.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, d)| d.ifname.clone()).collect();
-        let removed = cni_skel::routes::move_default_routes(Path::new(&args.netns), &ifname, &others, gateways)
+        let removed = default_route::move_default_routes(Path::new(&args.netns), &ifname, &others, gateways)
             .context(format_args!("default-route of {}", plan.labels[i].name))?;
         for r in removed {
             m.log.info(format_args!(
@@ -185,7 +185,7 @@ fn finish(m: &mut Meta, args: &CmdArgs, plan: &Plan, results: &[AnyResult]) -> R
         CniError::new(cni_types::error::INTERNAL, format!("cannot express the result in cniVersion {version}: {e}"))
     })?;
     if let Some(path) = &plan.status {
-        let links = cni_skel::links::links(Path::new(&args.netns))?;
+        let links = braid_attach::sandbox::links(&args.netns)?;
         let atts: Vec<(&AnyResult, &str, &Label)> = results
             .iter()
             .zip(&m.config.delegates)

@@ -505,7 +505,15 @@ mod tests {
     fn pod() -> Snapshot {
         Snapshot {
             links: vec![
-                Link { index: 1, name: "lo".into(), mac: vec![0; 6], mtu: 65536, master: None, vrf_table: None },
+                Link {
+                    index: 1,
+                    name: "lo".into(),
+                    mac: vec![0; 6],
+                    mtu: 65536,
+                    master: None,
+                    vrf_table: None,
+                    ..Link::default()
+                },
                 Link {
                     index: 2,
                     name: "eth0".into(),
@@ -513,6 +521,7 @@ mod tests {
                     mtu: 1500,
                     master: None,
                     vrf_table: None,
+                    ..Link::default()
                 },
                 Link {
                     index: 3,
@@ -521,6 +530,7 @@ mod tests {
                     mtu: 9000,
                     master: None,
                     vrf_table: None,
+                    ..Link::default()
                 },
             ],
             addrs: vec![
@@ -699,6 +709,7 @@ mod tests {
                 mtu: 1500,
                 master: None,
                 vrf_table: None,
+                ..Link::default()
             }],
             ..Snapshot::default()
         };
@@ -820,6 +831,7 @@ mod tests {
             mtu: 65575,
             master: None,
             vrf_table: Some(10),
+            ..Link::default()
         });
         s.links[1].master = Some(9);
         for x in s.routes.iter_mut().filter(|x| x.oif == Some(2)) {
@@ -860,6 +872,7 @@ mod tests {
             mtu: 9000,
             master: None,
             vrf_table: None,
+            ..Link::default()
         });
         snap.redirects = vec![(3, 9), (9, 3)];
         let items = run(&r, &snap, FULL);

@@ -8,9 +8,11 @@
 //! * [`annotation`]: the annotation's two forms, validated.
 //! * [`resolve`]: an element's definition file, turned into a delegate.
 //! * [`status`]: the network-status document, written atomically, removed on DEL.
+//! * [`default_route`]: a selection's `default-route`, carried out in the pod namespace.
 //! * [`error`]: why a selection is refused (code 7, before anything runs).
 
 pub mod annotation;
+pub mod default_route;
 pub mod error;
 pub mod resolve;
 pub mod status;

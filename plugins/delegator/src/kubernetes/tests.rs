@@ -447,7 +447,13 @@ fn status_documents_one_entry_per_sandbox_interface() {
         Label { name: "cluster".into(), default: true, default_route: None },
         Label { name: "team-a/plain".into(), default: false, default_route: Some(vec!["198.18.1.1".parse().unwrap()]) },
     ];
-    let links = [cni_skel::links::Link { name: "net1".into(), mac: "02:00:00:00:00:09".into(), mtu: 1500, index: 3 }];
+    let links = [cni_netlink::links::Link {
+        name: "net1".into(),
+        mac: vec![2, 0, 0, 0, 0, 9],
+        mtu: 1500,
+        index: 3,
+        ..Default::default()
+    }];
     let doc = status::document(&[(&r1, "eth0", &labels[0]), (&r2, "net1", &labels[1])], &links);
     assert_eq!(
         doc,
