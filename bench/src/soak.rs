@@ -83,6 +83,11 @@ pub fn soak(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
     let [b, p] = &mut arms;
     let mut left = finish(&mut braid, b);
     left.extend(finish(&mut plain, p));
+    for e in cache_of(&[], true) {
+        if !left.iter().any(|l| l.contains(&e)) {
+            left.push(format!("libcni cache entry {LIBCNI_CACHE}/{e} (of a pod of this run)"));
+        }
+    }
     let out = report(&arms, pods, &left);
     drop((braid, plain));
     drop(guard);
@@ -458,6 +463,9 @@ fn finish(n: &mut Node, arm: &mut Arm) -> Vec<String> {
         Err(e) => return vec![format!("{what}: ListPodSandbox failed: {e}")],
     };
     n.c.adopt(listed.iter().cloned());
+    for id in &listed {
+        AbortSweep::pod(&n.c, id);
+    }
     let mut cut = 0;
     for id in &listed {
         cut += usize::from(!arm.ids.contains(id));
@@ -490,12 +498,8 @@ fn finish(n: &mut Node, arm: &mut Arm) -> Vec<String> {
     left.extend(arm.locks.iter().filter(|l| l.exists()).map(|l| format!("pod namespace lock {}", l.display())));
     // By network name, and by sandbox ID whatever the network (a delegate's entry).
     let mut cache = libcni_cache_entries(n.c.networks());
-    for e in std::fs::read_dir(LIBCNI_CACHE).into_iter().flatten().flatten() {
-        let f = e.file_name().to_string_lossy().into_owned();
-        if !cache.contains(&f) && arm.ids.iter().chain(&listed).any(|id| f.contains(id.as_str())) {
-            cache.push(f);
-        }
-    }
+    let ids: Vec<String> = arm.ids.iter().chain(&listed).cloned().collect();
+    cache.extend(cache_of(&ids, false).into_iter().filter(|f| !cache.contains(f)).collect::<Vec<_>>());
     left.extend(cache.into_iter().map(|e| format!("libcni cache entry {LIBCNI_CACHE}/{e}")));
     left.extend(n.c.pod_namespaces().into_iter().map(|p| format!("pod namespace {p}")));
     left.extend(mounts_below(n.c.h.dir.path()).into_iter().map(|m| format!("mount {m}")));
@@ -607,6 +611,8 @@ struct AbortSweep;
 #[derive(Default)]
 struct Made {
     networks: Vec<String>,
+    /// Sandbox IDs: the libcni cache entries naming them (containerd's loopback's too).
+    ids: Vec<String>,
     /// Shim sockets of the sandboxes created.
     shims: Vec<PathBuf>,
     locks: Vec<PathBuf>,
@@ -643,35 +649,68 @@ impl AbortSweep {
         Self::with(|m| m.locks.push(path.to_path_buf()));
     }
 
-    /// A sandbox's shim socket (containerd 1.6: `/run/containerd/s/<sha256 of
-    /// "<address>/k8s.io/<id>">`, as `containerd.rs` computes it).
+    /// A sandbox: its shim socket and libcni cache entries go if the run panics.
     fn pod(c: &Containerd, id: &str) {
-        let socket = c.net_dir().with_file_name("containerd.sock");
-        let text = format!("{}/k8s.io/{id}", socket.display());
-        let mut child = match Command::new("sha256sum")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-        {
-            Ok(c) => c,
-            Err(_) => return,
-        };
-        if let Some(mut i) = child.stdin.take() {
-            use std::io::Write;
-            let _ = i.write_all(text.as_bytes());
-        }
-        let Ok(out) = child.wait_with_output() else { return };
-        if let Some(hash) = String::from_utf8_lossy(&out.stdout).split_whitespace().next() {
-            let p = Path::new("/run/containerd/s").join(hash);
-            Self::with(|m| m.shims.push(p));
-        }
+        let shim = shim_socket(&c.net_dir().with_file_name("containerd.sock"), id);
+        Self::with(|m| {
+            m.shims.extend(shim);
+            m.ids.push(id.to_string());
+        });
     }
 }
 
+/// A sandbox's shim socket: containerd 1.6 puts it at `/run/containerd/s/<sha256 of
+/// "<address>/k8s.io/<id>">`, as `containerd.rs` computes it.
+fn shim_socket(socket: &Path, id: &str) -> Option<PathBuf> {
+    let mut child = Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
+    if let Some(mut i) = child.stdin.take() {
+        use std::io::Write;
+        let _ = write!(i, "{}/k8s.io/{id}", socket.display());
+    }
+    let out = child.wait_with_output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(Path::new("/run/containerd/s").join(text.split_whitespace().next()?))
+}
+
 impl Drop for AbortSweep {
+    /// The case is over (its verdicts taken, its nodes dropped): what containerd itself left in
+    /// the shared libcni cache for these sandboxes goes too.
     fn drop(&mut self) {
         let _ = std::panic::take_hook();
-        *MADE.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        let made = MADE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take().unwrap_or_default();
+        remove_cache_of(&made.ids);
+    }
+}
+
+/// libcni cache entries naming one of these sandboxes, or (`any_pod`) recording the pod UID of
+/// any pod of this run (`uid<pid>x…`, see [`config`]): also those of sandboxes whose
+/// RunPodSandbox the kill cut, whose ID no worker learnt (containerd caches its loopback
+/// network's result there too).
+fn cache_of(ids: &[String], any_pod: bool) -> Vec<String> {
+    // `unique("uid")` is `uid<pid>x<n>`: the JSON string starts so.
+    let uid = format!("\"uid{}x", std::process::id());
+    let mut out: Vec<String> = std::fs::read_dir(LIBCNI_CACHE)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let f = e.file_name().to_string_lossy().into_owned();
+            ids.iter().any(|id| f.contains(id.as_str()))
+                || (any_pod && std::fs::read(e.path()).is_ok_and(|b| String::from_utf8_lossy(&b).contains(&uid)))
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
+}
+
+fn remove_cache_of(ids: &[String]) {
+    for f in cache_of(ids, true) {
+        let _ = std::fs::remove_file(Path::new(LIBCNI_CACHE).join(f));
     }
 }
 
@@ -679,6 +718,7 @@ impl Drop for AbortSweep {
 fn sweep_everything() {
     let made = MADE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take().unwrap_or_default();
     crate::say("soak: panicked; removing what it created");
+    let mut shims = made.shims.clone();
     let pid = std::process::id();
     let ours = |dir: &Path, prefixes: [String; 2]| -> Vec<PathBuf> {
         std::fs::read_dir(dir)
@@ -693,8 +733,10 @@ fn sweep_everything() {
         // The sandboxes' processes first (runc's state: the `Root` containerd.rs configures).
         let root = dir.join("containerd/runc/k8s.io");
         let ids = Command::new("runc").arg("--root").arg(&root).args(["list", "-q"]).output();
+        let socket = dir.join("containerd/containerd.sock");
         for id in ids.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default().lines() {
             let _ = Command::new("runc").arg("--root").arg(&root).args(["delete", "-f", id]).output();
+            shims.extend(shim_socket(&socket, id));
         }
         // The daemon (its --config) and its shims (its socket) name the directory.
         stop_processes_mentioning(&dir.display().to_string(), Duration::from_secs(3));
@@ -707,7 +749,8 @@ fn sweep_everything() {
         }
     }
     remove_libcni_cache_entries(&made.networks);
-    for f in made.shims.iter().chain(&made.locks) {
+    remove_cache_of(&made.ids);
+    for f in shims.iter().chain(&made.locks) {
         let _ = std::fs::remove_file(f);
     }
     for d in made.dirs.iter().rev() {
