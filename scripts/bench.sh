@@ -4,7 +4,10 @@
 # smoke run with a tenth of the repetitions). Writes results.md, results.csv, budgets.csv and
 # results.svg (and, for the default directory, the README's results section); exits 0 when every
 # budget holds, 3 when one does not, 1 when the run failed. The full run includes a crash run
-# (200 SIGKILLs of the delegator and of the merger, sequential and parallel, each then DEL).
+# (200 SIGKILLs of the delegator and of the merger, sequential and parallel, each then DEL) and a
+# churn soak (200 pods through containerd's CRI with braid installed beside 200 on the plain
+# bridge primary, 4 workers, containerd SIGKILLed part-way: pods/s, RunPodSandbox latency, braid's
+# share of it, nothing leaked; docs/bench/NOTES.md).
 #        sudo scripts/bench.sh --crash [N]   only the crash run, N SIGKILLs per plugin and mode
 # (default 500): a long hunt for rare crash windows that names every leftover it finds.
 # One case alone (e.g. STATUS's cost): "$(bash scripts/build-release.sh | tail -n1)/braid-bench"
@@ -20,6 +23,10 @@ quick="${2:-}"
 need=()
 command -v ip >/dev/null || need+=(iproute2)
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+# The churn soak (case "soak"): containerd 1.6 with CRI, runc, static busybox for its sandbox image.
+command -v containerd >/dev/null || need+=(containerd)
+command -v runc >/dev/null || need+=(runc)
+dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "ok installed" || need+=(busybox-static)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

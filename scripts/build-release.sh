@@ -5,13 +5,18 @@
 # pod start (and podman sends VERSION to every plugin before almost every command), and a static
 # binary starts in about half the time of a glibc-linked one (no dynamic loader, no glibc start-up).
 # Falls back to glibc-linked binaries, saying so, when the target cannot be installed.
+#
+# The bench (braid-bench) is built in a cargo invocation of its own: its CRI client (tonic) would
+# otherwise unify its features into the plugins' tokio, and the shipped plugins would differ from
+# what a build of the plugins alone gives.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target="$(uname -m)-unknown-linux-musl"
 if rustup target list --installed 2>/dev/null | grep -qx "$target" \
    || rustup target add "$target" >/dev/null 2>&1; then
-  if cargo build --release --locked -q --workspace --bins --target "$target" >&2; then
+  if cargo build --release --locked -q --workspace --exclude braid-bench --bins --target "$target" >&2 \
+     && cargo build --release --locked -q -p braid-bench --bins --target "$target" >&2; then
     echo "$PWD/target/$target/release"
     exit 0
   fi
@@ -19,5 +24,6 @@ if rustup target list --installed 2>/dev/null | grep -qx "$target" \
 else
   echo "WARNING: Rust target $target unavailable; building glibc-linked binaries (slower to start)" >&2
 fi
-cargo build --release --locked -q --workspace --bins >&2
+cargo build --release --locked -q --workspace --exclude braid-bench --bins >&2
+cargo build --release --locked -q -p braid-bench --bins >&2
 echo "$PWD/target/release"

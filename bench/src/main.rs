@@ -13,6 +13,7 @@ mod cases;
 mod crash;
 mod report;
 mod run;
+mod soak;
 mod stats;
 mod verdict;
 
@@ -24,7 +25,7 @@ use std::path::PathBuf;
 use verdict::Verdict;
 
 /// The cases by the name `--only` selects them with, in the order they run.
-pub const CASES: [&str; 13] = [
+pub const CASES: [&str; 14] = [
     "version",
     "exec-floor",
     "delegator",
@@ -38,6 +39,7 @@ pub const CASES: [&str; 13] = [
     "sizes",
     "rss",
     "crash",
+    "soak",
 ];
 
 fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> Result<bool, String> {
@@ -107,6 +109,9 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
     }
     if run("crash", "crash run: the delegator and the merger SIGKILLed at random moments of ADD, then DEL") {
         take(crash::crash_run(&w, w.reps(200))?);
+    }
+    if run("soak", "churn soak: containerd with braid beside plain bridge, 4 workers, containerd SIGKILLed part-way") {
+        take(soak::soak(&w)?);
     }
     let machine = report::Machine::read(&w.bins);
     report::write_all(&out, &machine, &samples, &verdicts).map_err(|e| format!("{}: {e}", out.display()))?;

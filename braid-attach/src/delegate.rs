@@ -128,9 +128,7 @@ impl Delegate {
 /// refuse every key they do not know (`K8S_POD_NAME` from a runtime that did not add it) — and
 /// a DEL replaying such args would fail forever. Multus adds it for its delegates too.
 pub fn ignore_unknown(args: &str) -> String {
-    let set = args.split(';').any(|p| {
-        p.split_once('=').is_some_and(|(k, v)| k == "IgnoreUnknown" && (v == "1" || v.eq_ignore_ascii_case("true")))
-    });
+    let set = cni_types::args::pairs(args).any(|(k, v)| k == "IgnoreUnknown" && cni_types::args::is_true(v));
     match (set, args.is_empty()) {
         (true, _) => args.to_string(),
         (false, true) => "IgnoreUnknown=1".to_string(),

@@ -70,7 +70,7 @@ pub fn assign(
         })?
     };
     let held = if inherited.is_empty() { id } else { format!("{inherited},{id}") };
-    let present: Vec<String> = cni_skel::links::links(path)?.into_iter().map(|l| l.name).collect();
+    let present: Vec<String> = crate::sandbox::links(netns)?.into_iter().map(|l| l.name).collect();
     for (i, d) in delegates.iter().enumerate() {
         if !d.auto_ifname && present.contains(&d.ifname) {
             return Err(CniError::new(

@@ -19,7 +19,7 @@
 //! * [`status`]: STATUS — whether an ADD could run now (every delegate found and ready).
 //! * [`nesting`]: braid plugins inside braid plugins (depth, held locks).
 //! * [`ifnames`]: the `net<N>` names braid chooses, under a lock per pod namespace.
-//! * [`sandbox`]: a merged result completed from the pod namespace (MACs, MTUs).
+//! * [`sandbox`]: the pod namespace's links, and a merged result completed from them (MACs, MTUs).
 //! * [`plan`]: the on-disk format of that plan, typed and versioned.
 //! * [`state`]: the locked, private, crash-safe files that hold it.
 //! * [`owner`]: one state directory serves one plugin kind.

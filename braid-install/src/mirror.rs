@@ -13,6 +13,7 @@
 use crate::error::InstallError;
 use crate::fsutil;
 use crate::log;
+use cni_types::validate::is_dns_label;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -37,22 +38,14 @@ pub struct Pass {
     pub bad: usize,
 }
 
-fn dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
 /// `<namespace>.<name>.conflist` → (namespace, name).
 pub fn parse_key(key: &str) -> Result<(&str, &str), String> {
     let stem = key.strip_suffix(".conflist").ok_or("the key must be <namespace>.<name>.conflist")?;
     let (ns, name) = stem.split_once('.').ok_or("the key must be <namespace>.<name>.conflist")?;
-    if !dns_label(ns) {
+    if !is_dns_label(ns) {
         return Err(format!("{ns:?} is not a namespace name (a DNS-1123 label)"));
     }
-    if !dns_label(name) {
+    if !is_dns_label(name) {
         return Err(format!("{name:?} is not a network name (a DNS-1123 label)"));
     }
     Ok((ns, name))
@@ -125,7 +118,7 @@ fn read_manifest(networks: &Path) -> BTreeSet<String> {
         // Only ever `<namespace>/<name>.conflist`: a tampered manifest cannot point elsewhere.
         .filter(|rel| {
             rel.split_once('/')
-                .is_some_and(|(ns, f)| dns_label(ns) && f.strip_suffix(".conflist").is_some_and(dns_label))
+                .is_some_and(|(ns, f)| is_dns_label(ns) && f.strip_suffix(".conflist").is_some_and(is_dns_label))
         })
         .collect()
 }

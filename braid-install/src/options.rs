@@ -1,6 +1,7 @@
 //! The command line, parsed by hand (no argument-parsing dependency in a node binary).
 
 use crate::error::InstallError;
+use cni_types::validate::is_dns_label;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -131,14 +132,6 @@ fn seconds(flag: &str, v: &str) -> Result<Duration, InstallError> {
         .map_err(|_| usage(format!("{flag} must be a whole number of seconds, not {v:?}")))
 }
 
-fn dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
 /// Parses the arguments (without the program name). Flags take `--flag VALUE` or `--flag=VALUE`.
 pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallError> {
     let mut o = Options::default();
@@ -206,7 +199,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
                     "--global-namespaces" => {
                         let list: Vec<String> =
                             v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
-                        if let Some(bad) = list.iter().find(|n| !dns_label(n)) {
+                        if let Some(bad) = list.iter().find(|n| !is_dns_label(n)) {
                             return Err(usage(format!("--global-namespaces: {bad:?} is not a namespace name")));
                         }
                         o.global_namespaces = list;

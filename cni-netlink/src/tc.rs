@@ -9,14 +9,13 @@
 //! (`tcf_auto_prio`: below every existing one) and thus a filter chain of its own: deleting
 //! that priority later removes this filter and nothing else.
 
-use crate::{NetlinkError, Rtnl};
-use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
+use crate::{rtm, NetlinkError, Rtnl};
+use netlink_packet_core::{Parseable, NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::tc::{
     TcAction, TcActionAttribute, TcActionMirror, TcActionMirrorOption, TcActionOption, TcActionType, TcAttribute,
     TcFilterU32, TcFilterU32Option, TcHandle, TcMessage, TcMirror, TcMirrorActionType, TcOption, TcU32Key,
     TcU32Selector, TcU32SelectorFlags,
 };
-use netlink_packet_route::RouteNetlinkMessage;
 
 /// `ETH_P_ALL`: the filter sees every protocol (`protocol all`).
 const ETH_P_ALL: u16 = 0x0003;
@@ -41,8 +40,7 @@ fn ingress_message(index: u32) -> TcMessage {
 /// and used as it is).
 pub fn add_ingress(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<bool, NetlinkError> {
     let what = format!("add ingress qdisc to {name}");
-    let msg = RouteNetlinkMessage::NewQueueDiscipline(ingress_message(index));
-    match rtnl.request(&what, msg, NLM_F_CREATE | NLM_F_EXCL) {
+    match rtnl.request(&what, rtm::NEWQDISC, &ingress_message(index), NLM_F_CREATE | NLM_F_EXCL) {
         Ok(()) => Ok(true),
         Err(e) if e.is_exists() => Ok(false),
         Err(e) => Err(e),
@@ -52,23 +50,16 @@ pub fn add_ingress(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<bool, Netl
 /// Removes the link's ingress qdisc (and with it every filter attached to it).
 pub fn delete_ingress(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<(), NetlinkError> {
     let what = format!("delete ingress qdisc of {name}");
-    rtnl.request(&what, RouteNetlinkMessage::DelQueueDiscipline(ingress_message(index)), 0)
+    rtnl.request(&what, rtm::DELQDISC, &ingress_message(index), 0)
 }
 
 /// The ifindexes of the links of the namespace that have an ingress qdisc.
 pub fn ingress_qdiscs(rtnl: &mut Rtnl) -> Result<Vec<u32>, NetlinkError> {
-    let replies = rtnl.dump("dump qdiscs", RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default()))?;
-    Ok(replies
-        .into_iter()
-        .filter_map(|m| match m {
-            RouteNetlinkMessage::NewQueueDiscipline(q)
-                if q.attributes.iter().any(|a| matches!(a, TcAttribute::Kind(k) if k == "ingress")) =>
-            {
-                Some(q.header.index as u32)
-            }
-            _ => None,
-        })
-        .collect())
+    rtnl.dump("dump qdiscs", rtm::GETQDISC, &TcMessage::default(), |body| {
+        let q = TcMessage::parse(body)?;
+        let ingress = q.attributes.iter().any(|a| matches!(a, TcAttribute::Kind(k) if k == "ingress"));
+        Ok(ingress.then_some(q.header.index as u32))
+    })
 }
 
 /// Adds, on `from`'s ingress qdisc, a match-all u32 filter that redirects every frame to the
@@ -99,7 +90,7 @@ pub fn add_redirect(rtnl: &mut Rtnl, from: (u32, &str), to: (u32, &str)) -> Resu
         TcOption::U32(TcFilterU32Option::Action(vec![action])),
     ]));
     let what = format!("add redirect filter {} -> {}", from.1, to.1);
-    rtnl.request(&what, RouteNetlinkMessage::NewTrafficFilter(msg), NLM_F_CREATE | NLM_F_EXCL)
+    rtnl.request(&what, rtm::NEWTFILTER, &msg, NLM_F_CREATE | NLM_F_EXCL)
 }
 
 /// A `mirred` action of a u32 filter on a link's ingress, as the kernel reports it.
@@ -123,10 +114,11 @@ pub struct Redirect {
 pub fn redirects(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<Vec<Redirect>, NetlinkError> {
     let mut req = TcMessage::with_index(index as i32);
     req.header.parent = TcHandle::INGRESS;
-    let replies = rtnl.dump(&format!("dump ingress filters of {name}"), RouteNetlinkMessage::GetTrafficFilter(req))?;
+    let filters = rtnl.dump(&format!("dump ingress filters of {name}"), rtm::GETTFILTER, &req, |body| {
+        TcMessage::parse(body).map(Some)
+    })?;
     let mut out = Vec::new();
-    for reply in replies {
-        let RouteNetlinkMessage::NewTrafficFilter(f) = reply else { continue };
+    for f in filters {
         if !f.attributes.iter().any(|a| matches!(a, TcAttribute::Kind(k) if k == TcFilterU32::KIND)) {
             continue;
         }
@@ -159,8 +151,8 @@ pub fn redirects(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<Vec<Redirect
 pub fn ingress_filter_count(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<usize, NetlinkError> {
     let mut req = TcMessage::with_index(index as i32);
     req.header.parent = TcHandle::INGRESS;
-    let replies = rtnl.dump(&format!("dump ingress filters of {name}"), RouteNetlinkMessage::GetTrafficFilter(req))?;
-    Ok(replies.iter().filter(|m| matches!(m, RouteNetlinkMessage::NewTrafficFilter(_))).count())
+    let filters = rtnl.dump(&format!("dump ingress filters of {name}"), rtm::GETTFILTER, &req, |_| Ok(Some(())))?;
+    Ok(filters.len())
 }
 
 /// The target and kind of a `mirred` action.
@@ -194,7 +186,7 @@ pub fn delete_filters(
     msg.header.info = filter_info(priority, protocol);
     msg.attributes.push(TcAttribute::Kind(TcFilterU32::KIND.to_string()));
     let what = format!("delete filter priority {priority} of {name}");
-    rtnl.request(&what, RouteNetlinkMessage::DelTrafficFilter(msg), 0)
+    rtnl.request(&what, rtm::DELTFILTER, &msg, 0)
 }
 
 #[cfg(test)]

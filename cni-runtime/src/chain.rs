@@ -6,8 +6,9 @@
 
 use crate::files::Links;
 use crate::invoke::{self, Exec, InvokeError};
-use cni_types::config::{runtime_config_for, GcAttachment, GC_ATTACHMENTS_LEGACY, GC_VALID_ATTACHMENTS};
+use cni_types::config::{GcAttachment, GC_ATTACHMENTS_LEGACY, GC_VALID_ATTACHMENTS};
 use cni_types::result::AnyResult;
+use cni_types::runtime_config::runtime_config_for;
 use cni_types::version::{self, Command};
 use cni_types::{gojson, CniError, Invocation, NetConf, NetConfList};
 use serde_json::{Map, Value};

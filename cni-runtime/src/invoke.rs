@@ -348,7 +348,7 @@ pub fn decode_result(stdout: &[u8], conf_version: &str) -> Result<AnyResult, Inv
 /// Runs ADD and decodes the result (Go's `invoke.ExecPluginWithResult`).
 pub fn add(exec: &dyn Exec, plugin: &Path, stdin: &[u8], inv: &Invocation) -> Result<AnyResult, InvokeError> {
     let out = exec.exec(plugin, stdin, &inv.env())?;
-    let conf_version = cni_types::config::decode_version(stdin).unwrap_or_default();
+    let conf_version = cni_types::version::decode_version(stdin).unwrap_or_default();
     decode_result(&out, &conf_version)
 }
 

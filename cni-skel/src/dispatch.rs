@@ -218,7 +218,7 @@ fn validate_config(stdin: &[u8]) -> Result<(), CniError> {
 }
 
 fn decode_version(stdin: &[u8]) -> Result<String, CniError> {
-    Ok(cni_types::config::decode_version(stdin)?)
+    Ok(cni_types::version::decode_version(stdin)?)
 }
 
 fn reconcile(config: &str, supported: &[String]) -> Result<(), CniError> {

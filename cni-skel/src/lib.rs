@@ -5,9 +5,8 @@
 //! * [`dispatch`]: the dispatcher that behaves exactly like Go's `skel.PluginMainFuncs`
 //!   ([`Plugin`], [`run`], [`main`], [`CmdArgs`]).
 //! * [`env`](mod@env): the injected environment (the process's, or a test's).
-//! * [`netns`]: running work inside a network namespace on a dedicated thread;
-//!   [`links`]: the name, MAC, MTU and index of every link in one; [`routes`]: moving its
-//!   default routes to one interface.
+//! * [`netns`]: running work inside a network namespace on a dedicated thread (netlink inside
+//!   it is `cni-netlink`'s).
 //! * [`keys`]: reading a plugin's own configuration keys, with errors that name them.
 //! * [`log`](mod@log): logging that never touches stdout.
 //! * [`prelude`]: the names nearly every plugin uses, in one import.
@@ -22,12 +21,9 @@
 pub mod dispatch;
 pub mod env;
 pub mod keys;
-pub mod links;
 pub mod log;
 pub mod netns;
 pub mod prelude;
-pub mod routes;
-mod rtnl;
 #[cfg(feature = "testing")]
 pub mod testing;
 

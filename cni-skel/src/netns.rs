@@ -31,9 +31,6 @@ pub enum NetnsError {
     /// The work panicked on the namespace thread.
     #[error("work inside netns {path:?} panicked", path = .0.display().to_string())]
     Panicked(PathBuf),
-    /// Reading the namespace's links over rtnetlink failed (see [`crate::links`]).
-    #[error("reading the links of netns {path:?}: {1}", path = .0.display().to_string())]
-    Netlink(PathBuf, #[source] nix::Error),
 }
 
 impl NetnsError {
@@ -51,7 +48,7 @@ impl From<NetnsError> for cni_types::CniError {
         use cni_types::error::{INTERNAL, INVALID_ENVIRONMENT_VARIABLES};
         let code = match e {
             NetnsError::NotNetns(..) | NetnsError::Enter(..) => INVALID_ENVIRONMENT_VARIABLES,
-            NetnsError::Open(..) | NetnsError::Panicked(_) | NetnsError::Netlink(..) => INTERNAL,
+            NetnsError::Open(..) | NetnsError::Panicked(_) => INTERNAL,
         };
         cni_types::CniError::new(code, e.to_string())
     }

@@ -49,36 +49,3 @@ fn run_in_reports_missing_and_non_namespace_paths() {
     assert!(fifo.to_string().starts_with("unknown FS magic on"), "{fifo}");
     std::fs::remove_file(&tmp).unwrap();
 }
-
-#[test]
-fn links_reports_names_macs_and_mtus() {
-    if !require_root("links_reports_names_macs_and_mtus") {
-        return;
-    }
-    let ns = TempNetns::new("links");
-    ns.ip(&[
-        "link",
-        "add",
-        "net7",
-        "address",
-        "02:00:00:00:07:07",
-        "mtu",
-        "1400",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "p7",
-    ]);
-    let links = cni_skel::links::links(&ns.path()).unwrap();
-    let net7 = links.iter().find(|l| l.name == "net7").unwrap();
-    assert_eq!((net7.mac.as_str(), net7.mtu), ("02:00:00:00:07:07", 1400));
-    assert!(links.iter().any(|l| l.name == "lo") && links.iter().any(|l| l.name == "p7"));
-    // Many links: the dump spans several datagrams.
-    for i in 0..150 {
-        ns.ip(&["link", "add", &format!("d{i}"), "type", "veth", "peer", "name", &format!("e{i}")]);
-    }
-    assert_eq!(cni_skel::links::links(&ns.path()).unwrap().len(), 3 + 300);
-    let e = cni_skel::links::links(Path::new("/run/netns/braid-does-not-exist")).unwrap_err();
-    assert!(e.is_missing());
-}

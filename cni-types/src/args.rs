@@ -5,8 +5,9 @@
 //! keys are matched case-sensitively, values are checked by kind, and unknown keys are an error
 //! unless `IgnoreUnknown` (always known) is true somewhere in the string.
 
+use crate::error::{CniError, INVALID_ENVIRONMENT_VARIABLES};
+use crate::gojson::quote::{quote, quote_list};
 use std::collections::BTreeMap;
-use std::fmt;
 use std::net::IpAddr;
 
 /// How a known key's value is parsed.
@@ -41,16 +42,17 @@ pub enum ArgValue {
 }
 
 /// Why `CNI_ARGS` was refused; the text is Go's.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct ArgsError(pub(crate) String);
 
-impl fmt::Display for ArgsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+impl From<ArgsError> for CniError {
+    /// Code 4 ([`INVALID_ENVIRONMENT_VARIABLES`]): `CNI_ARGS` is malformed (Go's
+    /// `types.LoadArgs`).
+    fn from(e: ArgsError) -> CniError {
+        CniError::new(INVALID_ENVIRONMENT_VARIABLES, e.0)
     }
 }
-
-impl std::error::Error for ArgsError {}
 
 impl ArgsError {
     /// The message, as the Go library words it.
@@ -101,6 +103,19 @@ fn parse_bool(s: &str) -> Result<bool, String> {
     }
 }
 
+/// Whether a value reads as true to Go's `UnmarshallableBool`: `1` or `true`, any case.
+pub fn is_true(value: &str) -> bool {
+    parse_bool(value) == Ok(true)
+}
+
+/// `CNI_ARGS` read leniently: each `;`-separated piece split at its first `=`, pieces without
+/// one skipped. For a caller that only picks out keys of its own (`K8S_POD_NAME`) from args it
+/// does not own: unlike [`load_args`], it never fails, so a DEL still finds what it needs in
+/// args a runtime sent malformed.
+pub fn pairs(args: &str) -> impl Iterator<Item = (&str, &str)> {
+    args.split(';').filter_map(|pair| pair.split_once('='))
+}
+
 /// Splits `CNI_ARGS` into pairs with Go's exactly-one-`=` rule, without interpreting keys.
 pub fn split_pairs(args: &str) -> Result<Vec<(String, String)>, ArgsError> {
     if args.is_empty() {
@@ -111,7 +126,7 @@ pub fn split_pairs(args: &str) -> Result<Vec<(String, String)>, ArgsError> {
             let mut kv = pair.split('=');
             match (kv.next(), kv.next(), kv.next()) {
                 (Some(k), Some(v), None) => Ok((k.to_string(), v.to_string())),
-                _ => Err(ArgsError(format!("ARGS: invalid pair {}", crate::gojson::quote(pair)))),
+                _ => Err(ArgsError(format!("ARGS: invalid pair {}", quote(pair)))),
             }
         })
         .collect()
@@ -133,8 +148,7 @@ pub fn load_args(args: &str, spec: &[ArgSpec]) -> Result<Args, ArgsError> {
             out.pairs.push((key, value));
             continue;
         };
-        let fail =
-            |e: String| ArgsError(format!("ARGS: error parsing value of pair {}: {e}", crate::gojson::quote(&pair)));
+        let fail = |e: String| ArgsError(format!("ARGS: error parsing value of pair {}: {e}", quote(&pair)));
         let parsed = match kind {
             ArgKind::String => ArgValue::String(value.clone()),
             ArgKind::Bool => ArgValue::Bool(parse_bool(&value).map_err(fail)?),
@@ -148,7 +162,20 @@ pub fn load_args(args: &str, spec: &[ArgSpec]) -> Result<Args, ArgsError> {
         out.pairs.push((key, value));
     }
     if !unknown.is_empty() && !out.ignore_unknown {
-        return Err(ArgsError(format!("ARGS: unknown args {}", crate::gojson::quote_list(&unknown))));
+        return Err(ArgsError(format!("ARGS: unknown args {}", quote_list(&unknown))));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lenient_pairs_skip_what_load_args_refuses() {
+        let got: Vec<_> = pairs("A=1;junk;B=x=y;;C=").collect();
+        assert_eq!(got, [("A", "1"), ("B", "x=y"), ("C", "")]);
+        assert!(load_args("A=1;junk", &[]).is_err());
+        assert!(is_true("TRUE") && is_true("1") && !is_true("0") && !is_true("yes"));
+    }
 }

@@ -5,22 +5,18 @@
 //! not a re-typed approximation. Serialising it gives compact JSON with keys sorted at every
 //! level, which is exactly what libcni sends plugins.
 
-use crate::decode::{DecodeError, Obj};
-use crate::error::CniError;
+use crate::decode::{DecodeError, GoStruct};
+use crate::error::{CniError, DECODING_FAILURE, INVALID_NETWORK_CONFIG};
+use crate::gojson::scan::type_name;
 use crate::result::{AnyResult, CniResult, CreateError, Dns};
+use crate::runtime_config::RuntimeConfig;
 use serde_json::{Map, Value};
+use serde_path_to_error::Segment;
 use std::collections::BTreeMap;
-use std::fmt;
 
-/// Reads `cniVersion` from a configuration (Go's `create.DecodeVersion`): missing or `""` is
-/// 0.1.0.
-pub fn decode_version(bytes: &[u8]) -> Result<String, DecodeError> {
-    let wrap = |e: String| DecodeError(format!("decoding version from network config: {e}"));
-    let value = crate::gojson::parse(bytes).map_err(|e| wrap(e.0))?;
-    let obj = Obj::root(&value, "").map_err(|e| wrap(e.0))?;
-    let v = obj.string("cniVersion").map_err(|e| wrap(e.0))?;
-    Ok(if v.is_empty() { crate::version::DEFAULT.to_string() } else { v })
-}
+/// Reading a configuration's `cniVersion` is the version module's job; it is found here too,
+/// beside the configuration it reads.
+pub use crate::version::decode_version;
 
 /// A plugin configuration object, typed where the spec defines keys, raw everywhere else.
 ///
@@ -30,12 +26,12 @@ pub fn decode_version(bytes: &[u8]) -> Result<String, DecodeError> {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NetConf {
     raw: Map<String, Value>,
-    typed: Typed,
+    typed: WellKnown,
 }
 
 /// The typed view of the well-known keys (derived from `raw`, never set on its own).
 #[derive(Debug, Clone, PartialEq, Default)]
-struct Typed {
+struct WellKnown {
     cni_version: String,
     name: String,
     plugin_type: String,
@@ -51,7 +47,7 @@ impl NetConf {
     /// Parses a plugin configuration. Type errors name the key as Go's decoder does; `root` is
     /// the Go struct name the message should carry (`""` for the skel's anonymous struct).
     pub fn parse_as(bytes: &[u8], root: &str) -> Result<NetConf, DecodeError> {
-        let value = crate::gojson::parse(bytes)?;
+        let value = crate::gojson::scan::parse(bytes)?;
         NetConf::from_value_as(value, root)
     }
 
@@ -66,7 +62,7 @@ impl NetConf {
     }
 
     fn from_value_as(value: Value, root: &str) -> Result<NetConf, DecodeError> {
-        let typed = Typed::decode(&value, root)?;
+        let typed = WellKnown::decode(&value, root)?;
         let raw = match value {
             Value::Object(map) => map,
             _ => Map::new(),
@@ -143,7 +139,7 @@ impl NetConf {
             return;
         }
         let value = Value::Object(std::mem::take(&mut self.raw));
-        self.typed = Typed::decode(&value, "NetConf").unwrap_or_else(|_| Typed::lenient(&value));
+        self.typed = WellKnown::decode(&value, "NetConf").unwrap_or_else(|_| WellKnown::lenient(&value));
         if let Value::Object(map) = value {
             self.raw = map;
         }
@@ -151,15 +147,22 @@ impl NetConf {
 
     /// The plugin's configuration as its own type — Go's `json.Unmarshal` into a struct that
     /// embeds `types.NetConf`. Unknown keys are ignored unless `T` says
-    /// `#[serde(deny_unknown_fields)]`. A value of the wrong type is code 7 and names the key:
-    /// `invalid network configuration: sysctls: invalid type: integer `5`, expected a map`.
+    /// `#[serde(deny_unknown_fields)]`. A bad value is code 7 and names the path to it:
+    /// `invalid network configuration: delegates[1].ifname: invalid type: integer `5`, expected
+    /// a string`; a missing or unknown key, the object that should or should not hold it
+    /// (serde's text names the key).
     pub fn plugin_config<T: serde::de::DeserializeOwned>(&self) -> Result<T, CniError> {
-        crate::keyed::deserialize(&self.raw).map_err(|(key, e)| {
-            let msg = match key {
-                Some(k) => format!("invalid network configuration: {k}: {e}"),
-                None => format!("invalid network configuration: {e}"),
+        serde_path_to_error::deserialize(&self.raw).map_err(|e| {
+            let text = e.inner().to_string();
+            let mut segments: Vec<_> = e.path().iter().collect();
+            if text.starts_with("unknown field") {
+                segments.pop();
+            }
+            let msg = match path_text(&segments) {
+                path if path.is_empty() => format!("invalid network configuration: {text}"),
+                path => format!("invalid network configuration: {path}: {text}"),
             };
-            CniError::new(crate::error::INVALID_NETWORK_CONFIG, msg)
+            CniError::new(INVALID_NETWORK_CONFIG, msg)
         })
     }
 
@@ -176,7 +179,7 @@ impl NetConf {
         match self.prev_result()? {
             Some(prev) => Ok(prev.to_latest()),
             None => Err(CniError::new(
-                crate::error::INVALID_NETWORK_CONFIG,
+                INVALID_NETWORK_CONFIG,
                 "prevResult is missing: this plugin must be chained after another plugin in a conflist",
             )),
         }
@@ -184,7 +187,7 @@ impl NetConf {
 
     /// Compact JSON with keys sorted at every level: the bytes libcni would send.
     pub fn to_bytes(&self) -> Vec<u8> {
-        crate::gojson::to_go_string(&self.raw).into_bytes()
+        crate::gojson::print::to_go_string(&self.raw).into_bytes()
     }
 
     /// The raw `prevResult`, if present and not `null`.
@@ -230,22 +233,34 @@ impl NetConf {
                 .iter()
                 .filter(|v| !v.is_null())
                 .map(|item| {
-                    let obj = Obj::root(item, "GCAttachment")?;
+                    let obj = GoStruct::root(item, "GCAttachment")?;
                     Ok(GcAttachment { container_id: obj.string("containerID")?, ifname: obj.string("ifname")? })
                 })
                 .collect(),
             Some(other) => Err(DecodeError(format!(
                 "json: cannot unmarshal {} into Go struct field NetConf.cni.dev/valid-attachments of type []types.GCAttachment",
-                crate::gojson::type_name(other)
+                type_name(other)
             ))),
         }
     }
 }
 
-impl Typed {
+/// A path as serde_path_to_error prints one (`delegates[1].ifname`), empty at the root.
+fn path_text(segments: &[&Segment]) -> String {
+    let mut text = String::new();
+    for segment in segments {
+        if !text.is_empty() && !matches!(segment, Segment::Seq { .. }) {
+            text.push('.');
+        }
+        text.push_str(&segment.to_string());
+    }
+    text
+}
+
+impl WellKnown {
     /// The well-known keys of a configuration, with Go's type-error texts.
-    fn decode(value: &Value, root: &str) -> Result<Typed, DecodeError> {
-        let obj = Obj::root(value, root)?;
+    fn decode(value: &Value, root: &str) -> Result<WellKnown, DecodeError> {
+        let obj = GoStruct::root(value, root)?;
         let cni_version = obj.string("cniVersion")?;
         let name = obj.string("name")?;
         let plugin_type = obj.string("type")?;
@@ -260,7 +275,7 @@ impl Typed {
                     other => {
                         return Err(DecodeError(format!(
                             "json: cannot unmarshal {} into Go struct field {root}.capabilities of type bool",
-                            crate::gojson::type_name(other)
+                            type_name(other)
                         )))
                     }
                 }
@@ -279,13 +294,18 @@ impl Typed {
             }),
             None => None,
         };
-        Ok(Typed { cni_version, name, plugin_type, capabilities, ipam_type, dns })
+        Ok(WellKnown { cni_version, name, plugin_type, capabilities, ipam_type, dns })
     }
 
     /// After an edit that made some well-known key unreadable: the readable strings only.
-    fn lenient(value: &Value) -> Typed {
+    fn lenient(value: &Value) -> WellKnown {
         let text = |k: &str| value.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
-        Typed { cni_version: text("cniVersion"), name: text("name"), plugin_type: text("type"), ..Typed::default() }
+        WellKnown {
+            cni_version: text("cniVersion"),
+            name: text("name"),
+            plugin_type: text("type"),
+            ..WellKnown::default()
+        }
     }
 }
 
@@ -304,27 +324,25 @@ pub struct GcAttachment {
 }
 
 /// Why `prevResult` could not be used.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PrevResultError {
     /// `prevResult` is not a JSON object.
+    #[error(
+        "could not parse prevResult: json: cannot unmarshal {0} into Go struct field PluginConf.prevResult of type map[string]interface {{}}"
+    )]
     NotAnObject(String),
     /// `could not parse prevResult: …`
-    Parse(CreateError),
+    #[error("could not parse prevResult: {0}")]
+    Parse(#[source] CreateError),
 }
 
-impl fmt::Display for PrevResultError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PrevResultError::NotAnObject(t) => write!(
-                f,
-                "could not parse prevResult: json: cannot unmarshal {t} into Go struct field PluginConf.prevResult of type map[string]interface {{}}"
-            ),
-            PrevResultError::Parse(e) => write!(f, "could not parse prevResult: {e}"),
-        }
+impl From<PrevResultError> for CniError {
+    /// Code 6 ([`DECODING_FAILURE`]): `prevResult` did not parse (Go's
+    /// `version.ParsePrevResult`).
+    fn from(e: PrevResultError) -> CniError {
+        CniError::new(DECODING_FAILURE, e.to_string())
     }
 }
-
-impl std::error::Error for PrevResultError {}
 
 /// Go's `ParsePrevResult`: the configuration's version picks the family; a prevResult without
 /// `cniVersion` is taken to be in the configuration's version.
@@ -332,7 +350,7 @@ pub fn parse_prev_result(conf_version: &str, raw: Option<&Value>) -> Result<Opti
     let map = match raw {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Object(map)) => map,
-        Some(other) => return Err(PrevResultError::NotAnObject(crate::gojson::type_name(other).to_string())),
+        Some(other) => return Err(PrevResultError::NotAnObject(type_name(other).to_string())),
     };
     let has_version = map.keys().any(|k| k.eq_ignore_ascii_case("cniVersion"));
     let result = if has_version {
@@ -343,161 +361,6 @@ pub fn parse_prev_result(conf_version: &str, raw: Option<&Value>) -> Result<Opti
         AnyResult::create_from_value(conf_version, &Value::Object(with))
     };
     result.map(Some).map_err(PrevResultError::Parse)
-}
-
-/// One entry of the `portMappings` capability.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PortMapping {
-    /// Host port.
-    pub host_port: i64,
-    /// Container port.
-    pub container_port: i64,
-    /// `tcp`, `udp`, `sctp`.
-    pub protocol: String,
-    /// Host address to bind, if any.
-    pub host_ip: String,
-}
-
-/// One range of the `ipRanges` capability.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct IpRange {
-    /// Subnet CIDR.
-    pub subnet: String,
-    /// First address to allocate.
-    pub range_start: String,
-    /// Last address to allocate.
-    pub range_end: String,
-    /// Gateway.
-    pub gateway: String,
-}
-
-/// The `bandwidth` capability (bits per second and bits).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Bandwidth {
-    /// Ingress rate.
-    pub ingress_rate: i64,
-    /// Ingress burst.
-    pub ingress_burst: i64,
-    /// Egress rate.
-    pub egress_rate: i64,
-    /// Egress burst.
-    pub egress_burst: i64,
-}
-
-/// The `dns` capability. Note the key names differ from a result's DNS; runtimes also send
-/// them capitalised (`Servers`), which is accepted.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RuntimeDns {
-    /// `servers`.
-    pub servers: Vec<String>,
-    /// `searches`.
-    pub searches: Vec<String>,
-    /// `options`.
-    pub options: Vec<String>,
-}
-
-/// `runtimeConfig` with the well-known capabilities of CONVENTIONS.md typed; unknown ones stay
-/// in [`RuntimeConfig::raw`].
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct RuntimeConfig {
-    /// `portMappings`.
-    pub port_mappings: Vec<PortMapping>,
-    /// `ipRanges`: one set of ranges per address to allocate.
-    pub ip_ranges: Vec<Vec<IpRange>>,
-    /// `bandwidth`.
-    pub bandwidth: Option<Bandwidth>,
-    /// `dns`.
-    pub dns: Option<RuntimeDns>,
-    /// `ips` (prefix optional).
-    pub ips: Vec<String>,
-    /// `mac`.
-    pub mac: Option<String>,
-    /// `infinibandGUID`.
-    pub infiniband_guid: Option<String>,
-    /// `deviceID` (a PCI address).
-    pub device_id: Option<String>,
-    /// `aliases`.
-    pub aliases: Vec<String>,
-    /// `cgroupPath`.
-    pub cgroup_path: Option<String>,
-    /// `io.kubernetes.cri.pod-annotations`.
-    pub pod_annotations: BTreeMap<String, String>,
-    /// The whole object as given.
-    pub raw: Map<String, Value>,
-}
-
-impl RuntimeConfig {
-    /// Types a `runtimeConfig` object.
-    pub fn from_value(v: &Value) -> Result<RuntimeConfig, DecodeError> {
-        let obj = Obj::root(v, "RuntimeConfig")?;
-        let mut rc = RuntimeConfig { raw: obj.map().clone(), ..RuntimeConfig::default() };
-        for pm in obj.objects("portMappings")? {
-            rc.port_mappings.push(PortMapping {
-                host_port: pm.int("hostPort")?.unwrap_or(0),
-                container_port: pm.int("containerPort")?.unwrap_or(0),
-                protocol: pm.string("protocol")?,
-                host_ip: pm.string("hostIP")?,
-            });
-        }
-        if let Some(Value::Array(sets)) = obj.get("ipRanges") {
-            for set in sets {
-                let wrapper = serde_json::json!({ "set": set });
-                let w = Obj::root(&wrapper, "RuntimeConfig")?;
-                let mut ranges = Vec::new();
-                for r in w.objects("set")? {
-                    ranges.push(IpRange {
-                        subnet: r.string("subnet")?,
-                        range_start: r.string("rangeStart")?,
-                        range_end: r.string("rangeEnd")?,
-                        gateway: r.string("gateway")?,
-                    });
-                }
-                rc.ip_ranges.push(ranges);
-            }
-        }
-        if let Some(b) = obj.object("bandwidth")? {
-            rc.bandwidth = Some(Bandwidth {
-                ingress_rate: b.int("ingressRate")?.unwrap_or(0),
-                ingress_burst: b.int("ingressBurst")?.unwrap_or(0),
-                egress_rate: b.int("egressRate")?.unwrap_or(0),
-                egress_burst: b.int("egressBurst")?.unwrap_or(0),
-            });
-        }
-        if let Some(d) = obj.object("dns")? {
-            rc.dns = Some(RuntimeDns {
-                servers: d.string_list("servers")?,
-                searches: d.string_list("searches")?,
-                options: d.string_list("options")?,
-            });
-        }
-        rc.ips = obj.string_list("ips")?;
-        rc.mac = obj.opt_string("mac")?;
-        rc.infiniband_guid = obj.opt_string("infinibandGUID")?;
-        rc.device_id = obj.opt_string("deviceID")?;
-        rc.aliases = obj.string_list("aliases")?;
-        rc.cgroup_path = obj.opt_string("cgroupPath")?;
-        if let Some(a) = obj.object("io.kubernetes.cri.pod-annotations")? {
-            for k in a.map().keys() {
-                rc.pod_annotations.insert(k.clone(), a.string(k)?);
-            }
-        }
-        Ok(rc)
-    }
-}
-
-/// libcni's `runtimeConfig` derivation: for every capability the plugin declares `true` and the
-/// runtime supplies, copy the runtime's value. `None` when nothing applies (libcni then leaves
-/// the plugin's own `runtimeConfig`, if any, untouched).
-pub fn runtime_config_for(
-    capabilities: &BTreeMap<String, bool>,
-    capability_args: &Map<String, Value>,
-) -> Option<Map<String, Value>> {
-    let picked: Map<String, Value> = capabilities
-        .iter()
-        .filter(|(_, &on)| on)
-        .filter_map(|(cap, _)| capability_args.get(cap).map(|v| (cap.clone(), v.clone())))
-        .collect();
-    (!picked.is_empty()).then_some(picked)
 }
 
 #[cfg(test)]
@@ -529,24 +392,5 @@ mod tests {
         )
         .unwrap();
         assert!(c.valid_attachments().unwrap().is_empty());
-    }
-
-    #[test]
-    fn runtime_config_accepts_capitalised_dns() {
-        let v = serde_json::json!({"dns":{"Servers":["198.18.0.1"],"Searches":["x"]},"mac":"c2:11:22:33:44:55","portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"}],"ipRanges":[[{"subnet":"198.18.0.0/24"}]]});
-        let rc = RuntimeConfig::from_value(&v).unwrap();
-        assert_eq!(rc.dns.unwrap().servers, vec!["198.18.0.1"]);
-        assert_eq!(rc.mac.as_deref(), Some("c2:11:22:33:44:55"));
-        assert_eq!(rc.port_mappings[0].host_port, 8080);
-        assert_eq!(rc.ip_ranges[0][0].subnet, "198.18.0.0/24");
-    }
-
-    #[test]
-    fn runtime_config_filtering() {
-        let caps: BTreeMap<String, bool> = [("mac".to_string(), true), ("ips".to_string(), false)].into();
-        let args = serde_json::json!({"mac":"aa:bb:cc:dd:ee:ff","ips":["1"],"portMappings":[]});
-        let got = runtime_config_for(&caps, args.as_object().unwrap()).unwrap();
-        assert_eq!(Value::Object(got), serde_json::json!({"mac":"aa:bb:cc:dd:ee:ff"}));
-        assert!(runtime_config_for(&BTreeMap::new(), args.as_object().unwrap()).is_none());
     }
 }

@@ -2,21 +2,25 @@
 //! `cniVersions` selection, string booleans, and per-plugin validation, with libcni's messages.
 
 use crate::config::NetConf;
+use crate::error::{CniError, INVALID_NETWORK_CONFIG};
+use crate::gojson::quote::quote;
+use crate::gojson::scan::type_name;
 use crate::version::{self, Version};
 use serde_json::{Map, Value};
 use std::fmt;
 
 /// A conflist that libcni would refuse; the text is libcni's.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct ConfListError(pub(crate) String);
 
-impl fmt::Display for ConfListError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+impl From<ConfListError> for CniError {
+    /// Code 7 ([`INVALID_NETWORK_CONFIG`]): libcni refuses the conflist
+    /// (`libcni.NetworkConfFromBytes`).
+    fn from(e: ConfListError) -> CniError {
+        CniError::new(INVALID_NETWORK_CONFIG, e.0)
     }
 }
-
-impl std::error::Error for ConfListError {}
 
 impl ConfListError {
     /// The message, as the Go library words it.
@@ -69,7 +73,7 @@ fn flag(raw: &Map<String, Value>, key: &str) -> Result<bool, ConfListError> {
         Some(Value::String(s)) => match s.to_ascii_lowercase().as_str() {
             "true" => Ok(true),
             "false" => Ok(false),
-            _ => Err(list_err(format!("invalid value {} for {key}", crate::gojson::quote(s)))),
+            _ => Err(list_err(format!("invalid value {} for {key}", quote(s)))),
         },
         Some(other) => Err(list_err(format!("invalid type {} for {key}", go_dynamic_type(other)))),
     }
@@ -104,14 +108,14 @@ fn select_version(cni_version: &str, versions: &[String]) -> Result<String, Conf
 impl NetConfList {
     /// Parses a conflist.
     pub fn parse(bytes: &[u8]) -> Result<NetConfList, ConfListError> {
-        let value = crate::gojson::parse(bytes).map_err(list_err)?;
+        let value = crate::gojson::scan::parse(bytes).map_err(list_err)?;
         let raw = match value {
             Value::Object(m) => m,
             Value::Null => Map::new(),
             other => {
                 return Err(list_err(format!(
                     "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
-                    crate::gojson::type_name(&other)
+                    type_name(&other)
                 )))
             }
         };
@@ -184,7 +188,7 @@ impl NetConfList {
             disable_check: false,
             disable_gc: false,
             load_only_inlined_plugins: false,
-            bytes: crate::gojson::to_go_string(&raw).into_bytes(),
+            bytes: crate::gojson::print::to_go_string(&raw).into_bytes(),
             plugins: vec![conf],
         }
     }

@@ -3,20 +3,14 @@
 //! value of the wrong type is reported as `json: cannot unmarshal number into Go struct field
 //! .name of type string`.
 
+use crate::error::{CniError, DECODING_FAILURE};
+use crate::gojson::scan::{type_name, SyntaxError};
 use serde_json::{Map, Value};
-use std::fmt;
 
 /// A decoding failure, worded as Go's decoder words it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct DecodeError(pub(crate) String);
-
-impl fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for DecodeError {}
 
 impl DecodeError {
     /// The message, as the Go library words it.
@@ -25,17 +19,40 @@ impl DecodeError {
     }
 }
 
-impl From<crate::gojson::SyntaxError> for DecodeError {
-    fn from(e: crate::gojson::SyntaxError) -> Self {
+impl From<SyntaxError> for DecodeError {
+    fn from(e: SyntaxError) -> Self {
         DecodeError(e.0)
+    }
+}
+
+impl From<DecodeError> for CniError {
+    /// Code 6 ([`DECODING_FAILURE`]): the JSON did not decode (Go's `json.Unmarshal` failures).
+    fn from(e: DecodeError) -> CniError {
+        CniError::new(DECODING_FAILURE, e.0)
+    }
+}
+
+impl CniError {
+    /// Decodes a child's error object. Go's decoder is lenient: a missing `code` is 0.
+    pub fn decode(bytes: &[u8]) -> Result<CniError, DecodeError> {
+        let value = crate::gojson::scan::parse(bytes)?;
+        let obj = GoStruct::root(&value, "types.Error")?;
+        let code = match obj.int("code")? {
+            Some(c) => u32::try_from(c).map_err(|_| {
+                DecodeError(format!("json: cannot unmarshal number {c} into Go struct field Error.code of type uint"))
+            })?,
+            None => 0,
+        };
+        Ok(CniError { code, msg: obj.string("msg")?, details: obj.string("details")? })
     }
 }
 
 static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
 
-/// A view of one JSON object that remembers where it sits, for error messages.
+/// One JSON object read as Go's `encoding/json` fills a struct from it, remembering where it
+/// sits for error messages.
 #[derive(Clone, Copy)]
-pub(crate) struct Obj<'a> {
+pub(crate) struct GoStruct<'a> {
     map: &'a Map<String, Value>,
     /// The Go struct name of the document root ("" for anonymous structs, "Result", …).
     root: &'a str,
@@ -43,15 +60,15 @@ pub(crate) struct Obj<'a> {
     top: Option<&'a str>,
 }
 
-impl<'a> Obj<'a> {
+impl<'a> GoStruct<'a> {
     /// The document root. `null` reads as an empty object, as in Go.
-    pub(crate) fn root(v: &'a Value, root: &'a str) -> Result<Obj<'a>, DecodeError> {
+    pub(crate) fn root(v: &'a Value, root: &'a str) -> Result<GoStruct<'a>, DecodeError> {
         match v {
-            Value::Object(map) => Ok(Obj { map, root, top: None }),
-            Value::Null => Ok(Obj { map: &EMPTY, root, top: None }),
+            Value::Object(map) => Ok(GoStruct { map, root, top: None }),
+            Value::Null => Ok(GoStruct { map: &EMPTY, root, top: None }),
             other => Err(DecodeError(format!(
                 "json: cannot unmarshal {} into Go value of type {}",
-                crate::gojson::type_name(other),
+                type_name(other),
                 if root.is_empty() { "struct" } else { root }
             ))),
         }
@@ -75,7 +92,7 @@ impl<'a> Obj<'a> {
         let field = self.top.unwrap_or(key);
         let what = match v {
             Value::Number(n) if go_type == "int" => format!("number {n}"),
-            other => crate::gojson::type_name(other).to_string(),
+            other => type_name(other).to_string(),
         };
         DecodeError(format!(
             "json: cannot unmarshal {what} into Go struct field {}.{field} of type {go_type}",
@@ -123,16 +140,16 @@ impl<'a> Obj<'a> {
     }
 
     /// A nested object that may be absent.
-    pub(crate) fn object(&self, key: &'a str) -> Result<Option<Obj<'a>>, DecodeError> {
+    pub(crate) fn object(&self, key: &'a str) -> Result<Option<GoStruct<'a>>, DecodeError> {
         match self.get(key) {
             None => Ok(None),
-            Some(Value::Object(map)) => Ok(Some(Obj { map, root: self.root, top: Some(self.top.unwrap_or(key)) })),
+            Some(Value::Object(map)) => Ok(Some(GoStruct { map, root: self.root, top: Some(self.top.unwrap_or(key)) })),
             Some(v) => Err(self.type_error(key, v, "object")),
         }
     }
 
     /// A list of objects; absent is empty; `null` entries are skipped.
-    pub(crate) fn objects(&self, key: &'a str) -> Result<Vec<Obj<'a>>, DecodeError> {
+    pub(crate) fn objects(&self, key: &'a str) -> Result<Vec<GoStruct<'a>>, DecodeError> {
         match self.get(key) {
             None => Ok(Vec::new()),
             Some(Value::Array(items)) => {
@@ -141,12 +158,25 @@ impl<'a> Obj<'a> {
                     .iter()
                     .filter(|v| !v.is_null())
                     .map(|item| match item {
-                        Value::Object(map) => Ok(Obj { map, root: self.root, top }),
+                        Value::Object(map) => Ok(GoStruct { map, root: self.root, top }),
                         v => Err(self.type_error(key, v, "object")),
                     })
                     .collect()
             }
             Some(v) => Err(self.type_error(key, v, "array")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_object_decodes_leniently_like_go() {
+        let e = CniError::decode(br#"{"msg":"x"}"#).unwrap();
+        assert_eq!(e, CniError::new(0, "x"));
+        assert!(CniError::decode(b"not json").is_err());
+        assert!(CniError::decode(br#"{"code":-1}"#).is_err());
     }
 }

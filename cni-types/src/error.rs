@@ -1,4 +1,26 @@
 //! The CNI error object (`code`, `msg`, `details`) and the well-known codes.
+//!
+//! Every error type of this crate converts into a [`CniError`] with the code a Go plugin would
+//! report for the same failure, and the same text. Each conversion sits beside its type; the
+//! table says which code each gets:
+//!
+//! | error | code | when |
+//! | --- | --- | --- |
+//! | [`DecodeError`](crate::DecodeError) | 6 [`DECODING_FAILURE`] | the JSON did not decode (Go's `json.Unmarshal` failures) |
+//! | [`SyntaxError`](crate::gojson::SyntaxError) | 6 [`DECODING_FAILURE`] | the bytes are not JSON |
+//! | [`PrevResultError`](crate::config::PrevResultError) | 6 [`DECODING_FAILURE`] | `prevResult` did not parse (Go's `version.ParsePrevResult`) |
+//! | [`CreateError`](crate::result::CreateError) | 6 [`DECODING_FAILURE`] | a result did not parse in the version it claims |
+//! | [`VersionError`](crate::version::VersionError) | 6 [`DECODING_FAILURE`] | a version string did not parse (Go's `version.ParseVersion`) |
+//! | [`Incompatible`](crate::version::Incompatible) | 1 [`INCOMPATIBLE_CNI_VERSION`] | the skel's version check; Go's message and details |
+//! | [`ConfListError`](crate::conflist::ConfListError) | 7 [`INVALID_NETWORK_CONFIG`] | libcni refuses the conflist (`libcni.NetworkConfFromBytes`) |
+//! | [`AddrError`](crate::ip::AddrError) | 7 [`INVALID_NETWORK_CONFIG`] | an address in the configuration is not an IP or CIDR |
+//! | [`MacError`](crate::ip::MacError) | 7 [`INVALID_NETWORK_CONFIG`] | a MAC address in the configuration did not parse |
+//! | [`Inexpressible`](crate::merge::Inexpressible) | 7 [`INVALID_NETWORK_CONFIG`] | the configuration's version cannot carry a merged result of this many attachments |
+//! | [`ArgsError`](crate::args::ArgsError) | 4 [`INVALID_ENVIRONMENT_VARIABLES`] | `CNI_ARGS` is malformed (Go's `types.LoadArgs`) |
+//! | [`ConvertError`](crate::result::ConvertError) | 999 [`INTERNAL`] | a result cannot be expressed in the requested version (Go returns a plain error) |
+//!
+//! The other direction, a child's error object read back ([`CniError::decode`]), sits with
+//! Go's decoding rules in `decode.rs`. This module imports none of the modules it lists.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -56,22 +78,7 @@ impl CniError {
 
     /// The error as a plugin prints it: Go's `MarshalIndent` with a 4-space indent, no newline.
     pub fn to_json_pretty(&self) -> String {
-        crate::gojson::to_go_string_pretty(self)
-    }
-
-    /// Decodes a child's error object. Go's decoder is lenient: a missing `code` is 0.
-    pub fn decode(bytes: &[u8]) -> Result<CniError, crate::decode::DecodeError> {
-        let value = crate::gojson::parse(bytes)?;
-        let obj = crate::decode::Obj::root(&value, "types.Error")?;
-        let code = match obj.int("code")? {
-            Some(c) => u32::try_from(c).map_err(|_| {
-                crate::decode::DecodeError(format!(
-                    "json: cannot unmarshal number {c} into Go struct field Error.code of type uint"
-                ))
-            })?,
-            None => 0,
-        };
-        Ok(CniError { code, msg: obj.string("msg")?, details: obj.string("details")? })
+        crate::gojson::print::to_go_string_pretty(self)
     }
 }
 
@@ -122,40 +129,6 @@ impl<T, E: Into<CniError>> Context<T> for Result<T, E> {
     }
 }
 
-/// Each error type of this crate becomes a CNI error with the code a Go plugin would report
-/// for the same failure, and the same text.
-macro_rules! into_cni_error {
-    ($($ty:ty => $code:expr, $why:literal;)*) => {$(
-        #[doc = concat!("Code ", stringify!($code), ": ", $why)]
-        impl From<$ty> for CniError {
-            fn from(e: $ty) -> CniError {
-                CniError::new($code, e.to_string())
-            }
-        }
-    )*};
-}
-
-into_cni_error! {
-    crate::decode::DecodeError => DECODING_FAILURE, "the JSON did not decode (Go's `json.Unmarshal` failures).";
-    crate::gojson::SyntaxError => DECODING_FAILURE, "the bytes are not JSON.";
-    crate::config::PrevResultError => DECODING_FAILURE, "`prevResult` did not parse (Go's `version.ParsePrevResult`).";
-    crate::result::CreateError => DECODING_FAILURE, "a result did not parse in the version it claims.";
-    crate::version::VersionError => DECODING_FAILURE, "a version string did not parse (Go's `version.ParseVersion`).";
-    crate::conflist::ConfListError => INVALID_NETWORK_CONFIG, "libcni refuses the conflist (`libcni.NetworkConfFromBytes`).";
-    crate::ip::AddrError => INVALID_NETWORK_CONFIG, "an address in the configuration is not an IP or CIDR.";
-    crate::ip::MacError => INVALID_NETWORK_CONFIG, "a MAC address in the configuration did not parse.";
-    crate::args::ArgsError => INVALID_ENVIRONMENT_VARIABLES, "`CNI_ARGS` is malformed (Go's `types.LoadArgs`).";
-    crate::merge::Inexpressible => INVALID_NETWORK_CONFIG, "the configuration's version cannot carry a merged result of this many attachments.";
-    crate::result::ConvertError => INTERNAL, "a result cannot be expressed in the requested version (Go returns a plain error).";
-}
-
-impl From<crate::version::Incompatible> for CniError {
-    /// Code 1, with Go's message and details (`skel`'s version check).
-    fn from(e: crate::version::Incompatible) -> CniError {
-        CniError::with_details(INCOMPATIBLE_CNI_VERSION, "incompatible CNI versions", e.details())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,13 +144,5 @@ mod tests {
         let plain = CniError::new(999, "potato");
         assert_eq!(plain.to_string(), "potato");
         assert_eq!(plain.to_json_pretty(), "{\n    \"code\": 999,\n    \"msg\": \"potato\"\n}");
-    }
-
-    #[test]
-    fn decode_is_lenient_like_go() {
-        let e = CniError::decode(br#"{"msg":"x"}"#).unwrap();
-        assert_eq!(e, CniError::new(0, "x"));
-        assert!(CniError::decode(b"not json").is_err());
-        assert!(CniError::decode(br#"{"code":-1}"#).is_err());
     }
 }

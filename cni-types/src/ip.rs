@@ -5,6 +5,7 @@
 //! address *is* IPv4, printed `10.0.0.7/24`, reported as version 4 and put in `ip4` by legacy
 //! conversions. The mapping is applied once, when parsing, so every later step agrees.
 
+use crate::error::{CniError, INVALID_NETWORK_CONFIG};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -18,24 +19,23 @@ pub struct IpNet {
 }
 
 /// An address or CIDR that did not parse; the text is Go's.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AddrError {
     /// `invalid CIDR address: 10.0.0.300/24`
+    #[error("invalid CIDR address: {0}")]
     Cidr(String),
     /// `invalid IP address: nope`
+    #[error("invalid IP address: {0}")]
     Ip(String),
 }
 
-impl fmt::Display for AddrError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AddrError::Cidr(s) => write!(f, "invalid CIDR address: {s}"),
-            AddrError::Ip(s) => write!(f, "invalid IP address: {s}"),
-        }
+impl From<AddrError> for CniError {
+    /// Code 7 ([`INVALID_NETWORK_CONFIG`]): an address in the configuration is not an IP or
+    /// CIDR.
+    fn from(e: AddrError) -> CniError {
+        CniError::new(INVALID_NETWORK_CONFIG, e.to_string())
     }
 }
-
-impl std::error::Error for AddrError {}
 
 /// Maps an IPv4-mapped IPv6 address to IPv4, as Go's `To4` does everywhere.
 pub fn canonical(addr: IpAddr) -> IpAddr {
@@ -158,16 +158,16 @@ impl<'de> Deserialize<'de> for IpNet {
 pub struct Mac(Vec<u8>);
 
 /// A hardware address that did not parse.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid MAC address: {0}")]
 pub struct MacError(pub(crate) String);
 
-impl fmt::Display for MacError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid MAC address: {}", self.0)
+impl From<MacError> for CniError {
+    /// Code 7 ([`INVALID_NETWORK_CONFIG`]): a MAC address in the configuration did not parse.
+    fn from(e: MacError) -> CniError {
+        CniError::new(INVALID_NETWORK_CONFIG, e.to_string())
     }
 }
-
-impl std::error::Error for MacError {}
 
 impl MacError {
     /// The message, as the Go library words it.

@@ -16,9 +16,9 @@
 //!   guessing of gateways across families;
 //! * DNS: ordered unions of nameservers, search and options; `domain` is the first non-empty.
 
+use crate::error::{CniError, INVALID_NETWORK_CONFIG};
 use crate::result::{AnyResult, CniResult, Dns, Interface};
 use std::collections::HashSet;
-use std::fmt;
 
 /// One attachment to merge: its result (any version) and where it was attached.
 #[derive(Debug, Clone, Copy)]
@@ -120,7 +120,11 @@ fn merge_dns(into: &mut Dns, from: &Dns) {
 }
 
 /// A merge that cannot be expressed in the requested version.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "a merged result of {attachments} attachments cannot be expressed in cniVersion {version}: results of 0.1.0 and 0.2.0 \
+     hold one IPv4 and one IPv6 address and no interfaces; use cniVersion 0.3.0 or later (1.1.0 keeps every field)"
+)]
 pub struct Inexpressible {
     /// The requested version.
     pub version: String,
@@ -128,18 +132,13 @@ pub struct Inexpressible {
     pub attachments: usize,
 }
 
-impl fmt::Display for Inexpressible {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "a merged result of {} attachments cannot be expressed in cniVersion {}: results of 0.1.0 and 0.2.0 \
-             hold one IPv4 and one IPv6 address and no interfaces; use cniVersion 0.3.0 or later (1.1.0 keeps every field)",
-            self.attachments, self.version
-        )
+impl From<Inexpressible> for CniError {
+    /// Code 7 ([`INVALID_NETWORK_CONFIG`]): the configuration's version cannot carry a merged
+    /// result of this many attachments.
+    fn from(e: Inexpressible) -> CniError {
+        CniError::new(INVALID_NETWORK_CONFIG, e.to_string())
     }
 }
-
-impl std::error::Error for Inexpressible {}
 
 /// Refuses, before anything runs, a merge whose output version cannot carry it: legacy
 /// versions (0.1.0/0.2.0) can hold one attachment only.

@@ -1,6 +1,7 @@
 //! The validators libcni and the skel apply to container IDs, network names and interface names,
 //! with Go's rules and messages (`pkg/utils/utils.go`: `ValidateContainerID`, `ValidateNetworkName`,
-//! `ValidateInterfaceName`).
+//! `ValidateInterfaceName`); and Kubernetes' DNS-1123 label, which names namespaces and
+//! networks.
 
 use crate::error::{CniError, INVALID_ENVIRONMENT_VARIABLES, INVALID_NETWORK_CONFIG, UNKNOWN_CONTAINER};
 
@@ -81,4 +82,32 @@ pub fn interface_name(name: &str) -> Result<(), CniError> {
 fn is_go_space(c: char) -> bool {
     matches!(c, '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{85}' | '\u{a0}')
         || (c as u32 > 0xff && c.is_whitespace())
+}
+
+/// Whether `s` is a DNS-1123 label (Kubernetes' `validation.IsDNS1123Label`):
+/// `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`, at most 63 bytes — a namespace name, or a network name
+/// that also names a file.
+pub fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.first().is_some_and(ok)
+        && b.last().is_some_and(ok)
+        && b.iter().all(|c| ok(c) || *c == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_labels() {
+        for ok in ["a", "a-b", "0", "x1", &"a".repeat(63)] {
+            assert!(is_dns_label(ok), "{ok}");
+        }
+        for bad in ["", "-a", "a-", "A", "a_b", "a.b", "é", &"a".repeat(64)] {
+            assert!(!is_dns_label(bad), "{bad}");
+        }
+    }
 }

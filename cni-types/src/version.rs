@@ -5,6 +5,9 @@
 //! `"0-rc1"` do not), missing parts count as zero and the empty string is 0.1.0. Which versions a
 //! plugin *supports* is an exact string match, not a numeric one (see [`reconcile`]).
 
+use crate::decode::{DecodeError, GoStruct};
+use crate::error::{CniError, DECODING_FAILURE, INCOMPATIBLE_CNI_VERSION};
+use crate::gojson::quote::{quote, quote_list};
 use std::cmp::Ordering;
 use std::fmt;
 
@@ -32,11 +35,13 @@ pub struct Version {
 }
 
 /// Why a version string did not parse; the text is Go's, word for word.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VersionError {
     /// `invalid version "1.2.3.4": too many parts`
+    #[error("invalid version {}: too many parts", quote(.0))]
     TooManyParts(String),
     /// `failed to convert minor version part "x": strconv.Atoi: parsing "x": invalid syntax`
+    #[error("failed to convert {which} version part {q}: strconv.Atoi: parsing {q}: {reason}", q = quote(.part))]
     BadPart {
         /// `major`, `minor` or `micro`.
         which: &'static str,
@@ -47,23 +52,12 @@ pub enum VersionError {
     },
 }
 
-impl fmt::Display for VersionError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            VersionError::TooManyParts(v) => write!(f, "invalid version {}: too many parts", quote(v)),
-            VersionError::BadPart { which, part, reason } => write!(
-                f,
-                "failed to convert {which} version part {q}: strconv.Atoi: parsing {q}: {reason}",
-                q = quote(part)
-            ),
-        }
+impl From<VersionError> for CniError {
+    /// Code 6 ([`DECODING_FAILURE`]): a version string did not parse (Go's
+    /// `version.ParseVersion`).
+    fn from(e: VersionError) -> CniError {
+        CniError::new(DECODING_FAILURE, e.to_string())
     }
-}
-
-impl std::error::Error for VersionError {}
-
-fn quote(s: &str) -> String {
-    crate::gojson::quote(s)
 }
 
 /// Go's `strconv.Atoi`: optional sign, ASCII digits, 64-bit range.
@@ -252,7 +246,8 @@ impl fmt::Display for Command {
 }
 
 /// A configuration version no plugin version matches (Go's `ErrorIncompatible`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("incompatible CNI versions: {}", self.details())]
 pub struct Incompatible {
     /// The configuration's version.
     pub config: String,
@@ -263,17 +258,17 @@ pub struct Incompatible {
 impl Incompatible {
     /// Go's `Details()`: `config is "0.1.0", plugin supports ["1.2.3" "4.3.2"]`.
     pub fn details(&self) -> String {
-        format!("config is {}, plugin supports {}", quote(&self.config), crate::gojson::quote_list(&self.supported))
+        format!("config is {}, plugin supports {}", quote(&self.config), quote_list(&self.supported))
     }
 }
 
-impl fmt::Display for Incompatible {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "incompatible CNI versions: {}", self.details())
+impl From<Incompatible> for CniError {
+    /// Code 1 ([`INCOMPATIBLE_CNI_VERSION`]), with Go's message and details (`skel`'s version
+    /// check).
+    fn from(e: Incompatible) -> CniError {
+        CniError::with_details(INCOMPATIBLE_CNI_VERSION, "incompatible CNI versions", e.details())
     }
 }
-
-impl std::error::Error for Incompatible {}
 
 /// Exact-string reconciliation of a configuration version against a plugin's list (Go's
 /// `Reconciler.Check`): `"1.1"` does not match `"1.1.0"`.
@@ -286,6 +281,16 @@ pub fn reconcile<S: AsRef<str>>(config: &str, supported: &[S]) -> Result<(), Inc
             supported: supported.iter().map(|s| s.as_ref().to_string()).collect(),
         })
     }
+}
+
+/// Reads `cniVersion` from a configuration or a result (Go's `create.DecodeVersion`; the
+/// skel's `version.ConfigDecoder` is the same): missing or `""` is 0.1.0.
+pub fn decode_version(bytes: &[u8]) -> Result<String, DecodeError> {
+    let wrap = |e: String| DecodeError(format!("decoding version from network config: {e}"));
+    let value = crate::gojson::scan::parse(bytes).map_err(|e| wrap(e.0))?;
+    let obj = GoStruct::root(&value, "").map_err(|e| wrap(e.0))?;
+    let v = obj.string("cniVersion").map_err(|e| wrap(e.0))?;
+    Ok(if v.is_empty() { DEFAULT.to_string() } else { v })
 }
 
 /// A plugin's answer to VERSION, as decoded by a runtime (Go's `PluginDecoder`).
@@ -311,8 +316,8 @@ impl VersionInfo {
     /// `["0.1.0","0.2.0"]`; otherwise both fields are required.
     pub fn decode(bytes: &[u8]) -> Result<VersionInfo, String> {
         let wrap = |e: String| format!("decoding version info: {e}");
-        let value = crate::gojson::parse(bytes).map_err(|e| wrap(e.to_string()))?;
-        let obj = crate::decode::Obj::root(&value, "").map_err(|e| wrap(e.to_string()))?;
+        let value = crate::gojson::scan::parse(bytes).map_err(|e| wrap(e.to_string()))?;
+        let obj = GoStruct::root(&value, "").map_err(|e| wrap(e.to_string()))?;
         let cni_version = obj.string("cniVersion").map_err(|e| wrap(e.to_string()))?;
         let supported = obj.string_list("supportedVersions").map_err(|e| wrap(e.to_string()))?;
         if cni_version.is_empty() {

@@ -46,11 +46,42 @@ fn plugin_config_types_the_plugins_own_keys_and_names_a_bad_one() {
     assert!(!s.strict);
     let e = conf(r#"{"name":"n","sysctls":{"a":1}}"#).plugin_config::<Sysctl>().unwrap_err();
     assert_eq!(e.code, INVALID_NETWORK_CONFIG);
-    assert_eq!(e.msg, "invalid network configuration: sysctls: invalid type: integer `1`, expected a string");
+    assert_eq!(e.msg, "invalid network configuration: sysctls.a: invalid type: integer `1`, expected a string");
     let e = conf(r#"{"name":"n","sysctls":{},"strict":"yes"}"#).plugin_config::<Sysctl>().unwrap_err();
     assert_eq!(e.msg, "invalid network configuration: strict: invalid type: string \"yes\", expected a boolean");
     let e = conf(r#"{"name":"n"}"#).plugin_config::<Sysctl>().unwrap_err();
     assert_eq!(e.msg, "invalid network configuration: missing field `sysctls`");
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Delegate {
+    #[serde(rename = "type")]
+    _plugin: String,
+    #[serde(default)]
+    _ifname: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Meta {
+    _delegates: Vec<Delegate>,
+}
+
+#[test]
+fn plugin_config_names_the_exact_path_inside_lists_and_objects() {
+    let meta = |json: &str| conf(json).plugin_config::<Meta>().unwrap_err().msg;
+    assert_eq!(
+        meta(r#"{"_delegates":[{"type":"bridge"},{"type":"ptp","_ifname":7}]}"#),
+        "invalid network configuration: _delegates[1]._ifname: invalid type: integer `7`, expected a string"
+    );
+    assert_eq!(
+        meta(r#"{"_delegates":[{"type":"bridge"},{}]}"#),
+        "invalid network configuration: _delegates[1]: missing field `type`"
+    );
+    assert_eq!(
+        meta(r#"{"_delegates":[{"type":"bridge","x":1}]}"#),
+        "invalid network configuration: _delegates[0]: unknown field `x`, expected `type` or `_ifname`"
+    );
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Debian's containerd 1.6 (CRI built in) as the runtime, one daemon per test, in the test's own
-//! host namespace, with the test acting as the kubelet through [`crate::cri::Cri`].
+//! host namespace, with the test acting as the kubelet through [`super::cri::Cri`].
 //!
 //! Its root, state, sockets, config, runc root, `opt` directory, CNI configuration directory and
 //! CNI bin directory (one directory: symlinks to braid's binaries and the reference plugins) all
@@ -12,10 +12,11 @@
 //! (and the directories it created there, when empty), the libcni cache entries of its networks,
 //! and unmounts what it mounted below the test's directory.
 //!
-//! Compiled into the containerd tests only (see `cri.rs`).
+//! Compiled into the containerd tests and the bench's soak only (see `cri.rs`), as a sibling of
+//! `cri.rs` (hence `super::cri`).
 #![allow(clippy::panic, clippy::expect_used, clippy::unwrap_used)]
 
-use crate::cri::{Cri, CriError, PodSandboxConfig, PodSandboxMetadata};
+use super::cri::{Cri, CriError, PodSandboxConfig, PodSandboxMetadata};
 use braid_integration::runtime::{
     busybox_rootfs_tar, remove_libcni_cache_entries, run_ok, stop_pid, stop_processes_mentioning, unmount_below,
     wait_for,

@@ -6,10 +6,11 @@
 //! use, with the field numbers of kubernetes/cri-api's `pkg/apis/runtime/v1/api.proto`. prost
 //! skips the fields it does not know in a response.
 //!
-//! This file is compiled into the containerd tests and the demo's `braid-crictl` example only
-//! (`#[path]` in `integration/tests/containerd.rs`, `install.rs`, `examples/braid-crictl.rs`):
-//! tonic and prost are dev-dependencies of the integration crate, so that no build of the
-//! plugins ever sees them.
+//! This file is compiled into the containerd tests, the demo's `braid-crictl` example and the
+//! bench's soak only (`#[path]` in `integration/tests/containerd.rs`, `install.rs`, `soak.rs`,
+//! `examples/braid-crictl.rs`, `bench/src/soak.rs`): tonic and prost are dev-dependencies of the
+//! integration crate and dependencies of the bench, which `scripts/build-release.sh` builds apart
+//! from the plugins, so that no build of the plugins ever sees them.
 #![allow(clippy::panic, clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::HashMap;

@@ -488,10 +488,19 @@ impl Meeting {
     }
 }
 
-/// The cargo build directory holding braid's binaries (beside the test executable).
+/// The cargo build directory holding braid's binaries: the parent of a test executable's
+/// `deps/` (or an example's `examples/`), or the directory of a workspace binary that sits
+/// beside them (`braid-bench` in `scripts/build-release.sh`'s directory).
 pub fn build_dir() -> PathBuf {
     std::env::current_exe()
         .ok()
-        .and_then(|exe| exe.parent().and_then(|deps| deps.parent()).map(Path::to_path_buf))
+        .and_then(|exe| {
+            let dir = exe.parent()?;
+            if dir.file_name().is_some_and(|n| n == "deps" || n == "examples") {
+                dir.parent().map(Path::to_path_buf)
+            } else {
+                Some(dir.to_path_buf())
+            }
+        })
         .unwrap_or_else(|| PathBuf::from("target/debug"))
 }

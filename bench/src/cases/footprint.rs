@@ -14,8 +14,8 @@ use std::time::Duration;
 pub fn sizes(w: &World) -> (Vec<Sample>, Vec<Verdict>) {
     let mut samples = Vec::new();
     let mut verdicts = Vec::new();
-    // The plugins that speak netlink carry its message types (netlink-packet-route): the
-    // verifier (rtnetlink on a current-thread tokio) and vmtap (blocking cni-netlink) get 2 MB.
+    // The plugins that decode tc, addresses and rules carry netlink-packet-route's codecs for them
+    // (through cni-netlink): the verifier and vmtap get 2 MB.
     for (bin, limit) in [("delegator", 1.0), ("merger", 1.0), ("verifier", 2.0), ("vmtap", 2.0)] {
         let bytes = std::fs::metadata(w.bin(bin)).map(|m| m.len()).unwrap_or(0);
         let mb = bytes as f64 / 1_000_000.0;

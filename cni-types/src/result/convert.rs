@@ -5,17 +5,18 @@
 //! 0.4.0 and keep only the first IPv4 and first IPv6 address (picked by the `version` string),
 //! with the routes whose destination matches a kept family.
 
-use super::{
+use super::model::{
     AnyResult, CniResult, Interface, InterfaceV04, IpConfig, IpConfigLegacy, IpConfigV04, ResultLegacy, ResultV04,
     Route,
 };
+use crate::error::{CniError, INTERNAL};
 use crate::version::Family;
-use std::fmt;
 
 /// Why a result could not be converted; the text is Go's.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConvertError {
     /// `no converter for CNI result version 1.1.0 to 2.0.0`
+    #[error("no converter for CNI result version {from} to {to}")]
     NoConverter {
         /// The result's version.
         from: String,
@@ -23,21 +24,39 @@ pub enum ConvertError {
         to: String,
     },
     /// `cannot convert: no valid IP addresses`: a legacy result needs an IPv4 or IPv6 address.
+    #[error("cannot convert: no valid IP addresses")]
     NoValidIp,
 }
 
-impl fmt::Display for ConvertError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConvertError::NoConverter { from, to } => write!(f, "no converter for CNI result version {from} to {to}"),
-            ConvertError::NoValidIp => f.write_str("cannot convert: no valid IP addresses"),
-        }
+impl From<ConvertError> for CniError {
+    /// Code 999 ([`INTERNAL`]): a result cannot be expressed in the requested version (Go
+    /// returns a plain error).
+    fn from(e: ConvertError) -> CniError {
+        CniError::new(INTERNAL, e.to_string())
     }
 }
 
-impl std::error::Error for ConvertError {}
+impl AnyResult {
+    /// Converts to `version` with the Go library's edges, losses and errors (Go's
+    /// `GetAsVersion`).
+    pub fn convert_to(&self, version: &str) -> Result<AnyResult, ConvertError> {
+        convert(self, version)
+    }
 
-pub(super) fn convert(r: &AnyResult, to: &str) -> Result<AnyResult, ConvertError> {
+    /// Converts to the 1.1.0 model (never fails: every family converts up losslessly enough).
+    pub fn to_latest(&self) -> CniResult {
+        to_latest(self)
+    }
+}
+
+impl CniResult {
+    /// Converts this result to any version (see [`AnyResult::convert_to`]).
+    pub fn convert_to(&self, version: &str) -> Result<AnyResult, ConvertError> {
+        convert(&AnyResult::V1(self.clone()), version)
+    }
+}
+
+fn convert(r: &AnyResult, to: &str) -> Result<AnyResult, ConvertError> {
     let to = if to.is_empty() { crate::version::DEFAULT } else { to };
     // Go labels a struct with an empty version as its family's newest before converting.
     let from = if r.version().is_empty() { r.family().newest() } else { r.version() };
@@ -71,7 +90,7 @@ pub(super) fn convert(r: &AnyResult, to: &str) -> Result<AnyResult, ConvertError
     })
 }
 
-pub(super) fn to_latest(r: &AnyResult) -> CniResult {
+fn to_latest(r: &AnyResult) -> CniResult {
     let label = crate::version::CURRENT.to_string();
     match r {
         AnyResult::Legacy(a) => CniResult { cni_version: label, ..v04_to_v1(&legacy_to_v04(a)) },
@@ -157,5 +176,19 @@ fn v1_to_v04(c: &CniResult) -> ResultV04 {
             .collect(),
         routes: c.routes.clone(),
         dns: c.dns.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_of_another_family_has_no_converter() {
+        let mislabelled = AnyResult::V1(CniResult { cni_version: "0.4.0".into(), ..CniResult::default() });
+        assert_eq!(
+            mislabelled.convert_to("1.1.0").unwrap_err().to_string(),
+            "no converter for CNI result version 0.4.0 to 1.1.0"
+        );
     }
 }

@@ -4,25 +4,29 @@
 //! One deliberate difference from Go: an IP without `address` or a route without `dst` is an
 //! error here. Go accepts both and prints `"<nil>"`, which no consumer can use.
 
-use super::{
+use super::model::{
     AnyResult, CniResult, Dns, Interface, InterfaceV04, IpConfig, IpConfigLegacy, IpConfigV04, ResultLegacy, ResultV04,
     Route,
 };
-use crate::decode::{DecodeError, Obj};
+use crate::decode::{DecodeError, GoStruct};
+use crate::error::{CniError, DECODING_FAILURE};
+use crate::gojson::quote::quote;
 use crate::ip::{parse_ip, IpNet};
 use crate::version::Family;
 use serde_json::Value;
-use std::fmt;
 use std::net::IpAddr;
 
 /// Why bytes could not be made into a result of the requested version.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CreateError {
     /// `unsupported CNI result version "9.9.9"`: the requested version names no family.
+    #[error("unsupported CNI result version {}", quote(.0))]
     UnsupportedVersion(String),
     /// The JSON is malformed or a field has the wrong type or an unparsable address.
+    #[error("{0}")]
     Decode(String),
     /// `result type supports [1.0.0 1.1.0] but unmarshalled CNIVersion is "0.4.0"`.
+    #[error("result type supports [{}] but unmarshalled CNIVersion is {}", .supported.join(" "), quote(.got))]
     WrongFamily {
         /// The versions the requested family accepts.
         supported: &'static [&'static str],
@@ -31,68 +35,66 @@ pub enum CreateError {
     },
 }
 
-impl fmt::Display for CreateError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CreateError::UnsupportedVersion(v) => {
-                write!(f, "unsupported CNI result version {}", crate::gojson::quote(v))
-            }
-            CreateError::Decode(msg) => f.write_str(msg),
-            CreateError::WrongFamily { supported, got } => write!(
-                f,
-                "result type supports [{}] but unmarshalled CNIVersion is {}",
-                supported.join(" "),
-                crate::gojson::quote(got)
-            ),
-        }
-    }
-}
-
-impl std::error::Error for CreateError {}
-
 impl From<DecodeError> for CreateError {
     fn from(e: DecodeError) -> Self {
         CreateError::Decode(e.0)
     }
 }
 
-pub(super) fn create(version: &str, bytes: &[u8]) -> Result<AnyResult, CreateError> {
-    if Family::of(version).is_none() {
-        return Err(CreateError::UnsupportedVersion(version.to_string()));
+impl From<CreateError> for CniError {
+    /// Code 6 ([`DECODING_FAILURE`]): a result did not parse in the version it claims.
+    fn from(e: CreateError) -> CniError {
+        CniError::new(DECODING_FAILURE, e.to_string())
     }
-    let value = crate::gojson::parse(bytes).map_err(|e| CreateError::Decode(e.0))?;
-    create_from_value(version, &value)
 }
 
-pub(super) fn create_from_value(version: &str, value: &Value) -> Result<AnyResult, CreateError> {
-    let family = Family::of(version).ok_or_else(|| CreateError::UnsupportedVersion(version.to_string()))?;
-    let obj = Obj::root(value, "Result")?;
-    let mut result = match family {
-        Family::Legacy => AnyResult::Legacy(legacy(&obj)?),
-        Family::V04 => AnyResult::V04(v04(&obj)?),
-        Family::V1 => AnyResult::V1(v1(&obj)?),
-    };
-    let got = result.version().to_string();
-    let ok = family.versions().contains(&got.as_str()) || (family == Family::Legacy && got.is_empty());
-    if !ok {
-        return Err(CreateError::WrongFamily { supported: family.versions(), got });
-    }
-    if let AnyResult::Legacy(r) = &mut result {
-        if r.cni_version.is_empty() {
-            r.cni_version = crate::version::DEFAULT.to_string();
+impl AnyResult {
+    /// Parses a result that must belong to `version`'s family (Go's `create.Create`).
+    pub fn create(version: &str, bytes: &[u8]) -> Result<AnyResult, CreateError> {
+        if Family::of(version).is_none() {
+            return Err(CreateError::UnsupportedVersion(version.to_string()));
         }
+        let value = crate::gojson::scan::parse(bytes).map_err(|e| CreateError::Decode(e.0))?;
+        AnyResult::create_from_value(version, &value)
     }
-    Ok(result)
+
+    /// Like [`create`](Self::create) from an already-parsed JSON value.
+    pub fn create_from_value(version: &str, value: &Value) -> Result<AnyResult, CreateError> {
+        let family = Family::of(version).ok_or_else(|| CreateError::UnsupportedVersion(version.to_string()))?;
+        let obj = GoStruct::root(value, "Result")?;
+        let mut result = match family {
+            Family::Legacy => AnyResult::Legacy(legacy(&obj)?),
+            Family::V04 => AnyResult::V04(v04(&obj)?),
+            Family::V1 => AnyResult::V1(v1(&obj)?),
+        };
+        let got = result.version().to_string();
+        let ok = family.versions().contains(&got.as_str()) || (family == Family::Legacy && got.is_empty());
+        if !ok {
+            return Err(CreateError::WrongFamily { supported: family.versions(), got });
+        }
+        if let AnyResult::Legacy(r) = &mut result {
+            if r.cni_version.is_empty() {
+                r.cni_version = crate::version::DEFAULT.to_string();
+            }
+        }
+        Ok(result)
+    }
+
+    /// Parses a result in the version its own `cniVersion` names (missing: 0.1.0).
+    pub fn from_bytes(bytes: &[u8]) -> Result<AnyResult, CreateError> {
+        let version = crate::version::decode_version(bytes).map_err(|e| CreateError::Decode(e.to_string()))?;
+        AnyResult::create(&version, bytes)
+    }
 }
 
-fn required_cidr(obj: &Obj<'_>, key: &str, what: &str) -> Result<IpNet, DecodeError> {
+fn required_cidr(obj: &GoStruct<'_>, key: &str, what: &str) -> Result<IpNet, DecodeError> {
     match obj.opt_string(key)? {
         Some(s) => IpNet::parse(&s).map_err(|e| DecodeError(e.to_string())),
         None => Err(DecodeError(format!("{what} has no {key:?}"))),
     }
 }
 
-fn opt_ip(obj: &Obj<'_>, key: &str) -> Result<Option<IpAddr>, DecodeError> {
+fn opt_ip(obj: &GoStruct<'_>, key: &str) -> Result<Option<IpAddr>, DecodeError> {
     match obj.opt_string(key)? {
         None => Ok(None),
         Some(s) if s.is_empty() => Ok(None),
@@ -100,7 +102,7 @@ fn opt_ip(obj: &Obj<'_>, key: &str) -> Result<Option<IpAddr>, DecodeError> {
     }
 }
 
-fn dns(obj: &Obj<'_>) -> Result<Dns, DecodeError> {
+fn dns(obj: &GoStruct<'_>) -> Result<Dns, DecodeError> {
     let Some(d) = obj.object("dns")? else {
         return Ok(Dns::default());
     };
@@ -113,7 +115,7 @@ fn dns(obj: &Obj<'_>) -> Result<Dns, DecodeError> {
 }
 
 /// Decodes one route object (shared by all families and by the merge module's callers).
-pub(crate) fn route(r: &Obj<'_>) -> Result<Route, DecodeError> {
+pub(crate) fn route(r: &GoStruct<'_>) -> Result<Route, DecodeError> {
     Ok(Route {
         dst: required_cidr(r, "dst", "a route")?,
         gw: opt_ip(r, "gw")?,
@@ -125,11 +127,11 @@ pub(crate) fn route(r: &Obj<'_>) -> Result<Route, DecodeError> {
     })
 }
 
-fn routes(obj: &Obj<'_>) -> Result<Vec<Route>, DecodeError> {
+fn routes(obj: &GoStruct<'_>) -> Result<Vec<Route>, DecodeError> {
     obj.objects("routes")?.iter().map(route).collect()
 }
 
-fn v1(obj: &Obj<'_>) -> Result<CniResult, DecodeError> {
+fn v1(obj: &GoStruct<'_>) -> Result<CniResult, DecodeError> {
     let interfaces = obj
         .objects("interfaces")?
         .iter()
@@ -158,7 +160,7 @@ fn v1(obj: &Obj<'_>) -> Result<CniResult, DecodeError> {
     Ok(CniResult { cni_version: obj.string("cniVersion")?, interfaces, ips, routes: routes(obj)?, dns: dns(obj)? })
 }
 
-fn v04(obj: &Obj<'_>) -> Result<ResultV04, DecodeError> {
+fn v04(obj: &GoStruct<'_>) -> Result<ResultV04, DecodeError> {
     let interfaces = obj
         .objects("interfaces")?
         .iter()
@@ -179,14 +181,14 @@ fn v04(obj: &Obj<'_>) -> Result<ResultV04, DecodeError> {
     Ok(ResultV04 { cni_version: obj.string("cniVersion")?, interfaces, ips, routes: routes(obj)?, dns: dns(obj)? })
 }
 
-fn legacy_ip(obj: &Obj<'_>, key: &'static str) -> Result<Option<IpConfigLegacy>, DecodeError> {
+fn legacy_ip(obj: &GoStruct<'_>, key: &'static str) -> Result<Option<IpConfigLegacy>, DecodeError> {
     let Some(c) = obj.object(key)? else {
         return Ok(None);
     };
     Ok(Some(IpConfigLegacy { ip: required_cidr(&c, "ip", key)?, gateway: opt_ip(&c, "gateway")?, routes: routes(&c)? }))
 }
 
-fn legacy(obj: &Obj<'_>) -> Result<ResultLegacy, DecodeError> {
+fn legacy(obj: &GoStruct<'_>) -> Result<ResultLegacy, DecodeError> {
     Ok(ResultLegacy {
         cni_version: obj.string("cniVersion")?,
         ip4: legacy_ip(obj, "ip4")?,

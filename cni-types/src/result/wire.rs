@@ -1,32 +1,64 @@
-//! Serialisation with Go's presence rules and key order.
+//! Printing results with Go's presence rules and key order.
 //!
-//! 1.x results are printed with keys sorted at every level (Go re-marshals them through a map);
-//! 0.x results in struct order. `interface: 0`, `table: 0` and `scope: 0` are printed, `mtu: 0`
-//! is not; `dns` disappears from 1.x output when empty but is always there in 0.x output.
+//! 0.x results are printed in Go's struct order; 1.x results with keys sorted at every level
+//! (Go re-marshals them through a map). The sorting is serde_json's own: a 1.x result goes
+//! through [`serde_json::to_value`], whose objects are `BTreeMap`s (the workspace never enables
+//! serde_json's `preserve_order`). `interface: 0`, `table: 0` and `scope: 0` are printed,
+//! `mtu: 0` is not; `dns` disappears from 1.x output when empty but is always there in 0.x
+//! output.
 
-use super::{AnyResult, CniResult, Dns, IpConfig, IpConfigLegacy, IpConfigV04, ResultLegacy, ResultV04, Route};
+use super::model::{AnyResult, CniResult, Dns, IpConfigLegacy, ResultLegacy, ResultV04, Route};
+use crate::gojson::print::{to_go_string, to_go_string_pretty};
 use crate::ip::IpNet;
 use serde::Serialize;
+use serde_json::Value;
 use std::net::IpAddr;
+
+impl AnyResult {
+    /// The JSON value of the result, as Go would marshal it.
+    pub fn to_value(&self) -> Value {
+        let v = match self {
+            AnyResult::Legacy(r) => serde_json::to_value(legacy_wire(r)),
+            AnyResult::V04(r) => serde_json::to_value(v04_wire(r)),
+            AnyResult::V1(r) => serde_json::to_value(v1_wire(r)),
+        };
+        // The wire structs hold only strings, numbers and lists: serialisation cannot fail.
+        v.unwrap_or(Value::Null)
+    }
+
+    /// Go's `PrintTo`: indented with 4 spaces, no trailing newline.
+    pub fn to_json_pretty(&self) -> String {
+        match self {
+            AnyResult::Legacy(r) => to_go_string_pretty(&legacy_wire(r)),
+            AnyResult::V04(r) => to_go_string_pretty(&v04_wire(r)),
+            // Keys sorted: through a map, as Go does.
+            AnyResult::V1(_) => to_go_string_pretty(&self.to_value()),
+        }
+    }
+
+    /// Go's `json.Marshal`: compact.
+    pub fn to_json(&self) -> String {
+        match self {
+            AnyResult::Legacy(r) => to_go_string(&legacy_wire(r)),
+            AnyResult::V04(r) => to_go_string(&v04_wire(r)),
+            AnyResult::V1(_) => to_go_string(&self.to_value()),
+        }
+    }
+}
+
+impl CniResult {
+    /// Prints in `version` (Go's `types.PrintResult` after conversion).
+    pub fn to_json_pretty_as(&self, version: &str) -> Result<String, super::convert::ConvertError> {
+        Ok(self.convert_to(version)?.to_json_pretty())
+    }
+}
 
 fn is_zero(v: &i64) -> bool {
     *v == 0
 }
 
 #[derive(Serialize)]
-struct DnsSorted<'a> {
-    #[serde(skip_serializing_if = "str::is_empty")]
-    domain: &'a str,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    nameservers: &'a [String],
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    options: &'a [String],
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    search: &'a [String],
-}
-
-#[derive(Serialize)]
-struct DnsStruct<'a> {
+struct DnsWire<'a> {
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     nameservers: &'a [String],
     #[serde(skip_serializing_if = "str::is_empty")]
@@ -37,33 +69,12 @@ struct DnsStruct<'a> {
     options: &'a [String],
 }
 
-fn dns_sorted(d: &Dns) -> DnsSorted<'_> {
-    DnsSorted { domain: &d.domain, nameservers: &d.nameservers, options: &d.options, search: &d.search }
-}
-
-fn dns_struct(d: &Dns) -> DnsStruct<'_> {
-    DnsStruct { nameservers: &d.nameservers, domain: &d.domain, search: &d.search, options: &d.options }
+fn dns_wire(d: &Dns) -> DnsWire<'_> {
+    DnsWire { nameservers: &d.nameservers, domain: &d.domain, search: &d.search, options: &d.options }
 }
 
 #[derive(Serialize)]
-struct RouteSorted<'a> {
-    #[serde(skip_serializing_if = "is_zero")]
-    advmss: i64,
-    dst: &'a IpNet,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    gw: Option<IpAddr>,
-    #[serde(skip_serializing_if = "is_zero")]
-    mtu: i64,
-    #[serde(skip_serializing_if = "is_zero")]
-    priority: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    scope: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    table: Option<i64>,
-}
-
-#[derive(Serialize)]
-struct RouteStruct<'a> {
+struct RouteWire<'a> {
     dst: &'a IpNet,
     #[serde(skip_serializing_if = "Option::is_none")]
     gw: Option<IpAddr>,
@@ -79,20 +90,8 @@ struct RouteStruct<'a> {
     scope: Option<i64>,
 }
 
-fn route_sorted(r: &Route) -> RouteSorted<'_> {
-    RouteSorted {
-        advmss: r.advmss,
-        dst: &r.dst,
-        gw: r.gw,
-        mtu: r.mtu,
-        priority: r.priority,
-        scope: r.scope,
-        table: r.table,
-    }
-}
-
-fn route_struct(r: &Route) -> RouteStruct<'_> {
-    RouteStruct {
+fn route_wire(r: &Route) -> RouteWire<'_> {
+    RouteWire {
         dst: &r.dst,
         gw: r.gw,
         mtu: r.mtu,
@@ -103,71 +102,76 @@ fn route_struct(r: &Route) -> RouteStruct<'_> {
     }
 }
 
+/// A 1.0.0/1.1.0 interface (Go's `types100.Interface`).
 #[derive(Serialize)]
-struct InterfaceSorted<'a> {
+struct InterfaceV1Wire<'a> {
+    name: &'a str,
     #[serde(skip_serializing_if = "str::is_empty")]
     mac: &'a str,
     #[serde(skip_serializing_if = "is_zero")]
     mtu: i64,
-    name: &'a str,
-    #[serde(rename = "pciID", skip_serializing_if = "str::is_empty")]
-    pci_id: &'a str,
     #[serde(skip_serializing_if = "str::is_empty")]
     sandbox: &'a str,
     #[serde(rename = "socketPath", skip_serializing_if = "str::is_empty")]
     socket_path: &'a str,
+    #[serde(rename = "pciID", skip_serializing_if = "str::is_empty")]
+    pci_id: &'a str,
 }
 
+/// A 1.0.0/1.1.0 IP (Go's `types100.IPConfig`).
 #[derive(Serialize)]
-struct IpSorted<'a> {
+struct IpV1Wire<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interface: Option<i64>,
     address: &'a IpNet,
     #[serde(skip_serializing_if = "Option::is_none")]
     gateway: Option<IpAddr>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    interface: Option<i64>,
 }
 
+/// A 1.0.0/1.1.0 result (Go's `types100.Result`); printed through a map, so its field order
+/// does not matter.
 #[derive(Serialize)]
-struct ResultC<'a> {
+struct ResultV1Wire<'a> {
     #[serde(rename = "cniVersion", skip_serializing_if = "str::is_empty")]
     cni_version: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    interfaces: Vec<InterfaceV1Wire<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    ips: Vec<IpV1Wire<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    routes: Vec<RouteWire<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    dns: Option<DnsSorted<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    interfaces: Vec<InterfaceSorted<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    ips: Vec<IpSorted<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    routes: Vec<RouteSorted<'a>>,
+    dns: Option<DnsWire<'a>>,
 }
 
-fn result_c(r: &CniResult) -> ResultC<'_> {
-    ResultC {
+fn v1_wire(r: &CniResult) -> ResultV1Wire<'_> {
+    ResultV1Wire {
         cni_version: &r.cni_version,
-        dns: (!r.dns.is_empty()).then(|| dns_sorted(&r.dns)),
         interfaces: r
             .interfaces
             .iter()
-            .map(|i| InterfaceSorted {
+            .map(|i| InterfaceV1Wire {
+                name: &i.name,
                 mac: &i.mac,
                 mtu: i.mtu,
-                name: &i.name,
-                pci_id: &i.pci_id,
                 sandbox: &i.sandbox,
                 socket_path: &i.socket_path,
+                pci_id: &i.pci_id,
             })
             .collect(),
         ips: r
             .ips
             .iter()
-            .map(|ip: &IpConfig| IpSorted { address: &ip.address, gateway: ip.gateway, interface: ip.interface })
+            .map(|ip| IpV1Wire { interface: ip.interface, address: &ip.address, gateway: ip.gateway })
             .collect(),
-        routes: r.routes.iter().map(route_sorted).collect(),
+        routes: r.routes.iter().map(route_wire).collect(),
+        dns: (!r.dns.is_empty()).then(|| dns_wire(&r.dns)),
     }
 }
 
+/// A 0.3.x/0.4.0 interface (Go's `types040.Interface`).
 #[derive(Serialize)]
-struct InterfaceB<'a> {
+struct InterfaceV04Wire<'a> {
     name: &'a str,
     #[serde(skip_serializing_if = "str::is_empty")]
     mac: &'a str,
@@ -175,8 +179,9 @@ struct InterfaceB<'a> {
     sandbox: &'a str,
 }
 
+/// A 0.3.x/0.4.0 IP (Go's `types040.IPConfig`).
 #[derive(Serialize)]
-struct IpB<'a> {
+struct IpV04Wire<'a> {
     version: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     interface: Option<i64>,
@@ -185,110 +190,74 @@ struct IpB<'a> {
     gateway: Option<IpAddr>,
 }
 
+/// A 0.3.x/0.4.0 result (Go's `types040.Result`), in Go's struct order.
 #[derive(Serialize)]
-struct ResultB<'a> {
+struct ResultV04Wire<'a> {
     #[serde(rename = "cniVersion", skip_serializing_if = "str::is_empty")]
     cni_version: &'a str,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    interfaces: Vec<InterfaceB<'a>>,
+    interfaces: Vec<InterfaceV04Wire<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    ips: Vec<IpB<'a>>,
+    ips: Vec<IpV04Wire<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    routes: Vec<RouteStruct<'a>>,
-    dns: DnsStruct<'a>,
+    routes: Vec<RouteWire<'a>>,
+    dns: DnsWire<'a>,
 }
 
-fn result_b(r: &ResultV04) -> ResultB<'_> {
-    ResultB {
+fn v04_wire(r: &ResultV04) -> ResultV04Wire<'_> {
+    ResultV04Wire {
         cni_version: &r.cni_version,
         interfaces: r
             .interfaces
             .iter()
-            .map(|i| InterfaceB { name: &i.name, mac: &i.mac, sandbox: &i.sandbox })
+            .map(|i| InterfaceV04Wire { name: &i.name, mac: &i.mac, sandbox: &i.sandbox })
             .collect(),
         ips: r
             .ips
             .iter()
-            .map(|ip: &IpConfigV04| IpB {
+            .map(|ip| IpV04Wire {
                 version: &ip.version,
                 interface: ip.interface,
                 address: &ip.address,
                 gateway: ip.gateway,
             })
             .collect(),
-        routes: r.routes.iter().map(route_struct).collect(),
-        dns: dns_struct(&r.dns),
+        routes: r.routes.iter().map(route_wire).collect(),
+        dns: dns_wire(&r.dns),
     }
 }
 
+/// One address family of a 0.1.0/0.2.0 result (Go's `types020.IPConfig`).
 #[derive(Serialize)]
-struct IpA<'a> {
+struct IpLegacyWire<'a> {
     ip: &'a IpNet,
     #[serde(skip_serializing_if = "Option::is_none")]
     gateway: Option<IpAddr>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    routes: Vec<RouteStruct<'a>>,
+    routes: Vec<RouteWire<'a>>,
 }
 
+/// A 0.1.0/0.2.0 result (Go's `types020.Result`), in Go's struct order.
 #[derive(Serialize)]
-struct ResultA<'a> {
+struct ResultLegacyWire<'a> {
     #[serde(rename = "cniVersion", skip_serializing_if = "str::is_empty")]
     cni_version: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    ip4: Option<IpA<'a>>,
+    ip4: Option<IpLegacyWire<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    ip6: Option<IpA<'a>>,
-    dns: DnsStruct<'a>,
+    ip6: Option<IpLegacyWire<'a>>,
+    dns: DnsWire<'a>,
 }
 
-fn ip_a(c: &IpConfigLegacy) -> IpA<'_> {
-    IpA { ip: &c.ip, gateway: c.gateway, routes: c.routes.iter().map(route_struct).collect() }
+fn ip_legacy_wire(c: &IpConfigLegacy) -> IpLegacyWire<'_> {
+    IpLegacyWire { ip: &c.ip, gateway: c.gateway, routes: c.routes.iter().map(route_wire).collect() }
 }
 
-fn result_a(r: &ResultLegacy) -> ResultA<'_> {
-    ResultA {
+fn legacy_wire(r: &ResultLegacy) -> ResultLegacyWire<'_> {
+    ResultLegacyWire {
         cni_version: &r.cni_version,
-        ip4: r.ip4.as_ref().map(ip_a),
-        ip6: r.ip6.as_ref().map(ip_a),
-        dns: dns_struct(&r.dns),
-    }
-}
-
-pub(super) fn to_json(r: &AnyResult, pretty: bool) -> String {
-    let print = |v: &dyn erased::Ser| v.print(pretty);
-    match r {
-        AnyResult::Legacy(r) => print(&result_a(r)),
-        AnyResult::V04(r) => print(&result_b(r)),
-        AnyResult::V1(r) => print(&result_c(r)),
-    }
-}
-
-pub(super) fn to_value(r: &AnyResult) -> serde_json::Value {
-    let v = match r {
-        AnyResult::Legacy(r) => serde_json::to_value(result_a(r)),
-        AnyResult::V04(r) => serde_json::to_value(result_b(r)),
-        AnyResult::V1(r) => serde_json::to_value(result_c(r)),
-    };
-    // Our wire structs hold only strings, numbers and lists: serialisation cannot fail.
-    v.unwrap_or(serde_json::Value::Null)
-}
-
-mod erased {
-    use crate::gojson::{to_go_string, to_go_string_pretty};
-    use serde::Serialize;
-
-    /// Lets `to_json` treat the three wire structs alike.
-    pub(super) trait Ser {
-        fn print(&self, pretty: bool) -> String;
-    }
-
-    impl<T: Serialize> Ser for T {
-        fn print(&self, pretty: bool) -> String {
-            if pretty {
-                to_go_string_pretty(self)
-            } else {
-                to_go_string(self)
-            }
-        }
+        ip4: r.ip4.as_ref().map(ip_legacy_wire),
+        ip6: r.ip6.as_ref().map(ip_legacy_wire),
+        dns: dns_wire(&r.dns),
     }
 }

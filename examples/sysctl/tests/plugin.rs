@@ -41,7 +41,10 @@ fn only_net_keys_are_accepted() {
 fn a_value_of_the_wrong_type_names_the_key() {
     let e = cmd(Command::Add).config(&conf(json!({"net.ipv4.ip_forward": 1}))).run(&Sysctl).error();
     assert_eq!(e.code, 7);
-    assert_eq!(e.msg, "invalid network configuration: sysctls: invalid type: integer `1`, expected a string");
+    assert_eq!(
+        e.msg,
+        "invalid network configuration: sysctls.net.ipv4.ip_forward: invalid type: integer `1`, expected a string"
+    );
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The CNI commands of the delegator, on top of the shared attach engine.
 
 use crate::config::{result_mode, ResultMode, RULES};
-use crate::kubernetes::{self, status, Pod, StatusNetwork};
+use crate::kubernetes::{self, default_route, status, Pod, StatusNetwork};
 use braid_attach::{MetaCommand, SharedConfig};
 use cni_skel::prelude::*;
 use cni_types::merge::{merge, Attachment};
@@ -134,7 +134,7 @@ fn finish(m: &mut MetaCommand, args: &CmdArgs, report: &Report, results: &[AnyRe
         let ifname = m.config.delegates.get(i).map(|d| d.ifname.clone()).unwrap_or_default();
         let others: Vec<String> =
             m.config.delegates.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, d)| d.ifname.clone()).collect();
-        let removed = cni_skel::routes::move_default_routes(Path::new(&args.netns), &ifname, &others, gateways)
+        let removed = default_route::move_default_routes(Path::new(&args.netns), &ifname, &others, gateways)
             .context(format_args!("default-route of {}", report.networks[i].name))?;
         for r in removed {
             m.log.info(format_args!(
@@ -187,7 +187,7 @@ fn finish(m: &mut MetaCommand, args: &CmdArgs, report: &Report, results: &[AnyRe
         CniError::new(cni_types::error::INTERNAL, format!("cannot express the result in cniVersion {version}: {e}"))
     })?;
     if let Some(path) = &report.status {
-        let links = cni_skel::links::links(Path::new(&args.netns))?;
+        let links = braid_attach::sandbox::links(&args.netns)?;
         let atts: Vec<(&AnyResult, &str, &StatusNetwork)> = results
             .iter()
             .zip(&m.config.delegates)

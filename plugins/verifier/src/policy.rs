@@ -136,7 +136,7 @@ mod tests {
     }
 
     fn link(index: u32, name: &str) -> Link {
-        Link { index, name: name.into(), mac: Vec::new(), mtu: 1500, master: None, vrf_table: None }
+        Link { index, name: name.into(), mac: Vec::new(), mtu: 1500, master: None, vrf_table: None, ..Link::default() }
     }
 
     fn rule(priority: u32, src: Option<&str>, table: u32) -> Rule {

@@ -495,7 +495,15 @@ mod tests {
     fn pod() -> Snapshot {
         Snapshot {
             links: vec![
-                Link { index: 1, name: "lo".into(), mac: vec![0; 6], mtu: 65536, master: None, vrf_table: None },
+                Link {
+                    index: 1,
+                    name: "lo".into(),
+                    mac: vec![0; 6],
+                    mtu: 65536,
+                    master: None,
+                    vrf_table: None,
+                    ..Link::default()
+                },
                 Link {
                     index: 2,
                     name: "eth0".into(),
@@ -503,6 +511,7 @@ mod tests {
                     mtu: 1500,
                     master: None,
                     vrf_table: None,
+                    ..Link::default()
                 },
                 Link {
                     index: 3,
@@ -511,6 +520,7 @@ mod tests {
                     mtu: 9000,
                     master: None,
                     vrf_table: None,
+                    ..Link::default()
                 },
             ],
             addrs: vec![
@@ -689,6 +699,7 @@ mod tests {
                 mtu: 1500,
                 master: None,
                 vrf_table: None,
+                ..Link::default()
             }],
             ..Snapshot::default()
         };
@@ -810,6 +821,7 @@ mod tests {
             mtu: 65575,
             master: None,
             vrf_table: Some(10),
+            ..Link::default()
         });
         s.links[1].master = Some(9);
         for x in s.routes.iter_mut().filter(|x| x.oif == Some(2)) {
@@ -850,6 +862,7 @@ mod tests {
             mtu: 9000,
             master: None,
             vrf_table: None,
+            ..Link::default()
         });
         snap.redirects = vec![(3, 9), (9, 3)];
         let items = run(&r, &snap, FULL);

@@ -10,6 +10,7 @@
 
 use super::error::{Problem, SelectionError};
 use cni_types::ip::{IpNet, Mac};
+use cni_types::validate::is_dns_label;
 use serde_json::{Map, Value};
 use std::net::IpAddr;
 
@@ -39,17 +40,6 @@ pub struct Element {
     pub cni_args: Option<Map<String, Value>>,
     /// `default-route`: the gateways of the pod's default routes (may be empty).
     pub default_route: Option<Vec<IpAddr>>,
-}
-
-/// Whether `s` is a DNS-1123 label: `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`, at most 63 bytes.
-pub fn is_dns_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.first().is_some_and(ok)
-        && b.last().is_some_and(ok)
-        && b.iter().all(|c| ok(c) || *c == b'-')
 }
 
 /// Parses the annotation's value (either form); an empty value selects nothing.

@@ -8,16 +8,19 @@
 //! * [`annotation`]: the annotation's two forms, validated.
 //! * [`resolve`]: an element's definition file, turned into a delegate.
 //! * [`status`]: the network-status document, written atomically, removed on DEL.
+//! * [`default_route`]: a selection's `default-route`, carried out in the pod namespace.
 //! * [`error`]: why a selection is refused (code 7, before anything runs).
 //! * [`names`]: the annotation's and the capability's names.
 
 pub mod annotation;
+pub mod default_route;
 pub mod error;
 pub mod names;
 pub mod resolve;
 pub mod status;
 
 use braid_attach::Delegate;
+use cni_types::validate::is_dns_label;
 use cni_types::NetConf;
 use error::{Problem, SelectionError};
 use names::{NETWORKS, POD_ANNOTATIONS};
@@ -54,7 +57,7 @@ impl Config {
             Some(Value::Array(a)) => a
                 .iter()
                 .map(|v| match v.as_str() {
-                    Some(s) if annotation::is_dns_label(s) => Ok(s.to_string()),
+                    Some(s) if is_dns_label(s) => Ok(s.to_string()),
                     _ => Err(SelectionError::Config(format!(
                         "globalNamespaces must be a list of namespace names (DNS-1123 labels); {v} is not one"
                     ))),
@@ -87,13 +90,14 @@ pub struct Pod {
 }
 
 impl Pod {
-    /// From `CNI_ARGS` (malformed pairs were refused by the dispatcher already; here ignored).
+    /// From `CNI_ARGS`, read leniently ([`cni_types::args::pairs`]): the args are the
+    /// runtime's, and DEL must find the pod even in args Go's `LoadArgs` would refuse.
     pub fn from_args(args: &str) -> Pod {
         let mut pod = Pod::default();
-        for pair in args.split(';') {
-            match pair.split_once('=') {
-                Some(("K8S_POD_NAMESPACE", v)) if !v.is_empty() => pod.namespace = Some(v.to_string()),
-                Some(("K8S_POD_NAME", v)) if !v.is_empty() => pod.name = Some(v.to_string()),
+        for pair in cni_types::args::pairs(args) {
+            match pair {
+                ("K8S_POD_NAMESPACE", v) if !v.is_empty() => pod.namespace = Some(v.to_string()),
+                ("K8S_POD_NAME", v) if !v.is_empty() => pod.name = Some(v.to_string()),
                 _ => {}
             }
         }

@@ -5,10 +5,11 @@
 //! outside its directory. Few, small cases: bounded time in CI.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use super::annotation::{self, device_id, is_dns_label, RUNTIME_KEYS};
+use super::annotation::{self, device_id, RUNTIME_KEYS};
 use super::names::NETWORKS;
 use super::*;
 use cni_types::error::INVALID_NETWORK_CONFIG;
+use cni_types::validate::is_dns_label;
 use proptest::prelude::*;
 use serde_json::{json, Map};
 

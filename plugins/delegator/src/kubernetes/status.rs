@@ -8,8 +8,8 @@
 //! not run as root.
 
 use super::{Pod, StatusNetwork};
+use cni_netlink::links::Link;
 use cni_runtime::files::Step;
-use cni_skel::links::Link;
 use cni_types::result::AnyResult;
 use cni_types::{CniError, CniResult};
 use serde_json::{json, Map, Value};
@@ -61,7 +61,7 @@ pub fn document(attachments: &[(&AnyResult, &str, &StatusNetwork)], links: &[Lin
             let ips: Vec<String> =
                 r.ips.iter().filter(|ip| target(ip) == Some(pos)).map(|ip| ip.address.addr().to_string()).collect();
             let mac = if mac.is_empty() {
-                links.iter().find(|l| l.name == *name).map(|l| l.mac.clone()).unwrap_or_default()
+                links.iter().find(|l| l.name == *name).map(Link::mac_string).unwrap_or_default()
             } else {
                 mac.to_string()
             };

@@ -107,16 +107,6 @@ fn text_form_names_namespaces_and_interfaces() {
 }
 
 #[test]
-fn dns_labels() {
-    for ok in ["a", "a-b", "0", "x1", &"a".repeat(63)] {
-        assert!(annotation::is_dns_label(ok), "{ok}");
-    }
-    for bad in ["", "-a", "a-", "A", "a_b", "a.b", "é", &"a".repeat(64)] {
-        assert!(!annotation::is_dns_label(bad), "{bad}");
-    }
-}
-
-#[test]
 fn json_form_every_key() {
     let v = json!([{
         "name": "global", "namespace": "default", "interface": "side0", "mac": "02:00:00:00:00:0A",
@@ -462,7 +452,13 @@ fn status_documents_one_entry_per_sandbox_interface() {
             default_route: Some(vec!["198.18.1.1".parse().unwrap()]),
         },
     ];
-    let links = [cni_skel::links::Link { name: "net1".into(), mac: "02:00:00:00:00:09".into(), mtu: 1500, index: 3 }];
+    let links = [cni_netlink::links::Link {
+        name: "net1".into(),
+        mac: vec![2, 0, 0, 0, 0, 9],
+        mtu: 1500,
+        index: 3,
+        ..Default::default()
+    }];
     let doc = status::document(&[(&r1, "eth0", &networks[0]), (&r2, "net1", &networks[1])], &links);
     assert_eq!(
         doc,

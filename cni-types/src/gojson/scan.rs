@@ -1,33 +1,29 @@
-//! JSON the way Go's `encoding/json` reads and writes it.
+//! Input: Go's JSON scanner, for Go's syntax-error texts (`encoding/json/scanner.go`).
 //!
-//! Runtimes and operators see the error texts the Go reference library produces
-//! (`unexpected end of JSON input`, `invalid character 'n' looking for beginning of object key
-//! string`), and tests compare against them. serde_json words its errors differently, so input
-//! is first run through [`check_syntax`], an iterative (stack-safe) port of the behaviour of Go's
-//! JSON scanner, and only valid documents reach serde_json. On output, [`to_go_string_pretty`]
-//! produces `json.MarshalIndent(v, "", "    ")` bytes, including Go's HTML escaping.
+//! serde_json words its errors differently, so input is first run through [`check_syntax`], an
+//! iterative (stack-safe) port of the behaviour of Go's scanner, and only valid documents reach
+//! serde_json.
 
-use serde::Serialize;
+use super::quote::quote;
+use crate::error::{CniError, DECODING_FAILURE};
 use serde_json::Value;
-use std::fmt;
-use std::io;
 
 /// A JSON document that Go's decoder would reject, with Go's message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct SyntaxError(pub(crate) String);
-
-impl fmt::Display for SyntaxError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for SyntaxError {}
 
 impl SyntaxError {
     /// The message, as the Go library words it.
     pub fn message(&self) -> &str {
         &self.0
+    }
+}
+
+impl From<SyntaxError> for CniError {
+    /// Code 6 ([`DECODING_FAILURE`]): the bytes are not JSON.
+    fn from(e: SyntaxError) -> CniError {
+        CniError::new(DECODING_FAILURE, e.0)
     }
 }
 
@@ -41,56 +37,6 @@ fn quote_char(c: u8) -> String {
             format!("'{}'", &s[1..s.len() - 1])
         }
     }
-}
-
-/// Go's `strconv.Quote` for valid UTF-8 text: printable characters kept, others escaped.
-pub fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if !is_go_printable(c) => {
-                if (c as u32) < 0x10000 {
-                    out.push_str(&format!("\\u{:04x}", c as u32))
-                } else {
-                    out.push_str(&format!("\\U{:08x}", c as u32))
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// An approximation of Go's `strconv.IsPrint` good for the characters CNI input contains:
-/// controls, the C1 block, and the non-ASCII spaces and format characters are not printable.
-fn is_go_printable(c: char) -> bool {
-    let u = c as u32;
-    !(c.is_control()
-        || u == 0xa0
-        || u == 0xad
-        || (0x2000..=0x200f).contains(&u)
-        || (0x2028..=0x202f).contains(&u)
-        || u == 0x205f
-        || u == 0x3000
-        || u == 0xfeff)
-}
-
-/// Go's `%q` of a `[]string`: `["a" "b"]`.
-pub fn quote_list<S: AsRef<str>>(items: &[S]) -> String {
-    let inner: Vec<String> = items.iter().map(|s| quote(s.as_ref())).collect();
-    format!("[{}]", inner.join(" "))
 }
 
 #[derive(Clone, Copy)]
@@ -350,122 +296,6 @@ pub fn type_name(v: &Value) -> &'static str {
     }
 }
 
-/// Writes Go-escaped strings: `<`, `>`, `&`, U+2028 and U+2029 as `\u00XX` sequences.
-struct GoFormatter<'a> {
-    inner: serde_json::ser::PrettyFormatter<'a>,
-    pretty: bool,
-}
-
-impl serde_json::ser::Formatter for GoFormatter<'_> {
-    fn write_string_fragment<W: ?Sized + io::Write>(&mut self, w: &mut W, fragment: &str) -> io::Result<()> {
-        let mut last = 0;
-        for (idx, ch) in fragment.char_indices() {
-            let esc = match ch {
-                '<' => "\\u003c",
-                '>' => "\\u003e",
-                '&' => "\\u0026",
-                '\u{2028}' => "\\u2028",
-                '\u{2029}' => "\\u2029",
-                _ => continue,
-            };
-            w.write_all(&fragment.as_bytes()[last..idx])?;
-            w.write_all(esc.as_bytes())?;
-            last = idx + ch.len_utf8();
-        }
-        w.write_all(&fragment.as_bytes()[last..])
-    }
-
-    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        if self.pretty {
-            self.inner.begin_array(w)
-        } else {
-            w.write_all(b"[")
-        }
-    }
-    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        if self.pretty {
-            self.inner.end_array(w)
-        } else {
-            w.write_all(b"]")
-        }
-    }
-    fn begin_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
-        if self.pretty {
-            self.inner.begin_array_value(w, first)
-        } else if first {
-            Ok(())
-        } else {
-            w.write_all(b",")
-        }
-    }
-    fn end_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        if self.pretty {
-            self.inner.end_array_value(w)
-        } else {
-            Ok(())
-        }
-    }
-    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        if self.pretty {
-            self.inner.begin_object(w)
-        } else {
-            w.write_all(b"{")
-        }
-    }
-    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        if self.pretty {
-            self.inner.end_object(w)
-        } else {
-            w.write_all(b"}")
-        }
-    }
-    fn begin_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
-        if self.pretty {
-            self.inner.begin_object_key(w, first)
-        } else if first {
-            Ok(())
-        } else {
-            w.write_all(b",")
-        }
-    }
-    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        if self.pretty {
-            self.inner.begin_object_value(w)
-        } else {
-            w.write_all(b":")
-        }
-    }
-    fn end_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        if self.pretty {
-            self.inner.end_object_value(w)
-        } else {
-            Ok(())
-        }
-    }
-}
-
-fn to_go_bytes<T: Serialize + ?Sized>(value: &T, pretty: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256);
-    let fmt = GoFormatter { inner: serde_json::ser::PrettyFormatter::with_indent(b"    "), pretty };
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
-    // Serialising our own types (strings, numbers, maps with string keys) into a Vec cannot
-    // fail; an error here would be a bug, and an empty document is the safe answer.
-    if value.serialize(&mut ser).is_err() {
-        return b"{}".to_vec();
-    }
-    out
-}
-
-/// `json.MarshalIndent(v, "", "    ")`: 4-space indent, no trailing newline, Go escaping.
-pub fn to_go_string_pretty<T: Serialize + ?Sized>(value: &T) -> String {
-    String::from_utf8_lossy(&to_go_bytes(value, true)).into_owned()
-}
-
-/// `json.Marshal(v)`: compact, Go escaping.
-pub fn to_go_string<T: Serialize + ?Sized>(value: &T) -> String {
-    String::from_utf8_lossy(&to_go_bytes(value, false)).into_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,19 +342,5 @@ mod tests {
         let closed = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         check_syntax(closed.as_bytes()).unwrap();
         assert!(parse(closed.as_bytes()).is_err());
-    }
-
-    #[test]
-    fn go_quoting() {
-        assert_eq!(quote("a\"b"), "\"a\\\"b\"");
-        assert_eq!(quote("x\u{a0}y"), "\"x\\u00a0y\"");
-        assert_eq!(quote_list(&["1.2.3", "4.3.2"]), "[\"1.2.3\" \"4.3.2\"]");
-    }
-
-    #[test]
-    fn go_escaping_on_output() {
-        let v = serde_json::json!({"k": "<a&b>"});
-        assert_eq!(to_go_string(&v), "{\"k\":\"\\u003ca\\u0026b\\u003e\"}");
-        assert_eq!(to_go_string_pretty(&v), "{\n    \"k\": \"\\u003ca\\u0026b\\u003e\"\n}");
     }
 }

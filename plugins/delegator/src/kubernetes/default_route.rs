@@ -1,0 +1,167 @@
+//! A selection's NPWG `default-route` (§4.1.2.1.8): after every ADD, the pod's default routes
+//! on the other attachments' interfaces are removed and a default route via each requested
+//! gateway is added on the chosen attachment's — what Multus does in `pkg/netutils`
+//! (`DeleteDefaultGW`, `SetDefaultGW`). The netlink is cni-netlink's; what is braid's is which
+//! routes go: main-table default routes on the interfaces of this ADD's other delegates, and
+//! none elsewhere.
+
+use cni_netlink::links;
+use cni_netlink::routes::{self, Route, MAIN_TABLE};
+use cni_netlink::{NetlinkError, Rtnl};
+use cni_skel::netns::{run_in, NetnsError};
+use cni_types::ip::IpNet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+
+/// A default route removed from another attachment's interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removed {
+    /// Its gateway, if it had one.
+    pub gateway: Option<IpAddr>,
+    /// The interface it was on.
+    pub ifname: String,
+}
+
+/// Why the default routes could not be moved; every message names the namespace.
+#[derive(Debug, thiserror::Error)]
+pub enum DefaultRouteError {
+    /// The namespace could not be entered.
+    #[error(transparent)]
+    Netns(NetnsError),
+    /// The interface to carry the default routes is not in the namespace.
+    #[error("interface {name} is not in netns {path:?}", name = .1, path = .0.display().to_string())]
+    NoInterface(PathBuf, String),
+    /// A netlink exchange failed (what it was, and the kernel's answer).
+    #[error("netns {path:?}: {e}", path = .0.display().to_string(), e = .1)]
+    Netlink(PathBuf, #[source] NetlinkError),
+}
+
+impl From<DefaultRouteError> for cni_types::CniError {
+    /// Code 999 (internal), as Go plugins report netlink failures; a namespace that cannot be
+    /// entered keeps its own code.
+    fn from(e: DefaultRouteError) -> cni_types::CniError {
+        match e {
+            DefaultRouteError::Netns(n) => n.into(),
+            other => cni_types::CniError::new(cni_types::error::INTERNAL, other.to_string()),
+        }
+    }
+}
+
+/// In the namespace at `netns`: deletes every main-table default unicast route whose output
+/// interface is one of `others`, then adds a default route via each of `gateways` on `ifname`
+/// (one that exists already is kept). Default routes on interfaces not named are left alone.
+/// Returns the routes it deleted.
+pub fn move_default_routes(
+    netns: &Path,
+    ifname: &str,
+    others: &[String],
+    gateways: &[IpAddr],
+) -> Result<Vec<Removed>, DefaultRouteError> {
+    let p = netns.to_path_buf();
+    let nl = |e: NetlinkError| DefaultRouteError::Netlink(p.clone(), e);
+    run_in(netns, || {
+        let mut rtnl = Rtnl::open().map_err(nl)?;
+        let all = links::links(&mut rtnl).map_err(nl)?;
+        let name_of = |index: u32| all.iter().find(|l| l.index == index).map(|l| l.name.clone()).unwrap_or_default();
+        let oif = all
+            .iter()
+            .find(|l| l.name == ifname)
+            .map(|l| l.index)
+            .ok_or_else(|| DefaultRouteError::NoInterface(p.clone(), ifname.to_string()))?;
+        let other_oifs: Vec<u32> = all.iter().filter(|l| others.contains(&l.name)).map(|l| l.index).collect();
+        let mut removed = Vec::new();
+        for r in routes::routes(&mut rtnl).map_err(nl)? {
+            let Some(on) = r.oif.filter(|o| *o != oif && other_oifs.contains(o)) else { continue };
+            if !(r.dst.is_default() && r.table == MAIN_TABLE && routes::is_unicast(r.kind)) {
+                continue;
+            }
+            let name = name_of(on);
+            match routes::delete(&mut rtnl, &r, &name) {
+                Err(e) if !e.is_not_found() => return Err(nl(e)),
+                _ => removed.push(Removed { gateway: r.gw, ifname: name }),
+            }
+        }
+        for gw in gateways {
+            let any: IpAddr = if gw.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
+            let Some(dst) = IpNet::new(any, 0) else { continue };
+            let route = Route {
+                table: MAIN_TABLE,
+                dst,
+                gw: Some(*gw),
+                oif: Some(oif),
+                priority: 0,
+                scope: 0, // RT_SCOPE_UNIVERSE
+                mtu: 0,
+                kind: 1, // RTN_UNICAST
+            };
+            match routes::add(&mut rtnl, &route, ifname) {
+                Err(e) if !e.is_exists() => return Err(nl(e)),
+                _ => {}
+            }
+        }
+        Ok(removed)
+    })
+    .map_err(DefaultRouteError::Netns)?
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+    use cni_skel::testing::{require_root, TempNetns};
+
+    /// The namespace's main-table default routes: (interface, gateway).
+    fn defaults(ns: &TempNetns) -> Vec<(String, String)> {
+        let mut now: Vec<(String, String)> = run_in(&ns.path(), || {
+            let mut rtnl = Rtnl::open().unwrap();
+            let all = links::links(&mut rtnl).unwrap();
+            routes::routes(&mut rtnl)
+                .unwrap()
+                .into_iter()
+                .filter(|r| r.dst.is_default() && r.table == MAIN_TABLE)
+                .map(|r| {
+                    let name = all.iter().find(|l| Some(l.index) == r.oif).map(|l| l.name.clone()).unwrap_or_default();
+                    (name, r.gw.map(|g| g.to_string()).unwrap_or_default())
+                })
+                .collect()
+        })
+        .unwrap();
+        now.sort();
+        now
+    }
+
+    #[test]
+    fn default_routes_move_to_the_chosen_interface_and_others_stay() {
+        if !require_root("default_routes_move_to_the_chosen_interface_and_others_stay") {
+            return;
+        }
+        let ns = TempNetns::new("routes");
+        for (a, b, net) in [("rta", "rtap", "198.18.200"), ("rtb", "rtbp", "198.18.201"), ("rtc", "rtcp", "198.18.202")]
+        {
+            ns.ip(&["link", "add", a, "type", "veth", "peer", "name", b]);
+            ns.ip(&["link", "set", a, "up"]);
+            ns.ip(&["link", "set", b, "up"]);
+            ns.ip(&["addr", "add", &format!("{net}.2/24"), "dev", a]);
+        }
+        ns.ip(&["-6", "addr", "add", "2001:db8:200::2/64", "dev", "rta", "nodad"]);
+        ns.ip(&["route", "add", "default", "via", "198.18.200.1", "dev", "rta"]);
+        ns.ip(&["-6", "route", "add", "default", "via", "2001:db8:200::1", "dev", "rta"]);
+        // Not ours to touch: a default route with a higher metric on an interface not named.
+        ns.ip(&["route", "add", "default", "via", "198.18.202.1", "dev", "rtc", "metric", "500"]);
+        let gws = ["198.18.201.1".parse().unwrap()];
+        let removed = move_default_routes(&ns.path(), "rtb", &["rta".to_string()], &gws).unwrap();
+        assert_eq!(removed.len(), 2, "{removed:?}");
+        assert!(removed.iter().all(|r| r.ifname == "rta"), "{removed:?}");
+        assert_eq!(
+            defaults(&ns),
+            [("rtb".to_string(), "198.18.201.1".to_string()), ("rtc".to_string(), "198.18.202.1".to_string())]
+        );
+        // Again: nothing to delete, the route exists already.
+        assert!(move_default_routes(&ns.path(), "rtb", &["rta".to_string()], &gws).unwrap().is_empty());
+        // An unreachable gateway and an unknown interface are named.
+        let e = move_default_routes(&ns.path(), "rtb", &[], &["198.18.250.1".parse().unwrap()]).unwrap_err();
+        assert!(e.to_string().contains("via 198.18.250.1 on rtb"), "{e}");
+        let e = move_default_routes(&ns.path(), "nosuch", &[], &[]).unwrap_err();
+        assert!(e.to_string().contains("interface nosuch is not in netns"), "{e}");
+    }
+}
