@@ -280,6 +280,38 @@ fn a_failure_part_way_removes_what_was_made() {
 }
 
 #[test]
+fn a_failure_after_some_taps_are_made_rolls_them_back() {
+    if !require_root("a_failure_after_some_taps_are_made_rolls_them_back") {
+        return;
+    }
+    // prevResult lists ptp's eth0, then the pod's loopback: eth0's tap is made and joined, then
+    // the kernel refuses lo's MTU (65536) for a tap (at most 65535) — a failure in the middle
+    // of the work, after the first tap, its qdiscs and its redirects exist.
+    let h = Harness::new("vmtr");
+    let ctr = h.container("vmtr");
+    let list =
+        json!({"cniVersion": "1.0.0", "name": unique("vmtr"), "plugins": [{"type": "ptp", "ipam": h.host_local(87)}]});
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let mut prev = h.add(&list, &rt).unwrap().to_value();
+    let lo_mac = ctr.link("lo").unwrap()["address"].clone();
+    prev["interfaces"].as_array_mut().unwrap().push(json!({"name": "lo", "mac": lo_mac, "sandbox": rt.netns}));
+    let add =
+        serde_json::to_vec(&json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap", "prevResult": prev})).unwrap();
+    match h.exec_plugin("vmtap", Command::Add, &rt, &add) {
+        Err(cni_runtime::invoke::InvokeError::Plugin(e)) => {
+            assert_eq!(e.code, 999, "{e:?}");
+            assert!(e.msg.contains("set link tap1"), "{e:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(taps(&ctr).is_empty(), "{:?}", ctr.links());
+    assert!(!has_ingress(&ctr, "eth0"), "eth0 keeps the ingress qdisc vmtap added");
+    assert!(redirect_targets(&ctr, "lo").is_empty());
+    h.del(&list, &rt).unwrap();
+    assert_eq!(ctr.links(), ["lo"]);
+}
+
+#[test]
 fn an_unprivileged_owner_and_a_kata_dan_file() {
     if !require_root("an_unprivileged_owner_and_a_kata_dan_file") {
         return;

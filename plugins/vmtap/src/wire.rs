@@ -36,20 +36,19 @@ pub struct Attachment<'a> {
 pub fn add(wires: &[Wire], att: Attachment<'_>, owner: Option<Owner>, netns: &str) -> Result<Vec<Made>, VmtapError> {
     let mut rtnl = Rtnl::open()?;
     let all = links::links(&mut rtnl)?;
-    for w in wires {
-        if !all.iter().any(|l| l.name == w.pod) {
-            return Err(VmtapError::PodMissing { iface: w.pod.clone(), netns: netns.to_string() });
-        }
-        if all.iter().any(|l| l.name == w.tap) {
-            return Err(VmtapError::TapTaken { tap: w.tap.clone(), pod: w.pod.clone() });
-        }
-    }
-    let with_ingress = tc::ingress_qdiscs(&mut rtnl)?;
-    let mut made = Vec::new();
+    let mut pods = Vec::with_capacity(wires.len());
     for w in wires {
         let Some(pod) = all.iter().find(|l| l.name == w.pod) else {
             return Err(VmtapError::PodMissing { iface: w.pod.clone(), netns: netns.to_string() });
         };
+        if all.iter().any(|l| l.name == w.tap) {
+            return Err(VmtapError::TapTaken { tap: w.tap.clone(), pod: w.pod.clone() });
+        }
+        pods.push(pod);
+    }
+    let with_ingress = tc::ingress_qdiscs(&mut rtnl)?;
+    let mut made = Vec::new();
+    for (w, pod) in wires.iter().zip(pods) {
         match join(&mut rtnl, w, pod, !with_ingress.contains(&pod.index), att, owner) {
             Ok(m) => made.push(m),
             Err(e) => {
