@@ -53,7 +53,7 @@ impl SharedConfig {
     /// Parses the call's configuration through [`CmdArgs::conf`].
     pub fn parse(args: &CmdArgs, rules: &PluginRules<'_>) -> Result<SharedConfig, CniError> {
         let started = Instant::now();
-        let conf = args.conf()?;
+        let conf = args.conf()?.clone();
         let absent = match conf.get("delegates") {
             None | Some(serde_json::Value::Null) => true,
             Some(serde_json::Value::Array(a)) => a.is_empty(),

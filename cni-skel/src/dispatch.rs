@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// this is a runtime bug, and reading it unbounded would let one bad call exhaust memory.
 pub const MAX_STDIN: u64 = 16 * 1024 * 1024;
 
-/// What a command's callback receives (Go's `skel.CmdArgs`): the raw values, unparsed, and
-/// the command being served.
+/// What a command's callback receives (Go's `skel.CmdArgs`): the raw values, the command
+/// being served, and the configuration parsed once ([`CmdArgs::conf`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CmdArgs {
     /// `CNI_COMMAND`, parsed.
@@ -38,12 +38,43 @@ pub struct CmdArgs {
     pub netns_override: String,
     /// stdin, unmodified.
     pub stdin_data: Vec<u8>,
+    /// `stdin_data` parsed, at most once per call (see [`CmdArgs::conf`]). The dispatcher
+    /// fills it from the parse its own checks made; a `CmdArgs` built by hand (tests) leaves
+    /// it `Default` and it is parsed on first use. Set `stdin_data` before the first
+    /// [`CmdArgs::conf`]: the parse is not redone after it changes.
+    pub parsed: ParsedConf,
 }
 
+/// The configuration of one call, parsed once and shared by everything that reads it (the
+/// plugin, its logger, the engine): one ADD used to parse stdin three times.
+#[derive(Debug, Clone, Default)]
+pub struct ParsedConf(std::sync::OnceLock<Result<NetConf, cni_types::DecodeError>>);
+
+impl ParsedConf {
+    /// A parse already made.
+    pub fn from_result(parsed: Result<NetConf, cni_types::DecodeError>) -> ParsedConf {
+        ParsedConf(std::sync::OnceLock::from(parsed))
+    }
+}
+
+/// A cache of `stdin_data`, not part of a call's identity: two calls with the same values are
+/// equal whether or not either was parsed yet.
+impl PartialEq for ParsedConf {
+    fn eq(&self, _: &ParsedConf) -> bool {
+        true
+    }
+}
+
+impl Eq for ParsedConf {}
+
 impl CmdArgs {
-    /// The configuration on stdin, typed; decode failures are code 6.
-    pub fn conf(&self) -> Result<NetConf, CniError> {
-        NetConf::parse(&self.stdin_data)
+    /// The configuration on stdin, typed; decode failures are code 6. Parsed once per call,
+    /// however often it is asked for.
+    pub fn conf(&self) -> Result<&NetConf, CniError> {
+        self.parsed
+            .0
+            .get_or_init(|| NetConf::parse(&self.stdin_data))
+            .as_ref()
             .map_err(|e| CniError::new(DECODING_FAILURE, format!("failed to parse network configuration: {e}")))
     }
 
@@ -170,6 +201,7 @@ fn args_from_env(env: &dyn Environment) -> Result<(String, CmdArgs), CniError> {
             path,
             netns_override,
             stdin_data: Vec::new(),
+            parsed: ParsedConf::default(),
         },
     ))
 }
@@ -187,11 +219,20 @@ fn read_stdin(env: &mut dyn Environment) -> Result<Vec<u8>, CniError> {
     Ok(buf)
 }
 
+fn config_error(e: String) -> CniError {
+    CniError::new(DECODING_FAILURE, format!("error unmarshall network config: {e}"))
+}
+
+/// stdin as JSON, with Go's syntax errors: the one parse of the call, from which the name is
+/// checked, the version read and the configuration built.
+fn parse_stdin(stdin: &[u8]) -> Result<serde_json::Value, CniError> {
+    cni_types::gojson::parse(stdin).map_err(|e| config_error(e.to_string()))
+}
+
 /// The skel's network configuration check: stdin must hold `{"name": <valid name>}`.
-fn validate_config(stdin: &[u8]) -> Result<(), CniError> {
-    let decode = |e: String| CniError::new(DECODING_FAILURE, format!("error unmarshall network config: {e}"));
-    let value = cni_types::gojson::parse(stdin).map_err(|e| decode(e.to_string()))?;
-    let name = match &value {
+fn validate_config(value: &serde_json::Value) -> Result<(), CniError> {
+    let decode = config_error;
+    let name = match value {
         serde_json::Value::Object(map) => {
             let v =
                 map.get("name").or_else(|| map.iter().find(|(k, _)| k.eq_ignore_ascii_case("name")).map(|(_, v)| v));
@@ -217,8 +258,8 @@ fn validate_config(stdin: &[u8]) -> Result<(), CniError> {
     cni_types::validate::network_name_skel(&name)
 }
 
-fn decode_version(stdin: &[u8]) -> Result<String, CniError> {
-    Ok(cni_types::version::decode_version(stdin)?)
+fn decode_version(value: &serde_json::Value) -> Result<String, CniError> {
+    Ok(cni_types::version::decode_version_of(value)?)
 }
 
 fn reconcile(config: &str, supported: &[String]) -> Result<(), CniError> {
@@ -227,8 +268,8 @@ fn reconcile(config: &str, supported: &[String]) -> Result<(), CniError> {
 
 /// The CHECK/GC/STATUS gate (`pkg/skel/skel.go`, `dispatcher.pluginMain`: the configuration's
 /// version must allow the command, and the plugin must support that version or a later one).
-fn gate(cmd: Command, stdin: &[u8], supported: &[String]) -> Result<(), CniError> {
-    let config = decode_version(stdin)?;
+fn gate(cmd: Command, value: &serde_json::Value, supported: &[String]) -> Result<(), CniError> {
+    let config = decode_version(value)?;
     let parse = |v: &str| Version::parse(v).map_err(CniError::from);
     let min = parse(cmd.since())?;
     if parse(&config)? < min {
@@ -270,39 +311,34 @@ fn dispatch(plugin: &dyn Plugin, env: &mut dyn Environment) -> Result<Option<Str
         return Ok(Some(format!("{}\n", info.to_json())));
     }
     args.stdin_data = read_stdin(env)?;
-    validate_config(&args.stdin_data)?;
+    let value = parse_stdin(&args.stdin_data)?;
+    validate_config(&value)?;
     let Some(cmd) = Command::parse(&command) else {
         return Err(CniError::new(INVALID_ENVIRONMENT_VARIABLES, format!("unknown CNI_COMMAND: {command}")));
     };
+    let version = match cmd {
+        Command::Add | Command::Del => decode_version(&value).and_then(|v| reconcile(&v, &supported).map(|()| v)),
+        Command::Check | Command::Gc | Command::Status => gate(cmd, &value, &supported).map(|()| String::new()),
+        Command::Version => Ok(String::new()),
+    }?;
+    args.parsed = ParsedConf::from_result(NetConf::from_value(value));
     match cmd {
         Command::Add => {
-            let config = decode_version(&args.stdin_data)?;
-            reconcile(&config, &supported)?;
             check_not_own_netns(&args)?;
             let result = plugin.add_in_family(&args)?;
-            let printed = result.convert_to(&config).map(|r| r.to_json_pretty()).map_err(|e| {
+            let config = version;
+            let printed = result.into_version(&config).map(|r| r.to_json_pretty()).map_err(|e| {
                 CniError::new(INTERNAL, format!("cannot express the result in cniVersion {config}: {e}"))
             })?;
             Ok(Some(printed))
         }
         Command::Del => {
-            let config = decode_version(&args.stdin_data)?;
-            reconcile(&config, &supported)?;
             check_not_own_netns(&args)?;
             plugin.del(&args).map(|()| None)
         }
-        Command::Check => {
-            gate(cmd, &args.stdin_data, &supported)?;
-            plugin.check(&args).map(|()| None)
-        }
-        Command::Gc => {
-            gate(cmd, &args.stdin_data, &supported)?;
-            plugin.gc(&args).map(|()| None)
-        }
-        Command::Status => {
-            gate(cmd, &args.stdin_data, &supported)?;
-            plugin.status(&args).map(|()| None)
-        }
+        Command::Check => plugin.check(&args).map(|()| None),
+        Command::Gc => plugin.gc(&args).map(|()| None),
+        Command::Status => plugin.status(&args).map(|()| None),
         Command::Version => Ok(None),
     }
 }

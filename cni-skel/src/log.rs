@@ -80,8 +80,8 @@ impl Logger {
     /// sets them (an unusable one is reported on the first line, never fatal).
     pub fn for_call(plugin: &str, args: &crate::CmdArgs) -> Logger {
         let mut l = Logger::new(plugin, args.command.as_str(), &args.container_id);
-        if let Ok(conf) = cni_types::NetConf::parse(&args.stdin_data) {
-            l.configure(&conf);
+        if let Ok(conf) = args.conf() {
+            l.configure(conf);
         }
         l
     }

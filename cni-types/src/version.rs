@@ -286,11 +286,20 @@ pub fn reconcile<S: AsRef<str>>(config: &str, supported: &[S]) -> Result<(), Inc
 /// Reads `cniVersion` from a configuration or a result (Go's `create.DecodeVersion`; the
 /// skel's `version.ConfigDecoder` is the same): missing or `""` is 0.1.0.
 pub fn decode_version(bytes: &[u8]) -> Result<String, DecodeError> {
-    let wrap = |e: String| DecodeError(format!("decoding version from network config: {e}"));
-    let value = crate::gojson::scan::parse(bytes).map_err(|e| wrap(e.0))?;
-    let obj = GoStruct::root(&value, "").map_err(|e| wrap(e.0))?;
-    let v = obj.string("cniVersion").map_err(|e| wrap(e.0))?;
+    let value = crate::gojson::scan::parse(bytes).map_err(|e| version_error(e.0))?;
+    decode_version_of(&value)
+}
+
+/// [`decode_version`] of a document already parsed (the skel's dispatcher parses stdin once
+/// and reads the name, the version and the configuration from that one value).
+pub fn decode_version_of(value: &serde_json::Value) -> Result<String, DecodeError> {
+    let obj = GoStruct::root(value, "").map_err(|e| version_error(e.0))?;
+    let v = obj.string("cniVersion").map_err(|e| version_error(e.0))?;
     Ok(if v.is_empty() { DEFAULT.to_string() } else { v })
+}
+
+fn version_error(e: String) -> DecodeError {
+    DecodeError(format!("decoding version from network config: {e}"))
 }
 
 /// A plugin's answer to VERSION, as decoded by a runtime (Go's `PluginDecoder`).

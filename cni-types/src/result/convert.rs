@@ -43,6 +43,17 @@ impl AnyResult {
         convert(self, version)
     }
 
+    /// [`AnyResult::convert_to`], consuming: a result already in `version` comes back as it
+    /// is, not copied — so a plugin that converted its result to check that it can be printed
+    /// (the delegator, before it may still undo its delegates) costs the skel no second
+    /// conversion.
+    pub fn into_version(self, version: &str) -> Result<AnyResult, ConvertError> {
+        if already_in(&self, version) {
+            return Ok(self);
+        }
+        convert(&self, version)
+    }
+
     /// Converts to the 1.1.0 model (never fails: every family converts up losslessly enough).
     pub fn to_latest(&self) -> CniResult {
         to_latest(self)
@@ -56,13 +67,20 @@ impl CniResult {
     }
 }
 
-fn convert(r: &AnyResult, to: &str) -> Result<AnyResult, ConvertError> {
+/// Whether `r` is labelled `to` already (Go labels a struct with an empty version as its
+/// family's newest before converting; an empty `to` is 0.1.0).
+fn already_in(r: &AnyResult, to: &str) -> bool {
     let to = if to.is_empty() { crate::version::DEFAULT } else { to };
-    // Go labels a struct with an empty version as its family's newest before converting.
     let from = if r.version().is_empty() { r.family().newest() } else { r.version() };
-    if from == to {
+    from == to
+}
+
+fn convert(r: &AnyResult, to: &str) -> Result<AnyResult, ConvertError> {
+    if already_in(r, to) {
         return Ok(r.clone());
     }
+    let to = if to.is_empty() { crate::version::DEFAULT } else { to };
+    let from = if r.version().is_empty() { r.family().newest() } else { r.version() };
     let no_converter = || ConvertError::NoConverter { from: from.to_string(), to: to.to_string() };
     // Go's registry is keyed by version: a label that names no family, or another family than
     // the data's shape, has no converter.

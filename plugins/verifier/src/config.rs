@@ -2,7 +2,7 @@
 
 use crate::verify::{Options, RouteChecks};
 use cni_skel::keys;
-use cni_types::error::{DECODING_FAILURE, INVALID_NETWORK_CONFIG};
+use cni_types::error::INVALID_NETWORK_CONFIG;
 use cni_types::{CniError, NetConf};
 use serde_json::Value;
 use std::time::Duration;
@@ -42,9 +42,17 @@ fn invalid(msg: impl Into<String>) -> CniError {
 
 impl Config {
     /// Parses stdin; a key of the wrong type or value is code 7 naming the key.
+    #[cfg(test)]
     pub fn parse(stdin: &[u8]) -> Result<Config, CniError> {
-        let conf = NetConf::parse(stdin)
-            .map_err(|e| CniError::new(DECODING_FAILURE, format!("failed to parse network configuration: {e}")))?;
+        let conf = NetConf::parse(stdin).map_err(|e| {
+            CniError::new(cni_types::error::DECODING_FAILURE, format!("failed to parse network configuration: {e}"))
+        })?;
+        Config::of(conf)
+    }
+
+    /// The verifier's keys of a parsed configuration (the call's, parsed once by the skel);
+    /// a key of the wrong type or value is code 7 naming the key.
+    pub fn of(conf: NetConf) -> Result<Config, CniError> {
         let add_mode = keys::choice(
             &conf,
             "addMode",
