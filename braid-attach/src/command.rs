@@ -6,6 +6,7 @@ use crate::attach::Attacher;
 use crate::config::{PluginRules, SharedConfig};
 use crate::deadline::Deadline;
 use crate::nesting::HELD_ENV;
+use crate::sandbox::PodNetns;
 use crate::state::StateStore;
 use cni_runtime::chain::RuntimeConf;
 use cni_runtime::invoke::RawExec;
@@ -24,6 +25,8 @@ pub struct MetaCommand {
     pub log: Logger,
     /// The call as a runtime sees it: what every delegate call is built from.
     pub call: RuntimeConf,
+    /// The pod namespace (`CNI_NETNS`), entered at most once for the whole command.
+    pub pod: PodNetns,
     exec: RawExec,
     deadline: Deadline,
     paths: Vec<PathBuf>,
@@ -62,7 +65,19 @@ impl MetaCommand {
         let env = vec![crate::nesting::delegate_depth()];
         let exec = RawExec { timeout: Some(config.timeout), env };
         let deadline = Deadline::new(config.started, config.deadline);
-        Ok(MetaCommand { config, log, call, exec, deadline, paths: args.path_list(), store, state_unusable, foreign })
+        let pod = PodNetns::new(&args.netns);
+        Ok(MetaCommand {
+            config,
+            log,
+            call,
+            pod,
+            exec,
+            deadline,
+            paths: args.path_list(),
+            store,
+            state_unusable,
+            foreign,
+        })
     }
 
     /// ADD every delegate (rolled back on failure); their results in order. Auto-named
@@ -71,7 +86,7 @@ impl MetaCommand {
     pub fn add(&mut self) -> Result<Vec<AnyResult>, CniError> {
         self.refuse_foreign()?;
         let names = crate::ifnames::assign(
-            &self.call.netns,
+            &mut self.pod,
             &mut self.config.delegates,
             Path::new(crate::ifnames::LOCK_DIR),
             &self.deadline,
@@ -90,8 +105,11 @@ impl MetaCommand {
     /// ones a merge synthesises for 0.1.0/0.2.0 delegates, or a delegate left out) its real MAC
     /// from the kernel, and with `mtu` its MTU: podman ≥ 4.1 refuses a sandbox interface
     /// without one (containers/common `libnetwork/cni/run.go`, `CNIResultToStatus`).
-    pub fn fill_links(&self, result: &mut cni_types::CniResult, mtu: bool) -> Result<(), CniError> {
-        crate::sandbox::fill_links(result, &self.call.netns, mtu)
+    pub fn fill_links(&mut self, result: &mut cni_types::CniResult, mtu: bool) -> Result<(), CniError> {
+        if crate::sandbox::wants_links(result, mtu) {
+            crate::sandbox::fill_links(result, &self.pod.links()?, mtu);
+        }
+        Ok(())
     }
 
     /// DEL what ADD recorded (or the configured delegates, without a usable state).

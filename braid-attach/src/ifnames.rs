@@ -11,6 +11,7 @@
 use crate::deadline::Deadline;
 use crate::delegate::Delegate;
 use crate::nesting::HELD_ENV;
+use crate::sandbox::PodNetns;
 use crate::state::{lock_file, ContainerLock, Wait};
 use cni_types::error::INVALID_NETWORK_CONFIG;
 use cni_types::CniError;
@@ -40,16 +41,14 @@ impl NetnsLock {
 /// delegate of this plan has. Hold the returned lock until the delegates' ADDs returned. The
 /// lock is waited for until the ADD part of `deadline` ends (then code 11, naming the holder).
 pub fn assign(
-    netns: &str,
+    pod: &mut PodNetns,
     delegates: &mut [Delegate],
     lock_dir: &Path,
     deadline: &Deadline,
 ) -> Result<NetnsLock, CniError> {
-    let path = Path::new(netns);
+    let netns = pod.path().to_string();
     // Opening checks that it is a network namespace (code 4 otherwise) before anything else.
-    drop(cni_skel::netns::open(path)?);
-    let (dev, ino) = cni_skel::netns::identity(path)
-        .map_err(|e| CniError::new(cni_types::error::INTERNAL, format!("failed to stat netns {netns:?}: {e}")))?;
+    let (dev, ino) = pod.identity()?;
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(lock_dir).map_err(|e| {
         CniError::new(cni_types::error::IO_FAILURE, format!("cannot create {}: {e}", lock_dir.display()))
     })?;
@@ -70,7 +69,7 @@ pub fn assign(
         })?
     };
     let held = if inherited.is_empty() { id } else { format!("{inherited},{id}") };
-    let present: Vec<String> = crate::sandbox::links(netns)?.into_iter().map(|l| l.name).collect();
+    let present: Vec<String> = pod.links()?.into_iter().map(|l| l.name).collect();
     for (i, d) in delegates.iter().enumerate() {
         if !d.auto_ifname && present.contains(&d.ifname) {
             return Err(CniError::new(

@@ -76,10 +76,16 @@ pub fn open(path: &Path) -> Result<File, NetnsError> {
 /// Runs `work` on a new OS thread inside the network namespace at `path`, and returns its
 /// value. The thread ends with the work, so its namespace dies with it.
 pub fn run_in<T: Send, F: FnOnce() -> T + Send>(path: &Path, work: F) -> Result<T, NetnsError> {
-    let file = open(path)?;
+    run_in_file(&open(path)?, path, work)
+}
+
+/// [`run_in`] for a namespace already opened (and checked) with [`open`]; `path` names it in
+/// errors. A plugin that reads a namespace several times opens it once, and can open a socket
+/// here that keeps serving it from any thread: a socket belongs to the namespace it was made in.
+pub fn run_in_file<T: Send, F: FnOnce() -> T + Send>(file: &File, path: &Path, work: F) -> Result<T, NetnsError> {
     std::thread::scope(|s| {
         let handle = s.spawn(move || {
-            setns(&file, CloneFlags::CLONE_NEWNET).map_err(|e| NetnsError::Enter(path.to_path_buf(), e))?;
+            setns(file, CloneFlags::CLONE_NEWNET).map_err(|e| NetnsError::Enter(path.to_path_buf(), e))?;
             Ok(work())
         });
         handle.join().unwrap_or_else(|_| Err(NetnsError::Panicked(path.to_path_buf())))

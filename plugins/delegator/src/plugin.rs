@@ -127,15 +127,18 @@ fn remove_status(report: &Report, m: &mut MetaCommand) {
 }
 
 /// After every delegate's ADD: the pod's default routes where `default-route` asked for them,
-/// the result, the network-status document.
+/// the result (converted to the configuration's version, once: what cannot be printed fails
+/// here, while the caller can still undo the delegates), the network-status document. The
+/// pod namespace is read at most once here, for the MACs/MTUs and the document together.
 fn finish(m: &mut MetaCommand, args: &CmdArgs, report: &Report, results: &[AnyResult]) -> Result<AnyResult, CniError> {
     let chosen = report.networks.iter().enumerate().find_map(|(i, l)| l.default_route.as_ref().map(|g| (i, g)));
     if let Some((i, gateways)) = chosen {
         let ifname = m.config.delegates.get(i).map(|d| d.ifname.clone()).unwrap_or_default();
         let others: Vec<String> =
             m.config.delegates.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, d)| d.ifname.clone()).collect();
-        let removed = default_route::move_default_routes(Path::new(&args.netns), &ifname, &others, gateways)
-            .context(format_args!("default-route of {}", report.networks[i].name))?;
+        let removed =
+            default_route::move_default_routes(m.pod.rtnl()?, Path::new(&args.netns), &ifname, &others, gateways)
+                .context(format_args!("default-route of {}", report.networks[i].name))?;
         for r in removed {
             m.log.info(format_args!(
                 "default-route of {}: removed the default route {} of {}",
@@ -145,49 +148,56 @@ fn finish(m: &mut MetaCommand, args: &CmdArgs, report: &Report, results: &[AnyRe
             ));
         }
     }
-    let mut result = match report.mode {
-        ResultMode::Primary => results[0].to_latest(),
-        ResultMode::Merged => {
-            let atts: Vec<Attachment> = results
-                .iter()
-                .zip(&m.config.delegates)
-                .map(|(r, d)| Attachment { result: r, ifname: &d.ifname, sandbox: &args.netns })
-                .collect();
-            let merged = merge(&atts);
-            for w in &merged.warnings {
-                m.log.warn(format_args!("merge: {w}"));
-            }
-            merged.result
-        }
-    };
-    if let Some((i, gateways)) = chosen {
-        // The result says what the kernel now has: the chosen attachment's own default routes
-        // (in a merged result) and the requested ones, no other.
-        let keep: Vec<Route> = match report.mode {
-            ResultMode::Merged => results[i].to_latest().routes.into_iter().filter(|r| r.dst.is_default()).collect(),
-            ResultMode::Primary => Vec::new(),
-        };
-        set_default_routes(&mut result, &keep, gateways);
-    }
-    let with_mtu = cni_types::version::greater_than_or_equal_to(m.config.conf.version(), "1.1.0").unwrap_or(false);
-    m.fill_links(&mut result, with_mtu)?;
     let version = m.config.conf.version().to_string();
+    let mut links = None;
     // The primary result handed on as its delegate made it, when its family is the
     // configuration's and nothing changed it: Go converts within a family without loss.
-    let result = match (report.mode, chosen) {
-        (ResultMode::Primary, None)
-            if results[0].family() == cni_types::version::Family::of(&version).unwrap_or(results[0].family()) =>
-        {
-            results[0].clone()
+    let as_made = report.mode == ResultMode::Primary
+        && chosen.is_none()
+        && results[0].family() == cni_types::version::Family::of(&version).unwrap_or(results[0].family());
+    let result = if as_made {
+        results[0].clone()
+    } else {
+        let mut result = match report.mode {
+            ResultMode::Primary => results[0].to_latest(),
+            ResultMode::Merged => {
+                let atts: Vec<Attachment> = results
+                    .iter()
+                    .zip(&m.config.delegates)
+                    .map(|(r, d)| Attachment { result: r, ifname: &d.ifname, sandbox: &args.netns })
+                    .collect();
+                let merged = merge(&atts);
+                for w in &merged.warnings {
+                    m.log.warn(format_args!("merge: {w}"));
+                }
+                merged.result
+            }
+        };
+        if let Some((i, gateways)) = chosen {
+            // The result says what the kernel now has: the chosen attachment's own default
+            // routes (in a merged result) and the requested ones, no other.
+            let keep: Vec<Route> = match report.mode {
+                ResultMode::Merged => {
+                    results[i].to_latest().routes.into_iter().filter(|r| r.dst.is_default()).collect()
+                }
+                ResultMode::Primary => Vec::new(),
+            };
+            set_default_routes(&mut result, &keep, gateways);
         }
-        _ => AnyResult::V1(result),
+        let with_mtu = cni_types::version::greater_than_or_equal_to(&version, "1.1.0").unwrap_or(false);
+        if braid_attach::sandbox::wants_links(&result, with_mtu) {
+            braid_attach::sandbox::fill_links(&mut result, links.insert(m.pod.links()?), with_mtu);
+        }
+        AnyResult::V1(result)
     };
-    // What cannot be printed must fail now, while the caller can still undo the delegates.
-    result.convert_to(&version).map_err(|e| {
+    let result = result.into_version(&version).map_err(|e| {
         CniError::new(cni_types::error::INTERNAL, format!("cannot express the result in cniVersion {version}: {e}"))
     })?;
     if let Some(path) = &report.status {
-        let links = braid_attach::sandbox::links(&args.netns)?;
+        let links = match links {
+            Some(l) => l,
+            None => m.pod.links()?,
+        };
         let atts: Vec<(&AnyResult, &str, &StatusNetwork)> = results
             .iter()
             .zip(&m.config.delegates)

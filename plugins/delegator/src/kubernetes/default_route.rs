@@ -8,7 +8,6 @@
 use cni_netlink::links;
 use cni_netlink::routes::{self, Route, MAIN_TABLE};
 use cni_netlink::{NetlinkError, Rtnl};
-use cni_skel::netns::{run_in, NetnsError};
 use cni_types::ip::IpNet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
@@ -25,9 +24,6 @@ pub struct Removed {
 /// Why the default routes could not be moved; every message names the namespace.
 #[derive(Debug, thiserror::Error)]
 pub enum DefaultRouteError {
-    /// The namespace could not be entered.
-    #[error(transparent)]
-    Netns(NetnsError),
     /// The interface to carry the default routes is not in the namespace.
     #[error("interface {name} is not in netns {path:?}", name = .1, path = .0.display().to_string())]
     NoInterface(PathBuf, String),
@@ -37,21 +33,18 @@ pub enum DefaultRouteError {
 }
 
 impl From<DefaultRouteError> for cni_types::CniError {
-    /// Code 999 (internal), as Go plugins report netlink failures; a namespace that cannot be
-    /// entered keeps its own code.
+    /// Code 999 (internal), as Go plugins report netlink failures.
     fn from(e: DefaultRouteError) -> cni_types::CniError {
-        match e {
-            DefaultRouteError::Netns(n) => n.into(),
-            other => cni_types::CniError::new(cni_types::error::INTERNAL, other.to_string()),
-        }
+        cni_types::CniError::new(cni_types::error::INTERNAL, e.to_string())
     }
 }
 
-/// In the namespace at `netns`: deletes every main-table default unicast route whose output
+/// Over `rtnl`, a socket of the pod namespace at `netns` (named in errors): deletes every main-table default unicast route whose output
 /// interface is one of `others`, then adds a default route via each of `gateways` on `ifname`
 /// (one that exists already is kept). Default routes on interfaces not named are left alone.
 /// Returns the routes it deleted.
 pub fn move_default_routes(
+    rtnl: &mut Rtnl,
     netns: &Path,
     ifname: &str,
     others: &[String],
@@ -59,9 +52,8 @@ pub fn move_default_routes(
 ) -> Result<Vec<Removed>, DefaultRouteError> {
     let p = netns.to_path_buf();
     let nl = |e: NetlinkError| DefaultRouteError::Netlink(p.clone(), e);
-    run_in(netns, || {
-        let mut rtnl = Rtnl::open().map_err(nl)?;
-        let all = links::links(&mut rtnl).map_err(nl)?;
+    {
+        let all = links::links(rtnl).map_err(nl)?;
         let name_of = |index: u32| all.iter().find(|l| l.index == index).map(|l| l.name.clone()).unwrap_or_default();
         let oif = all
             .iter()
@@ -70,13 +62,13 @@ pub fn move_default_routes(
             .ok_or_else(|| DefaultRouteError::NoInterface(p.clone(), ifname.to_string()))?;
         let other_oifs: Vec<u32> = all.iter().filter(|l| others.contains(&l.name)).map(|l| l.index).collect();
         let mut removed = Vec::new();
-        for r in routes::routes(&mut rtnl).map_err(nl)? {
+        for r in routes::routes(rtnl).map_err(nl)? {
             let Some(on) = r.oif.filter(|o| *o != oif && other_oifs.contains(o)) else { continue };
             if !(r.dst.is_default() && r.table == MAIN_TABLE && routes::is_unicast(r.kind)) {
                 continue;
             }
             let name = name_of(on);
-            match routes::delete(&mut rtnl, &r, &name) {
+            match routes::delete(rtnl, &r, &name) {
                 Err(e) if !e.is_not_found() => return Err(nl(e)),
                 _ => removed.push(Removed { gateway: r.gw, ifname: name }),
             }
@@ -94,20 +86,21 @@ pub fn move_default_routes(
                 mtu: 0,
                 kind: 1, // RTN_UNICAST
             };
-            match routes::add(&mut rtnl, &route, ifname) {
+            match routes::add(rtnl, &route, ifname) {
                 Err(e) if !e.is_exists() => return Err(nl(e)),
                 _ => {}
             }
         }
         Ok(removed)
-    })
-    .map_err(DefaultRouteError::Netns)?
+    }
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
+    use braid_attach::sandbox::PodNetns;
+    use cni_skel::netns::run_in;
     use cni_skel::testing::{require_root, TempNetns};
 
     /// The namespace's main-table default routes: (interface, gateway).
@@ -149,7 +142,10 @@ mod tests {
         // Not ours to touch: a default route with a higher metric on an interface not named.
         ns.ip(&["route", "add", "default", "via", "198.18.202.1", "dev", "rtc", "metric", "500"]);
         let gws = ["198.18.201.1".parse().unwrap()];
-        let removed = move_default_routes(&ns.path(), "rtb", &["rta".to_string()], &gws).unwrap();
+        let path = ns.path();
+        let mut pod = PodNetns::new(&path.to_string_lossy());
+        let rtnl = pod.rtnl().unwrap();
+        let removed = move_default_routes(rtnl, &path, "rtb", &["rta".to_string()], &gws).unwrap();
         assert_eq!(removed.len(), 2, "{removed:?}");
         assert!(removed.iter().all(|r| r.ifname == "rta"), "{removed:?}");
         assert_eq!(
@@ -157,11 +153,11 @@ mod tests {
             [("rtb".to_string(), "198.18.201.1".to_string()), ("rtc".to_string(), "198.18.202.1".to_string())]
         );
         // Again: nothing to delete, the route exists already.
-        assert!(move_default_routes(&ns.path(), "rtb", &["rta".to_string()], &gws).unwrap().is_empty());
+        assert!(move_default_routes(rtnl, &path, "rtb", &["rta".to_string()], &gws).unwrap().is_empty());
         // An unreachable gateway and an unknown interface are named.
-        let e = move_default_routes(&ns.path(), "rtb", &[], &["198.18.250.1".parse().unwrap()]).unwrap_err();
+        let e = move_default_routes(rtnl, &path, "rtb", &[], &["198.18.250.1".parse().unwrap()]).unwrap_err();
         assert!(e.to_string().contains("via 198.18.250.1 on rtb"), "{e}");
-        let e = move_default_routes(&ns.path(), "nosuch", &[], &[]).unwrap_err();
+        let e = move_default_routes(rtnl, &path, "nosuch", &[], &[]).unwrap_err();
         assert!(e.to_string().contains("interface nosuch is not in netns"), "{e}");
     }
 }
