@@ -91,7 +91,7 @@ impl Plugin for Delegator {
         let status = args
             .conf()
             .ok()
-            .and_then(|c| kubernetes::Config::parse(&c).ok().flatten())
+            .and_then(|c| kubernetes::Config::parse(c).ok().flatten())
             .and_then(|k| status::path(&k.status_dir, &Pod::from_args(&args.args), &args.container_id));
         let deleted = MetaCommand::open(args, &RULES).and_then(|mut m| m.del());
         let removed = status.map_or(Ok(()), |p| status::remove(&p));
@@ -112,8 +112,8 @@ impl Plugin for Delegator {
     fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
         let unavailable = |e: CniError| e.with_code(cni_types::error::PLUGIN_NOT_AVAILABLE);
         let conf = args.conf().map_err(unavailable)?;
-        kubernetes::Config::parse(&conf).map_err(|e| unavailable(e.into()))?;
-        cni_skel::keys::choice(&conf, "result", &[("primary", ()), ("merged", ())], ()).map_err(unavailable)?;
+        kubernetes::Config::parse(conf).map_err(|e| unavailable(e.into()))?;
+        cni_skel::keys::choice(conf, "result", &[("primary", ()), ("merged", ())], ()).map_err(unavailable)?;
         braid_attach::status::status(args, &RULES)
     }
 }

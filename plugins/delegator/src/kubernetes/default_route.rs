@@ -52,47 +52,45 @@ pub fn move_default_routes(
 ) -> Result<Vec<Removed>, DefaultRouteError> {
     let p = netns.to_path_buf();
     let nl = |e: NetlinkError| DefaultRouteError::Netlink(p.clone(), e);
-    {
-        let all = links::links(rtnl).map_err(nl)?;
-        let name_of = |index: u32| all.iter().find(|l| l.index == index).map(|l| l.name.clone()).unwrap_or_default();
-        let oif = all
-            .iter()
-            .find(|l| l.name == ifname)
-            .map(|l| l.index)
-            .ok_or_else(|| DefaultRouteError::NoInterface(p.clone(), ifname.to_string()))?;
-        let other_oifs: Vec<u32> = all.iter().filter(|l| others.contains(&l.name)).map(|l| l.index).collect();
-        let mut removed = Vec::new();
-        for r in routes::routes(rtnl).map_err(nl)? {
-            let Some(on) = r.oif.filter(|o| *o != oif && other_oifs.contains(o)) else { continue };
-            if !(r.dst.is_default() && r.table == MAIN_TABLE && routes::is_unicast(r.kind)) {
-                continue;
-            }
-            let name = name_of(on);
-            match routes::delete(rtnl, &r, &name) {
-                Err(e) if !e.is_not_found() => return Err(nl(e)),
-                _ => removed.push(Removed { gateway: r.gw, ifname: name }),
-            }
+    let all = links::links(rtnl).map_err(nl)?;
+    let name_of = |index: u32| all.iter().find(|l| l.index == index).map(|l| l.name.clone()).unwrap_or_default();
+    let oif = all
+        .iter()
+        .find(|l| l.name == ifname)
+        .map(|l| l.index)
+        .ok_or_else(|| DefaultRouteError::NoInterface(p.clone(), ifname.to_string()))?;
+    let other_oifs: Vec<u32> = all.iter().filter(|l| others.contains(&l.name)).map(|l| l.index).collect();
+    let mut removed = Vec::new();
+    for r in routes::routes(rtnl).map_err(nl)? {
+        let Some(on) = r.oif.filter(|o| *o != oif && other_oifs.contains(o)) else { continue };
+        if !(r.dst.is_default() && r.table == MAIN_TABLE && routes::is_unicast(r.kind)) {
+            continue;
         }
-        for gw in gateways {
-            let any: IpAddr = if gw.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
-            let Some(dst) = IpNet::new(any, 0) else { continue };
-            let route = Route {
-                table: MAIN_TABLE,
-                dst,
-                gw: Some(*gw),
-                oif: Some(oif),
-                priority: 0,
-                scope: 0, // RT_SCOPE_UNIVERSE
-                mtu: 0,
-                kind: 1, // RTN_UNICAST
-            };
-            match routes::add(rtnl, &route, ifname) {
-                Err(e) if !e.is_exists() => return Err(nl(e)),
-                _ => {}
-            }
+        let name = name_of(on);
+        match routes::delete(rtnl, &r, &name) {
+            Err(e) if !e.is_not_found() => return Err(nl(e)),
+            _ => removed.push(Removed { gateway: r.gw, ifname: name }),
         }
-        Ok(removed)
     }
+    for gw in gateways {
+        let any: IpAddr = if gw.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
+        let Some(dst) = IpNet::new(any, 0) else { continue };
+        let route = Route {
+            table: MAIN_TABLE,
+            dst,
+            gw: Some(*gw),
+            oif: Some(oif),
+            priority: 0,
+            scope: 0, // RT_SCOPE_UNIVERSE
+            mtu: 0,
+            kind: 1, // RTN_UNICAST
+        };
+        match routes::add(rtnl, &route, ifname) {
+            Err(e) if !e.is_exists() => return Err(nl(e)),
+            _ => {}
+        }
+    }
+    Ok(removed)
 }
 
 #[cfg(test)]
