@@ -45,7 +45,7 @@ impl Attacher<'_> {
                 ),
             ));
         }
-        let mut state = plan(call, delegates, self.parallel)?;
+        let (mut state, stdins) = plan(call, delegates, self.parallel)?;
         let line = state.to_line();
         // Read back what is written: a plan that would not decode (a configuration nested
         // deeper than the JSON reader allows) could never be replayed by DEL.
@@ -57,11 +57,11 @@ impl Attacher<'_> {
         }
         self.store.create(&key, &line)?;
         if state.parallel {
-            return self.add_parallel(call, delegates, &key, state, log);
+            return self.add_parallel(call, delegates, &stdins, &key, state, log);
         }
         let mut results = Vec::new();
-        for (i, d) in delegates.iter().enumerate() {
-            match self.add_recorded(call, d, &key, i) {
+        for (i, (d, stdin)) in delegates.iter().zip(&stdins).enumerate() {
+            match self.add_recorded(call, d, stdin.as_deref(), &key, i) {
                 Ok((result, value)) => {
                     state.attachments[i].result = Some(value);
                     state.attachments[i].phase = Phase::Added;
@@ -87,10 +87,11 @@ impl Attacher<'_> {
         &self,
         call: &RuntimeConf,
         d: &Delegate,
+        stdin: Option<&[u8]>,
         key: &Key,
         i: usize,
     ) -> Result<(AnyResult, Value), (CniError, bool)> {
-        let result = self.add_one(call, d, key, i)?;
+        let result = self.add_one(call, d, stdin, key, i)?;
         let value = result.to_value();
         let record = Progress { index: i, phase: Phase::Added, result: value.clone(), process: None };
         self.store
@@ -105,14 +106,17 @@ impl Attacher<'_> {
         &self,
         call: &RuntimeConf,
         delegates: &[Delegate],
+        stdins: &[Option<Vec<u8>>],
         key: &Key,
         mut state: Plan,
         log: &mut Logger,
     ) -> Result<Vec<AnyResult>, CniError> {
         let indices: Vec<usize> = (0..delegates.len()).collect();
-        let outcomes = each(Order::AllAtOnce, &indices, &|i| self.add_recorded(call, &delegates[i], key, i), &|| {
-            Err((thread_panicked(), true))
-        });
+        let stdin = |i: usize| stdins.get(i).and_then(|s| s.as_deref());
+        let outcomes =
+            each(Order::AllAtOnce, &indices, &|i| self.add_recorded(call, &delegates[i], stdin(i), key, i), &|| {
+                Err((thread_panicked(), true))
+            });
         let mut results = Vec::new();
         let mut attempted = Vec::new();
         let mut failures = Vec::new();
@@ -187,8 +191,16 @@ impl Attacher<'_> {
     /// Runs one delegate's ADD. The error says whether the delegate was started at all: one
     /// whose binary was not found or could not be executed did nothing, and needs no DEL.
     /// Every process it starts is recorded (pid and start time) before it is sent its
-    /// configuration, so that a DEL after a crash can end it first.
-    fn add_one(&self, call: &RuntimeConf, d: &Delegate, key: &Key, i: usize) -> Result<AnyResult, (CniError, bool)> {
+    /// configuration, so that a DEL after a crash can end it first. A single plugin is sent
+    /// `stdin`, the bytes its plan recorded.
+    fn add_one(
+        &self,
+        call: &RuntimeConf,
+        d: &Delegate,
+        stdin: Option<&[u8]>,
+        key: &Key,
+        i: usize,
+    ) -> Result<AnyResult, (CniError, bool)> {
         let record = |pid: u32| {
             let Some(started) = cni_runtime::procs::RecordedProcess::of(pid) else { return };
             let process = Some(Process { pid, start: started.start });
@@ -200,10 +212,17 @@ impl Attacher<'_> {
         let args = d.effective_args(call);
         match &d.config {
             DelegateConfig::Plugin(c) => {
-                let stdin = plugin_stdin(c, &d.effective_capability_args(call), None);
+                let built;
+                let stdin = match stdin {
+                    Some(s) => s,
+                    None => {
+                        built = plugin_stdin(c, &d.effective_capability_args(call), None);
+                        &built
+                    }
+                };
                 let inv = self.invocation(Command::Add, call, &d.ifname, &args);
                 let path = self.exec.find(c.plugin_type(), &self.paths).map_err(|e| (e.into(), false))?;
-                invoke::add(&exec, &path, &stdin, &inv).map_err(|e| {
+                invoke::add(&exec, &path, stdin, &inv).map_err(|e| {
                     use cni_runtime::InvokeError::{DeadlinePassed, Spawn};
                     let started = !matches!(e, Spawn { .. } | DeadlinePassed { started: false, .. });
                     (e.into(), started)

@@ -92,12 +92,16 @@ impl Delegate {
         }
     }
 
-    /// Its planned record: what it will be sent, with which args and runtime arguments.
-    pub(crate) fn planned(&self, call: &RuntimeConf) -> Result<Attachment, CniError> {
+    /// Its planned record: what it will be sent, with which args and runtime arguments; and
+    /// for a single plugin the very bytes, built once — recorded here, sent by ADD.
+    pub(crate) fn planned(&self, call: &RuntimeConf) -> Result<(Attachment, Option<Vec<u8>>), CniError> {
         let caps = self.effective_capability_args(call);
-        let config = match &self.config {
-            DelegateConfig::Plugin(c) => serde_json::from_slice(&plugin_stdin(c, &caps, None)),
-            DelegateConfig::List(l) => serde_json::from_slice(&l.bytes),
+        let (config, stdin) = match &self.config {
+            DelegateConfig::Plugin(c) => {
+                let bytes = plugin_stdin(c, &caps, None);
+                (serde_json::from_slice(&bytes), Some(bytes))
+            }
+            DelegateConfig::List(l) => (serde_json::from_slice(&l.bytes), None),
         };
         // Read back everything that is recorded: what would not decode (a configuration nested
         // deeper than the JSON reader allows) could never be replayed by DEL.
@@ -107,7 +111,7 @@ impl Delegate {
                 format!("network {:?}: its configuration cannot be recorded and read back: {e}", self.name()),
             )
         })?;
-        Ok(Attachment {
+        let attachment = Attachment {
             name: self.name().to_string(),
             plugin_type: self.plugin_type().to_string(),
             ifname: self.ifname.clone(),
@@ -119,7 +123,8 @@ impl Delegate {
             result: None,
             phase: Phase::Planned,
             process: None,
-        })
+        };
+        Ok((attachment, stdin))
     }
 }
 
@@ -136,10 +141,16 @@ pub fn ignore_unknown(args: &str) -> String {
     }
 }
 
-/// The state of a plan: every delegate with the exact configuration it is (to be) sent.
-pub(crate) fn plan(call: &RuntimeConf, delegates: &[Delegate], parallel: bool) -> Result<Plan, CniError> {
-    let attachments = delegates.iter().map(|d| d.planned(call)).collect::<Result<_, _>>()?;
-    Ok(Plan { kind: Kind::V1, netns: call.netns.clone(), attachments, parallel })
+/// The state of a plan: every delegate with the exact configuration it is (to be) sent; and
+/// what each single-plugin delegate is sent, as bytes (`None` for a conflist, whose requests
+/// the chain builds plugin by plugin).
+pub(crate) fn plan(
+    call: &RuntimeConf,
+    delegates: &[Delegate],
+    parallel: bool,
+) -> Result<(Plan, Vec<Option<Vec<u8>>>), CniError> {
+    let (attachments, stdins) = delegates.iter().map(|d| d.planned(call)).collect::<Result<(Vec<_>, Vec<_>), _>>()?;
+    Ok((Plan { kind: Kind::V1, netns: call.netns.clone(), attachments, parallel }, stdins))
 }
 
 /// The bytes a single-plugin delegate is sent (libcni's request building).

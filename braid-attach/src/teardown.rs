@@ -176,7 +176,7 @@ impl Attacher<'_> {
                 self.del_recorded(call, &state, &vec![true; n], Order::of(state.parallel), log)
             }
             None => {
-                let state = plan(call, configured, self.parallel)?;
+                let (state, _) = plan(call, configured, self.parallel)?;
                 n = state.attachments.len();
                 self.del_configured(call, &state, log)
             }
