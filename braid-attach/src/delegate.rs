@@ -141,14 +141,13 @@ pub fn ignore_unknown(args: &str) -> String {
     }
 }
 
+/// What each single-plugin delegate of a plan is sent, as bytes (`None` for a conflist, whose
+/// requests the chain builds plugin by plugin).
+pub(crate) type Stdins = Vec<Option<Vec<u8>>>;
+
 /// The state of a plan: every delegate with the exact configuration it is (to be) sent; and
-/// what each single-plugin delegate is sent, as bytes (`None` for a conflist, whose requests
-/// the chain builds plugin by plugin).
-pub(crate) fn plan(
-    call: &RuntimeConf,
-    delegates: &[Delegate],
-    parallel: bool,
-) -> Result<(Plan, Vec<Option<Vec<u8>>>), CniError> {
+/// the bytes of each single-plugin delegate.
+pub(crate) fn plan(call: &RuntimeConf, delegates: &[Delegate], parallel: bool) -> Result<(Plan, Stdins), CniError> {
     let (attachments, stdins) = delegates.iter().map(|d| d.planned(call)).collect::<Result<(Vec<_>, Vec<_>), _>>()?;
     Ok((Plan { kind: Kind::V1, netns: call.netns.clone(), attachments, parallel }, stdins))
 }
