@@ -9,6 +9,12 @@ use cni_types::version::Command;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
+/// What the delegator may add to its delegates called directly: its own exec on ADD and on DEL
+/// and the plan made durable before the first delegate (one fsync of the file and of its
+/// directory) put the floor near 1.03 on a machine where an exec costs ~0.3 ms and a cycle
+/// ~75 ms; everything else it does must fit in the rest.
+const DELEGATOR_OVER_DIRECT: f64 = 1.035;
+
 /// ADD+DEL of [bridge, ptp] through the delegator beside the same two delegates called directly.
 pub fn delegator_overhead(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
     let bridge =
@@ -70,7 +76,7 @@ pub fn delegator_overhead(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), Stri
     let verdict = Verdict::at_most(
         "ADD+DEL [bridge, ptp]: delegator ÷ direct (median of paired ratios)",
         ratio,
-        Limit::Ratio(1.02),
+        Limit::Ratio(DELEGATOR_OVER_DIRECT),
     )
     .measured(format!(
         "{ratio:.3} (medians {} vs {}: {:.3})",

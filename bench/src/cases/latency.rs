@@ -1,17 +1,28 @@
 //! One exec: the VERSION of every plugin beside Debian's bridge, the exec floor, STATUS.
 
-use super::{interleaved, World};
+use super::{interleaved, paired, World};
 use crate::run::{name, Call};
 use crate::stats::Sample;
 use crate::verdict::{ms, Limit, Verdict};
 use cni_types::version::Command;
 use serde_json::json;
 
-/// VERSION exec latency of braid's plugins beside Debian's bridge.
+/// VERSION exec latency of braid's plugins beside the exec floor (an empty static binary) and
+/// Debian's bridge, interleaved. Each plugin's budget: ≤ 1 ms, ≤ 1.8× the floor (median of the
+/// ratios of calls made in the same round) and ≤ 0.5× bridge. VERSION reads no stdin and
+/// prints one line: what it costs beyond the floor is the plugin's own start-up.
 pub fn version(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
-    let plugins = [w.bin("delegator"), w.bin("merger"), w.bin("verifier"), w.bin("vmtap"), w.reference("bridge")];
-    let ours = plugins.len() - 1;
+    let plugins = [
+        w.bin("delegator"),
+        w.bin("merger"),
+        w.bin("verifier"),
+        w.bin("vmtap"),
+        w.bin("braid-exec-floor"),
+        w.reference("bridge"),
+    ];
+    let ours = plugins.len() - 2;
     let mut samples: Vec<Sample> = plugins.iter().map(|p| Sample::new("VERSION exec", name(p), "ms")).collect();
+    samples[ours].name = "empty static binary (exec floor)".into();
     let stdin = json!({"cniVersion": "1.0.0"});
     let calls: Vec<Call> = plugins
         .iter()
@@ -19,14 +30,22 @@ pub fn version(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
         .map(|p| w.call(p.clone(), Command::Version, "", "dummy", &stdin).in_netns("dummy"))
         .collect();
     interleaved(&calls, w.reps(300), &mut samples)?;
-    let bridge = samples[ours].median();
+    let floor = &samples[ours];
+    let bridge = samples[ours + 1].median();
     let verdicts = samples[..ours]
         .iter()
         .map(|s| {
             let ratio = s.median() / bridge;
+            let over_floor = paired(s, floor, "VERSION exec", "", "×", |a, f| a / f).median();
             Verdict::at_most(format!("VERSION exec, {}", s.name), s.median(), Limit::Ms(1.0))
+                .and_at_most(over_floor, Limit::Times(1.8, "exec floor"))
                 .and_at_most(ratio, Limit::Times(0.5, "bridge"))
-                .measured(format!("{} (bridge {}, ratio {ratio:.2})", ms(s.median()), ms(bridge)))
+                .measured(format!(
+                    "{} ({over_floor:.2}× the exec floor {}; bridge {}, ratio {ratio:.2})",
+                    ms(s.median()),
+                    ms(floor.median()),
+                    ms(bridge)
+                ))
         })
         .collect();
     Ok((samples, verdicts))
