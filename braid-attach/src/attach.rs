@@ -62,6 +62,9 @@ impl Exec for Bounded<'_> {
     fn find(&self, name: &str, paths: &[PathBuf]) -> Result<PathBuf, cni_runtime::InvokeError> {
         self.inner.find(name, paths)
     }
+    fn reports_spawns(&self) -> bool {
+        self.inner.reports_spawns()
+    }
 }
 
 /// Runs delegates and keeps their state.

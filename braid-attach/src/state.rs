@@ -124,6 +124,13 @@ pub struct StateStore {
     dir: PathBuf,
 }
 
+/// A state file written by [`StateStore::create_pending`], not yet durable.
+#[derive(Debug)]
+pub struct Pending {
+    file: File,
+    path: PathBuf,
+}
+
 /// Holds the container lock; released (and its file removed) on drop.
 #[derive(Debug)]
 pub struct ContainerLock {
@@ -233,18 +240,39 @@ impl StateStore {
     /// without the temporary file and rename of [`StateStore::write`]: a crash mid-write leaves
     /// a torn file, which readers treat as corrupt. Falls back to `write` when it exists.
     pub fn create(&self, key: &Key, bytes: &[u8]) -> Result<(), StateError> {
+        match self.create_pending(key, bytes)? {
+            Some(pending) => self.make_durable(&pending),
+            None => Ok(()),
+        }
+    }
+
+    /// [`StateStore::create`] in two steps: the file written (in the page cache: a crash of
+    /// the process loses nothing), and — by [`StateStore::make_durable`] — on disk. Whatever
+    /// must not happen before the state would survive a power failure waits for the second
+    /// step; what only prepares it (starting a delegate's process, which acts only once it is
+    /// sent its configuration) can run meanwhile. `None` when the file existed and was
+    /// replaced durably at once.
+    pub fn create_pending(&self, key: &Key, bytes: &[u8]) -> Result<Option<Pending>, StateError> {
         let path = self.path(key);
         let mut f = match create_new(&path) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return self.write(key, bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return self.write(key, bytes).map(|()| None),
             Err(e) => return Err(err("create", &path, e)),
         };
-        let written = f.write_all(bytes).map_err(|e| err("write", &path, e));
-        let synced = written.and_then(|()| f.sync_all().map_err(|e| err("fsync", &path, e)));
-        if let Err(e) = synced {
+        if let Err(e) = f.write_all(bytes) {
             // A full disk must not leave an empty state behind until some DEL.
             let _ = fs::remove_file(&path);
-            return Err(e);
+            return Err(err("write", &path, e));
+        }
+        Ok(Some(Pending { file: f, path }))
+    }
+
+    /// The second step of [`StateStore::create_pending`]: the file and its directory entry
+    /// fsynced. On failure the file is removed (nothing may rely on it).
+    pub fn make_durable(&self, pending: &Pending) -> Result<(), StateError> {
+        if let Err(e) = pending.file.sync_all() {
+            let _ = fs::remove_file(&pending.path);
+            return Err(err("fsync", &pending.path, e));
         }
         self.sync_dir()
     }

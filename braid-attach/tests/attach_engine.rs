@@ -689,3 +689,71 @@ fn a_plan_that_does_not_fit_on_the_disk_leaves_no_empty_state() {
         std::fs::read_dir(&w.dir).unwrap().collect::<Vec<_>>()
     );
 }
+
+/// An executor that reports its spawns (as `RawExec` does) and, at the moment each "process"
+/// would be sent its configuration, reads what the state file holds.
+struct Observing<'a> {
+    inner: &'a FakeExec,
+    state: PathBuf,
+    seen: std::sync::Mutex<Vec<String>>,
+}
+
+impl Exec for Observing<'_> {
+    fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
+        self.inner.exec(plugin, stdin, env)
+    }
+
+    fn exec_until(
+        &self,
+        plugin: &Path,
+        stdin: &[u8],
+        env: &[(String, String)],
+        spawned: &dyn Fn(u32),
+        until: Option<std::time::Instant>,
+    ) -> Result<Vec<u8>, InvokeError> {
+        // This test process stands in for the child: it exists, and has been sent nothing.
+        spawned(std::process::id());
+        let held = std::fs::read_to_string(&self.state).unwrap_or_default();
+        self.seen.lock().unwrap().push(held);
+        self.inner.exec_until(plugin, stdin, env, &|_| {}, until)
+    }
+
+    fn find(&self, name: &str, paths: &[PathBuf]) -> Result<PathBuf, InvokeError> {
+        self.inner.find(name, paths)
+    }
+
+    fn reports_spawns(&self) -> bool {
+        true
+    }
+}
+
+/// The plan is made durable while the first delegate's process starts, not before: but every
+/// delegate is sent its configuration only once the plan and the record of its process are in
+/// the state file (what a DEL after a crash at that moment reads).
+#[test]
+fn each_delegate_is_sent_its_configuration_only_after_the_plan_and_its_process_are_recorded() {
+    let w = World::new("durable");
+    let fake = FakeExec::default();
+    for a in ["198.18.0.2/24", "198.18.1.2/24", "198.18.2.2/24"] {
+        fake.reply(ok_result(a));
+    }
+    let exec = Observing { inner: &fake, state: w.dir.join("ctr1@eth0"), seen: Default::default() };
+    let a = Attacher {
+        exec: &exec,
+        paths: vec!["/opt/cni/bin".into()],
+        store: StateStore::open(&w.dir).unwrap(),
+        parallel: false,
+        deadline: Deadline::none(),
+    };
+    a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
+    let seen = exec.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3);
+    let me = std::process::id();
+    for (i, held) in seen.iter().enumerate() {
+        let plan = Plan::decode(held.as_bytes()).expect("the plan is in the file");
+        assert_eq!(plan.attachments.len(), 3);
+        assert_eq!(plan.attachments[i].phase, Phase::Running, "delegate {i}: {held}");
+        assert_eq!(plan.attachments[i].process.as_ref().map(|p| p.pid), Some(me), "delegate {i}: {held}");
+        assert!(plan.attachments[..i].iter().all(|x| x.phase == Phase::Added), "delegate {i}: {held}");
+    }
+}

@@ -181,6 +181,14 @@ pub trait Exec {
     fn find(&self, name: &str, paths: &[PathBuf]) -> Result<PathBuf, InvokeError> {
         find_in_path(name, paths)
     }
+
+    /// Whether [`Exec::exec_observed`] and [`Exec::exec_until`] call their `spawned` for every
+    /// process they start, before it is sent its stdin. A caller may then defer work that
+    /// must precede the plugin's acting (braid's engine makes its plan durable there) until
+    /// the process exists. The default says no; [`RawExec`] says yes.
+    fn reports_spawns(&self) -> bool {
+        false
+    }
 }
 
 /// Executes plugins as child processes.
@@ -219,6 +227,10 @@ impl Exec for RawExec {
         spawned: &dyn Fn(u32),
     ) -> Result<Vec<u8>, InvokeError> {
         self.exec_until(plugin, stdin, env, spawned, None)
+    }
+
+    fn reports_spawns(&self) -> bool {
+        true
     }
 
     fn exec_until(
