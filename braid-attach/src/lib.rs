@@ -13,13 +13,15 @@
 //! * [`deadline`]: one deadline for a whole command, a share of it kept for rollback.
 //! * [`attach`]: the engine's core — plan made durable first, one lock per container, delegates
 //!   one by one or all at once, a recorded delegate replayed.
-//! * [`add`]: ADD, and its rollback in reverse.
+//! * [`add`]: ADD — the plan made durable before any delegate acts — and its rollback in
+//!   reverse.
 //! * [`teardown`]: DEL from the recorded plan (or the configuration), and stale attachments.
 //! * [`forward`]: CHECK, and GC's valid attachments passed on.
 //! * [`status`]: STATUS — whether an ADD could run now (every delegate found and ready).
 //! * [`nesting`]: braid plugins inside braid plugins (depth, held locks).
 //! * [`ifnames`]: the `net<N>` names braid chooses, under a lock per pod namespace.
-//! * [`sandbox`]: the pod namespace's links, and a merged result completed from them (MACs, MTUs).
+//! * [`sandbox`]: the pod namespace, entered once per command, and a merged result completed
+//!   from its links (MACs, MTUs).
 //! * [`plan`]: the on-disk format of that plan, typed and versioned.
 //! * [`state`]: the locked, private, crash-safe files that hold it.
 //! * [`owner`]: one state directory serves one plugin kind.
