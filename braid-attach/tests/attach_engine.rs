@@ -25,7 +25,7 @@ impl World {
         let _ = std::fs::remove_dir_all(&dir);
         World { dir }
     }
-    fn attacher<'a>(&self, exec: &'a FakeExec) -> Attacher<'a> {
+    fn attacher<'a>(&self, exec: &'a (dyn Exec + Sync)) -> Attacher<'a> {
         Attacher {
             exec,
             paths: vec!["/opt/cni/bin".into()],
@@ -37,9 +37,7 @@ impl World {
 
     /// An attacher that has ADDed `three()` successfully, with those calls forgotten.
     fn added_three<'a>(&self, exec: &'a FakeExec) -> Attacher<'a> {
-        for a in ["198.18.0.2/24", "198.18.1.2/24", "198.18.2.2/24"] {
-            exec.reply(ok_result(a));
-        }
+        three_replies(exec);
         let a = self.attacher(exec);
         a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
         exec.calls.lock().unwrap().clear();
@@ -65,6 +63,13 @@ fn delegate(ty: &str, version: &str, ifname: &str) -> Delegate {
 
 fn call() -> Call {
     Call { container_id: "ctr1".into(), netns: "/run/netns/x".into(), ifname: "eth0".into(), ..Call::default() }
+}
+
+/// Scripts a successful ADD of each of `three()`.
+fn three_replies(exec: &FakeExec) {
+    for a in ["198.18.0.2/24", "198.18.1.2/24", "198.18.2.2/24"] {
+        exec.reply(ok_result(a));
+    }
 }
 
 fn ok_result(addr: &str) -> Result<Vec<u8>, InvokeError> {
@@ -734,17 +739,9 @@ impl Exec for Observing<'_> {
 fn each_delegate_is_sent_its_configuration_only_after_the_plan_and_its_process_are_recorded() {
     let w = World::new("durable");
     let fake = FakeExec::default();
-    for a in ["198.18.0.2/24", "198.18.1.2/24", "198.18.2.2/24"] {
-        fake.reply(ok_result(a));
-    }
+    three_replies(&fake);
     let exec = Observing { inner: &fake, state: w.dir.join("ctr1@eth0"), seen: Default::default() };
-    let a = Attacher {
-        exec: &exec,
-        paths: vec!["/opt/cni/bin".into()],
-        store: StateStore::open(&w.dir).unwrap(),
-        parallel: false,
-        deadline: Deadline::none(),
-    };
+    let a = w.attacher(&exec);
     a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
     let seen = exec.seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 3);
