@@ -205,7 +205,7 @@ impl Attacher<'_> {
             return Ok(if command == Command::Check { chain.check(&list, &rt) } else { chain.del(&list, &rt) }?);
         }
         let mut conf = a.config.clone();
-        let has_prev = version::greater_than_or_equal_to(&a.cni_version, "0.4.0").unwrap_or(false);
+        let has_prev = version::Version::V0_4_0.reached_by(&a.cni_version);
         if let (true, Some(result), Value::Object(map)) = (has_prev, &a.result, &mut conf) {
             map.insert("prevResult".into(), result.clone());
         }

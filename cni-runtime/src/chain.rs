@@ -303,9 +303,7 @@ impl Chain<'_> {
     pub fn del(&self, list: &NetConfList, rt: &RuntimeConf) -> Result<(), ChainError> {
         let cache = self.cache_path(&list.name, rt).ok();
         let mut cached = None;
-        if let (Some(path), true) =
-            (&cache, version::greater_than_or_equal_to(&list.cni_version, "0.4.0").unwrap_or(false))
-        {
+        if let (Some(path), true) = (&cache, version::Version::V0_4_0.reached_by(&list.cni_version)) {
             match self.cached_result(list, path) {
                 Ok(c) => cached = c,
                 Err(_) => {

@@ -82,6 +82,18 @@ fn atoi(s: &str) -> Result<i64, &'static str> {
 }
 
 impl Version {
+    /// 0.4.0: CHECK, and `prevResult` on DEL (the spec's 0.4.0 changes).
+    pub const V0_4_0: Version = Version { major: 0, minor: 4, micro: 0 };
+    /// 1.1.0: GC, STATUS, and an interface's `mtu` in results.
+    pub const V1_1_0: Version = Version { major: 1, minor: 1, micro: 0 };
+
+    /// Whether `version` (a configuration's or a result's `cniVersion`) is `self` or later;
+    /// one that does not parse is not — a version check in place of
+    /// `greater_than_or_equal_to(v, "1.1.0").unwrap_or(false)`.
+    pub fn reached_by(self, version: &str) -> bool {
+        Version::parse(version).is_ok_and(|v| v >= self)
+    }
+
     /// Parses like Go's `version.ParseVersion`; `""` is 0.1.0.
     pub fn parse(s: &str) -> Result<Version, VersionError> {
         if s.is_empty() {

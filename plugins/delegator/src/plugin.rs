@@ -184,7 +184,7 @@ fn finish(m: &mut MetaCommand, args: &CmdArgs, report: &Report, results: &[AnyRe
             };
             set_default_routes(&mut result, &keep, gateways);
         }
-        let with_mtu = cni_types::version::greater_than_or_equal_to(&version, "1.1.0").unwrap_or(false);
+        let with_mtu = cni_types::version::Version::V1_1_0.reached_by(&version);
         if braid_attach::sandbox::wants_links(&result, with_mtu) {
             braid_attach::sandbox::fill_links(&mut result, links.insert(m.pod.links()?), with_mtu);
         }

@@ -50,7 +50,7 @@ impl Plugin for Merger {
         for w in &merged.warnings {
             m.log.warn(format_args!("merge: {w}"));
         }
-        let with_mtu = cni_types::version::greater_than_or_equal_to(m.config.conf.version(), "1.1.0").unwrap_or(false);
+        let with_mtu = cni_types::version::Version::V1_1_0.reached_by(m.config.conf.version());
         m.fill_links(&mut merged.result, with_mtu)?;
         Ok(merged.result)
     }
