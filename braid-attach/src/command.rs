@@ -60,7 +60,7 @@ impl MetaCommand {
             Some(_) => None,
         };
         let capability_args = config.conf.runtime_config_raw().and_then(|v| v.as_object().cloned()).unwrap_or_default();
-        let call = RuntimeConf::from_invocation(&args.invocation(), capability_args);
+        let call = RuntimeConf::from_invocation(&args.invocation, capability_args);
         crate::nesting::refuse_too_deep(rules.plugin)?;
         let env = vec![crate::nesting::delegate_depth()];
         let exec = RawExec { timeout: Some(config.timeout), env };

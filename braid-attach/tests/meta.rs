@@ -14,11 +14,14 @@ fn args(command: Command, dir: &std::path::Path) -> CmdArgs {
     let conf = serde_json::json!({"cniVersion": "1.0.0", "name": "n", "type": "x", "stateDir": dir,
         "delegates": [{"type": "ptp"}]});
     CmdArgs {
-        command,
-        container_id: "ctr1".into(),
-        netns: "/run/netns/braid-absent".into(),
-        ifname: "eth0".into(),
-        path: "/opt/cni/bin".into(),
+        invocation: cni_types::Invocation {
+            command,
+            container_id: "ctr1".into(),
+            netns: "/run/netns/braid-absent".into(),
+            ifname: "eth0".into(),
+            path: "/opt/cni/bin".into(),
+            ..Default::default()
+        },
         stdin_data: conf.to_string().into_bytes(),
         ..CmdArgs::default()
     }

@@ -15,6 +15,7 @@ use cni_skel::log::Logger;
 use cni_skel::CmdArgs;
 use cni_types::error::{DECODING_FAILURE, INTERNAL, INVALID_NETWORK_CONFIG, IO_FAILURE};
 use cni_types::version::Command;
+use cni_types::Invocation;
 use cni_types::NetConf;
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -100,11 +101,14 @@ fn meta_conf() -> impl Strategy<Value = Value> {
 
 fn args(command: Command, stdin: Vec<u8>) -> CmdArgs {
     CmdArgs {
-        command,
-        container_id: "ctr1".into(),
-        netns: "/run/netns/braid-props-absent".into(),
-        ifname: "eth0".into(),
-        path: "/opt/cni/bin".into(),
+        invocation: Invocation {
+            command,
+            container_id: "ctr1".into(),
+            netns: "/run/netns/braid-props-absent".into(),
+            ifname: "eth0".into(),
+            path: "/opt/cni/bin".into(),
+            ..Invocation::default()
+        },
         stdin_data: stdin,
         ..CmdArgs::default()
     }

@@ -18,22 +18,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// this is a runtime bug, and reading it unbounded would let one bad call exhaust memory.
 pub const MAX_STDIN: u64 = 16 * 1024 * 1024;
 
-/// What a command's callback receives (Go's `skel.CmdArgs`): the raw values, the command
-/// being served, and the configuration parsed once ([`CmdArgs::conf`]).
+/// What a command's callback receives (Go's `skel.CmdArgs`): the call's parameters as a
+/// runtime passes them to any plugin (an [`Invocation`]: `args.container_id`, `args.netns`, …
+/// read through it), what only the called plugin sees (`CNI_NETNS_OVERRIDE`, stdin), and the
+/// configuration parsed once ([`CmdArgs::conf`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CmdArgs {
-    /// `CNI_COMMAND`, parsed.
-    pub command: Command,
-    /// `CNI_CONTAINERID` (empty for GC and STATUS).
-    pub container_id: String,
-    /// `CNI_NETNS` (may be empty for DEL, GC, STATUS).
-    pub netns: String,
-    /// `CNI_IFNAME`.
-    pub ifname: String,
-    /// `CNI_ARGS`, unparsed (see [`cni_types::args::load_args`]).
-    pub args: String,
-    /// `CNI_PATH`, unsplit (see [`CmdArgs::path_list`]).
-    pub path: String,
+    /// `CNI_COMMAND`, `CNI_CONTAINERID` (empty for GC and STATUS), `CNI_NETNS` (may be empty
+    /// for DEL, GC, STATUS), `CNI_IFNAME`, `CNI_ARGS` unparsed (see
+    /// [`cni_types::args::load_args`]), `CNI_PATH` unsplit (see [`Invocation::path_list`]).
+    pub invocation: Invocation,
     /// `CNI_NETNS_OVERRIDE`.
     pub netns_override: String,
     /// stdin, unmodified.
@@ -77,28 +71,15 @@ impl CmdArgs {
             .as_ref()
             .map_err(|e| CniError::new(DECODING_FAILURE, format!("failed to parse network configuration: {e}")))
     }
-
-    /// `CNI_PATH` split on `:`, empty entries dropped (Go's `filepath.SplitList`).
-    pub fn path_list(&self) -> Vec<std::path::PathBuf> {
-        cni_types::invocation::split_path(&self.path)
-    }
-
-    /// This call's parameters, as a runtime would pass them on to another plugin.
-    pub fn invocation(&self) -> Invocation {
-        Invocation::from(self)
-    }
 }
 
-impl From<&CmdArgs> for Invocation {
-    fn from(a: &CmdArgs) -> Invocation {
-        Invocation {
-            command: a.command,
-            container_id: a.container_id.clone(),
-            netns: a.netns.clone(),
-            ifname: a.ifname.clone(),
-            args: a.args.clone(),
-            path: a.path.clone(),
-        }
+/// `args.netns`, `args.container_id`, …: the call's parameters are read as fields of the
+/// arguments, as in Go's `skel.CmdArgs`.
+impl std::ops::Deref for CmdArgs {
+    type Target = Invocation;
+
+    fn deref(&self) -> &Invocation {
+        &self.invocation
     }
 }
 
@@ -193,12 +174,7 @@ fn args_from_env(env: &dyn Environment) -> Result<(String, CmdArgs), CniError> {
     Ok((
         command,
         CmdArgs {
-            command: command_parsed,
-            container_id,
-            netns,
-            ifname,
-            args,
-            path,
+            invocation: Invocation { command: command_parsed, container_id, netns, ifname, args, path },
             netns_override,
             stdin_data: Vec::new(),
             parsed: ParsedConf::default(),

@@ -8,7 +8,7 @@ use crate::version::Command;
 
 /// The parameters of one plugin call (the spec's `CNI_COMMAND`, `CNI_CONTAINERID`,
 /// `CNI_NETNS`, `CNI_IFNAME`, `CNI_ARGS`, `CNI_PATH`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Invocation {
     /// `CNI_COMMAND`.
     pub command: Command,

@@ -216,8 +216,11 @@ fn main() {
     if command == "ADD" && fault.conf.get("result").is_some() && fault.conf.get("fail").is_none() {
         // Print the canned result verbatim, in its own version, as a real plugin would.
         let args = CmdArgs {
-            netns: std::env::var("CNI_NETNS").unwrap_or_default(),
-            ifname: std::env::var("CNI_IFNAME").unwrap_or_default(),
+            invocation: cni_types::Invocation {
+                netns: std::env::var("CNI_NETNS").unwrap_or_default(),
+                ifname: std::env::var("CNI_IFNAME").unwrap_or_default(),
+                ..Default::default()
+            },
             ..CmdArgs::default()
         };
         if let Err(e) = fault.link(&args, true) {
