@@ -27,7 +27,7 @@ pub struct PluginRules<'a> {
 #[derive(Debug, Clone)]
 pub struct SharedConfig {
     /// The plugin's own configuration, as received.
-    pub conf: NetConf,
+    pub conf: std::sync::Arc<NetConf>,
     /// `delegates`, resolved and validated, in order, with their interface names.
     pub delegates: Vec<Delegate>,
     /// `stateDir` (default `/var/lib/cni/<plugin>`).
@@ -53,7 +53,7 @@ impl SharedConfig {
     /// Parses the call's configuration through [`CmdArgs::conf`].
     pub fn parse(args: &CmdArgs, rules: &PluginRules<'_>) -> Result<SharedConfig, CniError> {
         let started = Instant::now();
-        let conf = args.conf()?.clone();
+        let conf = args.shared_conf()?;
         let absent = match conf.get("delegates") {
             None | Some(serde_json::Value::Null) => true,
             Some(serde_json::Value::Array(a)) => a.is_empty(),

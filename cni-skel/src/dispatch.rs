@@ -13,6 +13,7 @@ use cni_types::version::{self, Command, Version};
 use cni_types::{CniError, Invocation, NetConf};
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// The largest configuration accepted on stdin. Real configurations are a few KiB; anything near
 /// this is a runtime bug, and reading it unbounded would let one bad call exhaust memory.
@@ -42,12 +43,12 @@ pub struct CmdArgs {
 /// The configuration of one call, parsed once and shared by everything that reads it (the
 /// plugin, its logger, the engine): one ADD used to parse stdin three times.
 #[derive(Debug, Clone, Default)]
-pub struct ParsedConf(std::sync::OnceLock<Result<NetConf, cni_types::DecodeError>>);
+pub struct ParsedConf(std::sync::OnceLock<Result<Arc<NetConf>, cni_types::DecodeError>>);
 
 impl ParsedConf {
     /// A parse already made.
     pub fn from_result(parsed: Result<NetConf, cni_types::DecodeError>) -> ParsedConf {
-        ParsedConf(std::sync::OnceLock::from(parsed))
+        ParsedConf(std::sync::OnceLock::from(parsed.map(Arc::new)))
     }
 }
 
@@ -65,9 +66,19 @@ impl CmdArgs {
     /// The configuration on stdin, typed; decode failures are code 6. Parsed once per call,
     /// however often it is asked for.
     pub fn conf(&self) -> Result<&NetConf, CniError> {
+        self.parsed().map(|c| &**c)
+    }
+
+    /// [`CmdArgs::conf`], shared: for what keeps the configuration beyond a borrow of the
+    /// arguments (braid's engine), without a deep copy of it.
+    pub fn shared_conf(&self) -> Result<Arc<NetConf>, CniError> {
+        self.parsed().cloned()
+    }
+
+    fn parsed(&self) -> Result<&Arc<NetConf>, CniError> {
         self.parsed
             .0
-            .get_or_init(|| NetConf::parse(&self.stdin_data))
+            .get_or_init(|| NetConf::parse(&self.stdin_data).map(Arc::new))
             .as_ref()
             .map_err(|e| CniError::new(DECODING_FAILURE, format!("failed to parse network configuration: {e}")))
     }

@@ -354,7 +354,7 @@ pub fn parse_prev_result(conf_version: &str, raw: Option<&Value>) -> Result<Opti
     };
     let has_version = map.keys().any(|k| k.eq_ignore_ascii_case("cniVersion"));
     let result = if has_version {
-        AnyResult::create_from_value(conf_version, &Value::Object(map.clone()))
+        AnyResult::create_from_map(conf_version, map)
     } else {
         let mut with = map.clone();
         with.insert("cniVersion".into(), Value::String(conf_version.to_string()));

@@ -62,6 +62,11 @@ pub(crate) struct GoStruct<'a> {
 
 impl<'a> GoStruct<'a> {
     /// The document root. `null` reads as an empty object, as in Go.
+    /// A JSON object already known to be one.
+    pub(crate) fn of_map(map: &'a Map<String, Value>, root: &'a str) -> GoStruct<'a> {
+        GoStruct { map, root, top: None }
+    }
+
     pub(crate) fn root(v: &'a Value, root: &'a str) -> Result<GoStruct<'a>, DecodeError> {
         match v {
             Value::Object(map) => Ok(GoStruct { map, root, top: None }),

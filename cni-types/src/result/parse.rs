@@ -61,7 +61,17 @@ impl AnyResult {
     /// Like [`create`](Self::create) from an already-parsed JSON value.
     pub fn create_from_value(version: &str, value: &Value) -> Result<AnyResult, CreateError> {
         let family = Family::of(version).ok_or_else(|| CreateError::UnsupportedVersion(version.to_string()))?;
-        let obj = GoStruct::root(value, "Result")?;
+        AnyResult::create_from_struct(family, GoStruct::root(value, "Result")?)
+    }
+
+    /// [`AnyResult::create_from_value`] of a JSON object (a `prevResult` inside a parsed
+    /// configuration, read where it is).
+    pub fn create_from_map(version: &str, map: &serde_json::Map<String, Value>) -> Result<AnyResult, CreateError> {
+        let family = Family::of(version).ok_or_else(|| CreateError::UnsupportedVersion(version.to_string()))?;
+        AnyResult::create_from_struct(family, GoStruct::of_map(map, "Result"))
+    }
+
+    fn create_from_struct(family: Family, obj: GoStruct<'_>) -> Result<AnyResult, CreateError> {
         let mut result = match family {
             Family::Legacy => AnyResult::Legacy(legacy(&obj)?),
             Family::V04 => AnyResult::V04(v04(&obj)?),

@@ -27,7 +27,7 @@ pub enum AddMode {
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The whole configuration (prevResult, logging keys).
-    pub conf: NetConf,
+    pub conf: std::sync::Arc<NetConf>,
     /// `addMode`.
     pub add_mode: AddMode,
     /// `checkHost` and `routeChecks`.
@@ -47,12 +47,12 @@ impl Config {
         let conf = NetConf::parse(stdin).map_err(|e| {
             CniError::new(cni_types::error::DECODING_FAILURE, format!("failed to parse network configuration: {e}"))
         })?;
-        Config::of(conf)
+        Config::of(std::sync::Arc::new(conf))
     }
 
     /// The verifier's keys of a parsed configuration (the call's, parsed once by the skel);
     /// a key of the wrong type or value is code 7 naming the key.
-    pub fn of(conf: NetConf) -> Result<Config, CniError> {
+    pub fn of(conf: std::sync::Arc<NetConf>) -> Result<Config, CniError> {
         let add_mode = keys::choice(
             &conf,
             "addMode",

@@ -50,7 +50,7 @@ struct Verdict {
 
 /// Reads the configuration (errors here are the caller's, whatever the mode), then verifies.
 fn verify(args: &CmdArgs) -> Result<Verdict, CniError> {
-    let cfg = Config::of(args.conf()?.clone())?;
+    let cfg = Config::of(args.shared_conf()?)?;
     let result = prev_result(&cfg)?;
     let mut log = Logger::new("verifier", args.command.as_str(), &args.container_id);
     log.configure(&cfg.conf);
