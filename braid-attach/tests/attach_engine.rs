@@ -754,3 +754,57 @@ fn each_delegate_is_sent_its_configuration_only_after_the_plan_and_its_process_a
         assert!(plan.attachments[..i].iter().all(|x| x.phase == Phase::Added), "delegate {i}: {held}");
     }
 }
+
+/// An executor that reports its spawns and starts a real process for each call, after taking
+/// the state directory away so that the plan cannot be made durable.
+struct Unsyncable {
+    dir: PathBuf,
+    calls: std::sync::Mutex<Vec<Option<i32>>>,
+}
+
+impl Exec for Unsyncable {
+    fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
+        self.exec_until(plugin, stdin, env, &|_| {}, None)
+    }
+
+    fn exec_until(
+        &self,
+        plugin: &Path,
+        _stdin: &[u8],
+        _env: &[(String, String)],
+        spawned: &dyn Fn(u32),
+        _until: Option<std::time::Instant>,
+    ) -> Result<Vec<u8>, InvokeError> {
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        std::fs::rename(&self.dir, self.dir.with_extension("gone")).unwrap();
+        let mut child = std::process::Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
+        spawned(child.id());
+        let status = child.wait().unwrap();
+        self.calls.lock().unwrap().push(status.signal());
+        Err(InvokeError::Failed(format!("{} was killed", plugin.display())))
+    }
+
+    fn find(&self, name: &str, _paths: &[PathBuf]) -> Result<PathBuf, InvokeError> {
+        Ok(PathBuf::from(name))
+    }
+
+    fn reports_spawns(&self) -> bool {
+        true
+    }
+}
+
+/// A plan that cannot be made durable stops the first delegate before it is sent anything: its
+/// process is killed, the error is the fsync's, and it gets no DEL (it never acted).
+#[test]
+fn a_plan_that_cannot_be_made_durable_kills_the_waiting_delegate_unsent() {
+    let w = World::new("unsynced");
+    std::fs::create_dir_all(&w.dir).unwrap();
+    let gone = w.dir.with_extension("gone");
+    let _ = std::fs::remove_dir_all(&gone);
+    let exec = Unsyncable { dir: w.dir.clone(), calls: Default::default() };
+    let a = w.attacher(&exec);
+    let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
+    let _ = std::fs::remove_dir_all(&gone);
+    assert!(e.msg.contains("fsync") && e.msg.contains(&w.dir.display().to_string()), "{e:?}");
+    assert_eq!(*exec.calls.lock().unwrap(), [Some(9)], "one process, killed, and no DEL after it");
+}

@@ -209,4 +209,14 @@ mod tests {
             "no converter for CNI result version 0.4.0 to 1.1.0"
         );
     }
+
+    #[test]
+    fn into_version_is_convert_to_by_value() {
+        let r = AnyResult::V1(CniResult { cni_version: "1.0.0".into(), ..CniResult::default() });
+        for to in ["1.0.0", "1.1.0", "0.4.0", "0.2.0", ""] {
+            assert_eq!(r.clone().into_version(to), r.convert_to(to), "to {to:?}");
+        }
+        let mislabelled = AnyResult::V1(CniResult { cni_version: "0.4.0".into(), ..CniResult::default() });
+        assert_eq!(mislabelled.clone().into_version("1.1.0"), mislabelled.convert_to("1.1.0"));
+    }
 }
