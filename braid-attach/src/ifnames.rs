@@ -7,6 +7,11 @@
 //! node, held from the choice until the delegates' ADDs have returned: a second ADD in the same
 //! namespace sees the first one's interfaces in the kernel. An explicitly named interface that
 //! already exists is refused (code 7) before anything runs.
+//!
+//! The lock is a file of braid's own, never a `flock` of the namespace's nsfs file itself: the
+//! reference `sbr` plugin locks that file while it works (`withLockAndNetNS`,
+//! containernetworking/plugins `plugins/meta/sbr/main.go`), and a braid plugin holds this lock
+//! while its delegates run — a delegate `sbr` would wait for the plugin waiting for it.
 
 use crate::deadline::Deadline;
 use crate::delegate::Delegate;
