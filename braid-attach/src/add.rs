@@ -6,14 +6,14 @@ use crate::delegate::{plan, plugin_stdin, Delegate, DelegateConfig, Stdins};
 use crate::plan::{Phase, Plan, Process, Progress};
 use crate::state::{Key, Pending, StateStore};
 use cni_runtime::chain::RuntimeConf;
-use cni_runtime::invoke;
+use cni_runtime::invoke::{self, RawExec, Started};
 use cni_skel::log::Logger;
 use cni_types::error::{INVALID_NETWORK_CONFIG, IO_FAILURE, TRY_AGAIN_LATER};
 use cni_types::result::AnyResult;
 use cni_types::version::Command;
 use cni_types::CniError;
 use serde_json::Value;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 /// The plan, written before any delegate runs and made durable (fsynced) once: by the first
@@ -51,6 +51,8 @@ struct Job<'j> {
     stdins: &'j Stdins,
     key: &'j Key,
     durable: &'j DurablePlan<'j>,
+    /// The first delegate's process, when it was started ahead ([`Attacher::add_with_first`]).
+    first: &'j Mutex<Option<Started>>,
 }
 
 /// The delegates whose ADD failed, in plan order: the first decides the code; in a parallel
@@ -67,6 +69,38 @@ impl Attacher<'_> {
         call: &RuntimeConf,
         delegates: &[Delegate],
         log: &mut Logger,
+    ) -> Result<Vec<AnyResult>, CniError> {
+        self.add_with_first(call, delegates, log, None)
+    }
+
+    /// The first delegate's process, started by `runner` before the ADD's locks, its plan and
+    /// the plan's fsync — work that then overlaps the plugin's own start-up (a Go plugin spends
+    /// about a millisecond before it reads its stdin) — to be handed to
+    /// [`Attacher::add_with_first`], which sends it its configuration only where any delegate
+    /// is sent one: once the plan and the process's record are durable. A process never sent
+    /// it (the ADD refused on the way) is killed unsent; should the caller be killed first, the
+    /// plugin reads an empty stdin and exits without acting. `None` — the ADD then starts it in
+    /// turn and reports what fails — unless the first delegate is a single plugin with a fixed
+    /// interface name that can be started now.
+    pub fn start_first(&self, runner: &RawExec, call: &RuntimeConf, delegates: &[Delegate]) -> Option<Started> {
+        let d = delegates.first().filter(|d| !d.auto_ifname)?;
+        let DelegateConfig::Plugin(c) = &d.config else { return None };
+        let path = self.exec.find(c.plugin_type(), &self.paths).ok()?;
+        let inv = self.invocation(Command::Add, call, &d.ifname, &d.effective_args(call));
+        runner.start(&path, &inv.env()).ok()
+    }
+
+    /// [`Attacher::add`], with the first delegate's process perhaps already `first` started
+    /// ([`cni_runtime::invoke::RawExec::start`]): it is sent its configuration when its turn
+    /// comes, after the plan and its record are durable like any delegate's — if it runs the
+    /// binary and has the environment the first delegate's call would have; otherwise, and
+    /// when the ADD ends before its turn, it is killed unsent.
+    pub fn add_with_first(
+        &self,
+        call: &RuntimeConf,
+        delegates: &[Delegate],
+        log: &mut Logger,
+        first: Option<Started>,
     ) -> Result<Vec<AnyResult>, CniError> {
         let key = Self::key(call)?;
         let _lock = self.lock(call, self.deadline.add_until())?;
@@ -98,7 +132,8 @@ impl Attacher<'_> {
         if !self.exec.reports_spawns() {
             durable.ensure()?;
         }
-        let job = Job { call, delegates, stdins: &stdins, key: &key, durable: &durable };
+        let first = Mutex::new(first);
+        let job = Job { call, delegates, stdins: &stdins, key: &key, durable: &durable, first: &first };
         let results =
             if state.parallel { self.add_parallel(&job, state, log)? } else { self.add_sequential(&job, state, log)? };
         // Made durable by the first delegate's process; only an ADD that started none is left.
@@ -256,7 +291,18 @@ impl Attacher<'_> {
                 };
                 let inv = self.invocation(Command::Add, call, &d.ifname, &args);
                 let path = self.exec.find(c.plugin_type(), &self.paths).map_err(|e| (e.into(), false))?;
-                invoke::add(&exec, &path, stdin, &inv).map_err(|e| {
+                let env = inv.env();
+                let started = match i {
+                    0 => job.first.lock().ok().and_then(|mut f| f.take()),
+                    _ => None,
+                };
+                // Not the call this delegate makes now: killed unsent on drop, started anew.
+                let started = started.filter(|s| s.plugin() == path && s.env() == env);
+                let outcome = match started {
+                    Some(s) => invoke::add_started(s, stdin, &record, self.deadline.add_until()),
+                    None => invoke::add(&exec, &path, stdin, &inv),
+                };
+                outcome.map_err(|e| {
                     use cni_runtime::InvokeError::{DeadlinePassed, Spawn};
                     let started = !matches!(e, Spawn { .. } | DeadlinePassed { started: false, .. });
                     (e.into(), started)

@@ -85,6 +85,7 @@ impl MetaCommand {
     /// [`crate::ifnames`]), held until the last delegate's ADD returned.
     pub fn add(&mut self) -> Result<Vec<AnyResult>, CniError> {
         self.refuse_foreign()?;
+        let first = self.start_first();
         let names = crate::ifnames::assign(
             &mut self.pod,
             &mut self.config.delegates,
@@ -94,10 +95,27 @@ impl MetaCommand {
         // Nested braid plugins must not wait for the lock held here on their behalf.
         self.exec.env.retain(|(k, _)| k != HELD_ENV);
         self.exec.env.push((HELD_ENV.to_string(), names.held().to_string()));
-        engine(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline).add(
+        engine(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline).add_with_first(
             &self.call,
             &self.config.delegates,
             &mut self.log,
+            first,
+        )
+    }
+
+    /// The first delegate's process started ahead ([`Attacher::start_first`]), before the
+    /// naming lock too, with the environment its call will have (the lock this command is
+    /// about to hold named in [`HELD_ENV`]).
+    fn start_first(&mut self) -> Option<cni_runtime::invoke::Started> {
+        let (dev, ino) = self.pod.identity().ok()?;
+        let inherited = std::env::var(HELD_ENV).unwrap_or_default();
+        let mut runner = self.exec.clone();
+        runner.env.retain(|(k, _)| k != HELD_ENV);
+        runner.env.push((HELD_ENV.to_string(), crate::ifnames::held_with(&inherited, dev, ino)));
+        engine(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline).start_first(
+            &runner,
+            &self.call,
+            &self.config.delegates,
         )
     }
 

@@ -73,7 +73,7 @@ pub fn assign(
             }
         })?
     };
-    let held = if inherited.is_empty() { id } else { format!("{inherited},{id}") };
+    let held = held_with(&inherited, dev, ino);
     let present: Vec<String> = pod.links()?.into_iter().map(|l| l.name).collect();
     for (i, d) in delegates.iter().enumerate() {
         if !d.auto_ifname && present.contains(&d.ifname) {
@@ -91,6 +91,15 @@ pub fn assign(
         d.ifname = name;
     }
     Ok(NetnsLock { _lock: lock, held })
+}
+
+/// What [`HELD_ENV`] says to the delegates of a plugin that holds (or inherited) the lock of
+/// the namespace `dev`:`ino`, given what this plugin inherited.
+pub(crate) fn held_with(inherited: &str, dev: u64, ino: u64) -> String {
+    match inherited {
+        "" => format!("{dev}:{ino}"),
+        _ => format!("{inherited},{dev}:{ino}"),
+    }
 }
 
 /// Removes the lock file of the namespace at `netns` when nobody holds it: one an ADD killed

@@ -246,18 +246,11 @@ impl Exec for RawExec {
             return Err(not_started());
         }
         let mut attempt = 0;
-        let mut child = loop {
-            let mut cmd = std::process::Command::new(plugin);
-            cmd.envs(self.env.iter().chain(env).map(|(k, v)| (k, v)))
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                // Its own process group, so a timeout kills whatever it spawned too.
-                .process_group(0);
-            match cmd.spawn() {
+        let started = loop {
+            match self.start(plugin, env) {
                 Ok(c) => break c,
                 // The retry's sleep draws on the deadline like everything else.
-                Err(e) if e.raw_os_error() == Some(ETXTBSY) && attempt < 5 => {
+                Err(StartError::Busy(_)) if attempt < 5 => {
                     attempt += 1;
                     let nap = Duration::from_secs(1);
                     if until.is_some_and(|u| Instant::now() + nap >= u) {
@@ -265,8 +258,95 @@ impl Exec for RawExec {
                     }
                     std::thread::sleep(nap);
                 }
-                Err(e) => return Err(InvokeError::Spawn { path: plugin.to_path_buf(), reason: e.to_string() }),
+                Err(StartError::Busy(e) | StartError::Other(e)) => return Err(e),
             }
+        };
+        started.finish(stdin, spawned, until)
+    }
+}
+
+/// Why [`RawExec::start`] could not start a plugin.
+#[derive(Debug)]
+pub enum StartError {
+    /// `ETXTBSY`: the binary is still open for writing (being installed); worth another try.
+    Busy(InvokeError),
+    /// Anything else ([`InvokeError::Spawn`]).
+    Other(InvokeError),
+}
+
+impl RawExec {
+    /// Starts `plugin` with the process environment plus this executor's and `env`, and leaves
+    /// it waiting for its stdin: a plugin reads its whole configuration before it acts, so
+    /// until [`Started::finish`] sends it, the process has done nothing. A caller with work to
+    /// do before a plugin may act (braid's engine: its locks, its plan made durable) can start
+    /// the plugin first, and the plugin's own start-up (a Go runtime's) overlaps that work.
+    /// No retry here: [`Exec::exec_until`] retries a [`StartError::Busy`] binary.
+    pub fn start(&self, plugin: &Path, env: &[(String, String)]) -> Result<Started, StartError> {
+        let mut cmd = std::process::Command::new(plugin);
+        cmd.envs(self.env.iter().chain(env).map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own process group, so a timeout kills whatever it spawned too.
+            .process_group(0);
+        match cmd.spawn() {
+            Ok(child) => Ok(Started {
+                child: Some(child),
+                plugin: plugin.to_path_buf(),
+                env: env.to_vec(),
+                timeout: self.timeout,
+            }),
+            Err(e) => {
+                let err = InvokeError::Spawn { path: plugin.to_path_buf(), reason: e.to_string() };
+                Err(if e.raw_os_error() == Some(ETXTBSY) { StartError::Busy(err) } else { StartError::Other(err) })
+            }
+        }
+    }
+}
+
+/// A plugin process started by [`RawExec::start`], waiting for its stdin. Dropped without
+/// [`Started::finish`], it is killed (with its process group) unsent and reaped: it never acted.
+#[derive(Debug)]
+pub struct Started {
+    child: Option<std::process::Child>,
+    plugin: PathBuf,
+    env: Vec<(String, String)>,
+    timeout: Option<Duration>,
+}
+
+impl Started {
+    /// The binary it runs.
+    pub fn plugin(&self) -> &Path {
+        &self.plugin
+    }
+
+    /// Its process id, also its process group's.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// The variables it was started with besides the executor's own (its CNI ones).
+    pub fn env(&self) -> &[(String, String)] {
+        &self.env
+    }
+
+    /// Tells `spawned` its pid (also its process group), then sends it `stdin` and collects
+    /// what it prints, killing it (and everything it spawned) at the executor's timeout or at
+    /// `until`, whichever comes first — [`Exec::exec_until`] for a process already started. A
+    /// deadline already passed kills it unsent (`DeadlinePassed { started: false }`: it did
+    /// nothing).
+    pub fn finish(
+        mut self,
+        stdin: &[u8],
+        spawned: &dyn Fn(u32),
+        until: Option<Instant>,
+    ) -> Result<Vec<u8>, InvokeError> {
+        let plugin = self.plugin.clone();
+        if until.is_some_and(|u| Instant::now() >= u) {
+            return Err(InvokeError::DeadlinePassed { path: plugin, started: false });
+        }
+        let Some(mut child) = self.child.take() else {
+            return Err(InvokeError::Spawn { path: plugin, reason: "already finished".into() });
         };
         let pid = child.id();
         spawned(pid);
@@ -277,18 +357,16 @@ impl Exec for RawExec {
             (None, Some(u)) => (Some(u), true),
             (t, _) => (t, false),
         };
-        let spawn_err = |e: std::io::Error| InvokeError::Spawn { path: plugin.to_path_buf(), reason: e.to_string() };
+        let spawn_err = |e: std::io::Error| InvokeError::Spawn { path: plugin.clone(), reason: e.to_string() };
         let outcome = crate::child_io::communicate(&mut child, stdin, deadline).map_err(spawn_err)?;
         let Some(status) = outcome.status else {
-            if let Ok(pid) = i32::try_from(pid) {
-                let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
-            }
+            kill_group(pid);
             let _ = crate::child_io::wait_until(&mut child, Some(Instant::now() + Duration::from_secs(2)));
             forward_stderr(&outcome);
             if by_deadline {
-                return Err(InvokeError::DeadlinePassed { path: plugin.to_path_buf(), started: true });
+                return Err(InvokeError::DeadlinePassed { path: plugin, started: true });
             }
-            return Err(InvokeError::TimedOut { path: plugin.to_path_buf(), after: self.timeout.unwrap_or_default() });
+            return Err(InvokeError::TimedOut { path: plugin, after: self.timeout.unwrap_or_default() });
         };
         forward_stderr(&outcome);
         let (stdout, stderr) = (outcome.stdout, outcome.stderr);
@@ -304,6 +382,22 @@ impl Exec for RawExec {
             return Ok(stdout);
         }
         Err(failure(&stdout, &stderr, &status_text(status)))
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            kill_group(child.id());
+            let _ = child.wait();
+        }
+    }
+}
+
+/// SIGKILL to the process group `pid` leads.
+fn kill_group(pid: u32) {
+    if let Ok(pid) = i32::try_from(pid) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
     }
 }
 
@@ -360,8 +454,24 @@ pub fn decode_result(stdout: &[u8], conf_version: &str) -> Result<AnyResult, Inv
 /// Runs ADD and decodes the result (Go's `invoke.ExecPluginWithResult`).
 pub fn add(exec: &dyn Exec, plugin: &Path, stdin: &[u8], inv: &Invocation) -> Result<AnyResult, InvokeError> {
     let out = exec.exec(plugin, stdin, &inv.env())?;
+    add_result(&out, stdin)
+}
+
+/// [`add`] for a plugin already [started](RawExec::start) with the ADD's environment.
+pub fn add_started(
+    started: Started,
+    stdin: &[u8],
+    spawned: &dyn Fn(u32),
+    until: Option<Instant>,
+) -> Result<AnyResult, InvokeError> {
+    let out = started.finish(stdin, spawned, until)?;
+    add_result(&out, stdin)
+}
+
+/// An ADD's stdout decoded in the version of the configuration it was sent.
+fn add_result(stdout: &[u8], stdin: &[u8]) -> Result<AnyResult, InvokeError> {
     let conf_version = cni_types::version::decode_version(stdin).unwrap_or_default();
-    decode_result(&out, &conf_version)
+    decode_result(stdout, &conf_version)
 }
 
 /// Runs a command whose stdout is ignored on success: DEL, CHECK, GC, STATUS (Go's

@@ -243,3 +243,80 @@ fn the_callers_deadline_kills_like_a_timeout_and_is_code_11() {
     assert_eq!(e.to_string(), format!("{} was not started: the command's deadline had passed", q.display()));
     assert!(!spawned.get() && !ran.exists());
 }
+
+/// `exec.start`, again while a concurrent test's fork still holds the fresh script open
+/// (ETXTBSY), as `exec_until` does.
+fn start(exec: &RawExec, p: &Path, env: &[(String, String)]) -> invoke::Started {
+    for _ in 0..100 {
+        match exec.start(p, env) {
+            Ok(s) => return s,
+            Err(invoke::StartError::Busy(_)) => std::thread::sleep(Duration::from_millis(10)),
+            Err(invoke::StartError::Other(e)) => panic!("{e}"),
+        }
+    }
+    panic!("{} stayed busy", p.display())
+}
+
+/// A script that, once its stdin is closed, copies it to `got` and prints a result.
+fn copying(s: &Scripts, got: &Path) -> PathBuf {
+    s.add(
+        "copying",
+        &format!(
+            r#"all=$(cat); printf '%s' "$all" > '{}'; echo '{{"cniVersion":"1.0.0","ips":[{{"address":"198.18.0.3/24"}}]}}'"#,
+            got.display()
+        ),
+    )
+}
+
+fn gone(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.is_empty() || stat.contains(") Z ")
+}
+
+/// A plugin started ahead runs but has its configuration only from `finish`, which reports
+/// its pid first and then works as `exec_until` does.
+#[test]
+fn a_started_plugin_is_sent_its_stdin_by_finish_after_its_pid_is_reported() {
+    let s = Scripts::new("started");
+    let got = s.0.join("got");
+    let p = copying(&s, &got);
+    let env = req().env();
+    let started = start(&RawExec::default(), &p, &env);
+    let pid = started.pid().unwrap();
+    assert_eq!(started.plugin(), p);
+    assert_eq!(started.env(), env);
+    assert!(!got.exists(), "it read a configuration before finish");
+    let reported = std::sync::Mutex::new(None);
+    let out = started.finish(CONF, &|p| *reported.lock().unwrap() = Some((p, got.exists())), None).unwrap();
+    assert_eq!(*reported.lock().unwrap(), Some((pid, false)), "the pid, before the configuration");
+    assert_eq!(std::fs::read(&got).unwrap(), CONF);
+    assert!(String::from_utf8_lossy(&out).contains("198.18.0.3/24"));
+    assert!(gone(pid));
+}
+
+/// Dropped without `finish`, a plugin started ahead is killed and reaped, never sent anything.
+#[test]
+fn a_started_plugin_dropped_unsent_is_killed_and_reaped() {
+    let s = Scripts::new("dropped");
+    let got = s.0.join("got");
+    let p = copying(&s, &got);
+    let started = start(&RawExec::default(), &p, &req().env());
+    let pid = started.pid().unwrap();
+    drop(started);
+    assert!(gone(pid), "pid {pid} still runs");
+    assert!(!got.exists(), "it was sent a configuration");
+}
+
+/// A deadline passed before `finish` kills the plugin unsent: it did nothing.
+#[test]
+fn a_started_plugin_past_the_deadline_is_killed_unsent() {
+    let s = Scripts::new("late");
+    let got = s.0.join("got");
+    let p = copying(&s, &got);
+    let started = start(&RawExec::default(), &p, &req().env());
+    let pid = started.pid().unwrap();
+    let e = started.finish(CONF, &|_| panic!("reported"), Some(Instant::now())).unwrap_err();
+    assert!(matches!(e, InvokeError::DeadlinePassed { started: false, .. }), "{e:?}");
+    assert!(gone(pid), "pid {pid} still runs");
+    assert!(!got.exists(), "it was sent a configuration");
+}

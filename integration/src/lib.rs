@@ -270,9 +270,14 @@ impl Harness {
     }
 
     fn in_host<T: Send>(&self, f: impl FnOnce(&Chain<'_>) -> T + Send) -> T {
+        self.in_host_with(Vec::new(), f)
+    }
+
+    /// [`Harness::in_host`], the plugins run with `env` besides the test's environment.
+    fn in_host_with<T: Send>(&self, env: Vec<(String, String)>, f: impl FnOnce(&Chain<'_>) -> T + Send) -> T {
         let (timeout, paths, cache_dir) = (self.timeout, self.paths.clone(), self.cache_dir());
         cni_skel::netns::run_in(&self.host.path(), move || {
-            let exec = RawExec { timeout: Some(timeout), ..RawExec::default() };
+            let exec = RawExec { timeout: Some(timeout), env };
             f(&Chain { exec: &exec, paths, cache_dir })
         })
         .unwrap_or_else(|e| panic!("entering host netns: {e}"))
@@ -282,6 +287,14 @@ impl Harness {
     pub fn add(&self, list: &Value, rt: &RuntimeConf) -> Result<AnyResult, ChainError> {
         let list = parse_list(list);
         self.in_host(|c| c.add(&list, rt))
+    }
+
+    /// ADD, the plugins (and what they start) run with `env` besides the test's environment:
+    /// `BRAID_FAULT_STARTED` for braid-fault (see its documentation).
+    pub fn add_with_env(&self, list: &Value, rt: &RuntimeConf, env: &[(&str, &Path)]) -> Result<AnyResult, ChainError> {
+        let list = parse_list(list);
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.display().to_string())).collect();
+        self.in_host_with(env, |c| c.add(&list, rt))
     }
 
     /// CHECK.
@@ -381,6 +394,20 @@ impl Harness {
     /// namespace, feeds it `stdin`, and SIGKILLs it once `until` returns true (polled every
     /// 20 ms, at most 10 s): a crash at a moment the test chooses. Returns when it is reaped.
     pub fn kill_during_add(&self, plugin: &str, rt: &RuntimeConf, stdin: &[u8], until: impl Fn() -> bool + Send) {
+        self.kill_during_add_with_env(plugin, rt, stdin, &[], until)
+    }
+
+    /// [`Harness::kill_during_add`], the plugin run with `env` besides the test's environment
+    /// (see [`Harness::add_with_env`]).
+    pub fn kill_during_add_with_env(
+        &self,
+        plugin: &str,
+        rt: &RuntimeConf,
+        stdin: &[u8],
+        env: &[(&str, &Path)],
+        until: impl Fn() -> bool + Send,
+    ) {
+        let env: Vec<(String, PathBuf)> = env.iter().map(|(k, v)| (k.to_string(), v.to_path_buf())).collect();
         let bin = build_dir().join(plugin);
         let path = cni_types::invocation::join_path(&self.paths);
         let stdin = stdin.to_vec();
@@ -393,6 +420,7 @@ impl Harness {
                 .env("CNI_IFNAME", &rt.ifname)
                 .env("CNI_ARGS", &rt.args)
                 .env("CNI_PATH", &path)
+                .envs(env)
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())

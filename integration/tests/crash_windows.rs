@@ -145,3 +145,129 @@ fn sigkill_at_each_step_of_an_add_then_del_leaves_nothing() {
     let a = w.slots_a.clone();
     w.kill_at("fault A done", move || slot(&a) == Some(false));
 }
+
+/// The delegator starts its first delegate before it takes its locks and writes its plan; a
+/// test holding the container's lock sees that process running, unsent, while the delegator
+/// waits.
+struct Ahead {
+    h: Harness,
+    ctr: Netns,
+    list: Value,
+    state: PathBuf,
+    started: PathBuf,
+    log: PathBuf,
+    id: String,
+}
+
+impl Ahead {
+    /// `[braid-fault (logging its calls), ptp]`, the fault plugin telling when it starts.
+    fn new(tag: &str) -> Ahead {
+        use std::os::unix::fs::DirBuilderExt;
+        let h = Harness::new(tag);
+        let ctr = h.container(tag);
+        let (state, started, log) =
+            (h.dir.path().join("state"), h.dir.path().join("started"), h.dir.path().join("fault.log"));
+        std::fs::DirBuilder::new().mode(0o700).create(&state).unwrap();
+        std::fs::create_dir(&started).unwrap();
+        let list = json!({
+            "cniVersion": "1.0.0",
+            "name": unique("ah"),
+            "plugins": [{"type": "delegator", "stateDir": state, "delegates": [
+                {"cniVersion": "1.0.0", "name": "first", "type": "braid-fault", "log": log},
+                {"cniVersion": "1.0.0", "name": "cluster", "type": "ptp", "ipam": h.host_local(74)}
+            ]}]
+        });
+        Ahead { h, ctr, list, state, started, log, id: unique("ctr") }
+    }
+
+    /// The container's lock, held by this test.
+    fn hold(&self) -> braid_attach::state::ContainerLock {
+        let path = self.state.join(format!("{}.lock", self.id));
+        braid_attach::state::lock_file(path, braid_attach::state::Wait::No).unwrap().unwrap()
+    }
+
+    /// The pids of the fault plugin's processes that have started.
+    fn started(&self) -> Vec<u32> {
+        entries(&self.started).iter().filter_map(|f| f.strip_suffix(".started")?.parse().ok()).collect()
+    }
+
+    /// Waits (at most 30 s) until `what` holds.
+    fn wait_for(what: &str, cond: impl Fn() -> bool) {
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !cond() {
+            assert!(std::time::Instant::now() < give_up, "never: {what}");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// The fault plugin's calls: `(command, pid)`.
+    fn calls(&self) -> Vec<(String, u32)> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .map(|v| (v["command"].as_str().unwrap().to_string(), v["pid"].as_u64().unwrap() as u32))
+            .collect()
+    }
+
+    fn nothing_left(&self) {
+        assert_eq!(self.ctr.links(), ["lo"]);
+        assert!(self.h.reservations().is_empty(), "{:?}", self.h.dir.files());
+        assert!(self.h.state_files().is_empty(), "{:?}", self.h.dir.files());
+        assert!(!self.state.join(format!("{}.lock", self.id)).exists());
+        assert!(!netns_lock(&self.ctr.path()).exists(), "the pod namespace's lock file is left");
+    }
+}
+
+/// Whether process `pid` is gone (or a zombie nobody waits for).
+fn gone(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.is_empty() || stat.contains(") Z ")
+}
+
+#[test]
+fn the_first_delegate_starts_while_the_delegator_waits_and_is_configured_after_its_plan() {
+    if !require_root("the_first_delegate_starts_while_the_delegator_waits_and_is_configured_after_its_plan") {
+        return;
+    }
+    let a = Ahead::new("cwahead");
+    let rt = a.h.runtime(&a.ctr, &a.id, "eth0");
+    let held = a.hold();
+    std::thread::scope(|s| {
+        let add = s.spawn(|| a.h.add_with_env(&a.list, &rt, &[("BRAID_FAULT_STARTED", &a.started)]));
+        Ahead::wait_for("the first delegate's process started", || !a.started().is_empty());
+        // The delegator waits for the container's lock: no plan yet, nothing sent.
+        assert!(a.h.state_files().is_empty(), "{:?}", a.h.dir.files());
+        assert!(a.calls().is_empty(), "{:?}", a.calls());
+        drop(held);
+        add.join().unwrap().unwrap_or_else(|e| panic!("ADD: {e}"));
+    });
+    let started = a.started();
+    assert_eq!(started.len(), 1, "one fault process: {started:?}");
+    assert_eq!(a.calls(), [("ADD".to_string(), started[0])], "the process started ahead was the one configured");
+    assert_eq!(a.ctr.addresses("net1").len(), 1);
+    a.h.del(&a.list, &rt).unwrap_or_else(|e| panic!("DEL: {e}"));
+    a.nothing_left();
+}
+
+#[test]
+fn a_delegator_killed_before_its_plan_leaves_its_first_delegate_unsent_and_exiting() {
+    if !require_root("a_delegator_killed_before_its_plan_leaves_its_first_delegate_unsent_and_exiting") {
+        return;
+    }
+    let a = Ahead::new("cwaheadkill");
+    let rt = a.h.runtime(&a.ctr, &a.id, "eth0");
+    let held = a.hold();
+    let env = [("BRAID_FAULT_STARTED", a.started.as_path())];
+    a.h.kill_during_add_with_env("delegator", &rt, &Harness::first_plugin_stdin(&a.list), &env, || {
+        !a.started().is_empty()
+    });
+    let pid = a.started()[0];
+    // Its stdin's writer is gone: it reads an empty configuration and exits without acting.
+    Ahead::wait_for("the unsent first delegate exited", || gone(pid));
+    assert!(a.calls().is_empty(), "{:?}", a.calls());
+    assert!(a.h.state_files().is_empty(), "{:?}", a.h.dir.files());
+    drop(held);
+    a.h.del(&a.list, &rt).unwrap_or_else(|e| panic!("DEL after SIGKILL: {e}"));
+    a.nothing_left();
+}

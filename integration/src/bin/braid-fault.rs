@@ -24,6 +24,10 @@
 //!   such files exist, then creates `<pid>.met` — so every `.met` file proves its call was
 //!   running while all the others were. A call that waited `meetMs` (default 4000) in vain —
 //!   the calls ran one after another — creates `<pid>.alone` instead and goes on.
+//!
+//! And one variable of its environment: `BRAID_FAULT_STARTED`, a directory where the process
+//! creates `<pid>.started` as the very first thing it does, before it reads its configuration —
+//! so a test can see a process that exists but was not (yet) sent anything.
 #![allow(clippy::print_stdout)]
 
 use cni_skel::{CmdArgs, Environment, Plugin};
@@ -148,6 +152,9 @@ impl Environment for Env {
 }
 
 fn main() {
+    if let Some(dir) = std::env::var_os("BRAID_FAULT_STARTED") {
+        let _ = std::fs::write(std::path::Path::new(&dir).join(format!("{}.started", std::process::id())), b"");
+    }
     let mut stdin = Vec::new();
     let command = std::env::var("CNI_COMMAND").unwrap_or_default();
     if command != "VERSION" {
