@@ -8,7 +8,7 @@ use braid_attach::Deadline;
 use braid_attach::{Attacher, Delegate, DelegateConfig};
 use cni_runtime::chain::RuntimeConf as Call;
 use cni_runtime::invoke::{Exec, InvokeError};
-use cni_runtime::testing::FakeExec;
+use cni_runtime::testing::{FakeExec, ScriptDir};
 use cni_skel::log::Logger;
 use cni_types::config::GcAttachment;
 use cni_types::{CniError, NetConf};
@@ -809,39 +809,6 @@ fn a_plan_that_cannot_be_made_durable_kills_the_waiting_delegate_unsent() {
     assert_eq!(*exec.calls.lock().unwrap(), [Some(9)], "one process, killed, and no DEL after it");
 }
 
-/// A directory of scripts for one test, removed on drop.
-struct Scripts(PathBuf);
-
-impl Scripts {
-    fn new(tag: &str) -> Scripts {
-        let dir = std::env::temp_dir().join(format!("braid-attach-scripts-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scripts(dir)
-    }
-
-    /// An executable `sh` script `name` with `body`, written by a child process: a file this
-    /// process held open for writing could be inherited by a concurrent test's fork, and
-    /// executing it would then fail with ETXTBSY.
-    fn script(&self, name: &str, body: &str) -> PathBuf {
-        let path = self.0.join(name);
-        let status = std::process::Command::new("sh")
-            .args(["-c", r#"printf '#!/bin/sh\n%s' "$BODY" > "$P" && chmod 755 "$P""#])
-            .env("BODY", body)
-            .env("P", &path)
-            .status()
-            .unwrap();
-        assert!(status.success());
-        path
-    }
-}
-
-impl Drop for Scripts {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Every delegate through `fake`, but `bridge` found at `script` (a real binary to start ahead).
 struct FirstIsReal<'a> {
     fake: &'a FakeExec,
@@ -873,13 +840,28 @@ fn gone(pid: u32) -> bool {
 
 /// A script that reads its configuration, then leaves `marker` (a copy of `state` when given)
 /// and prints a 1.0.0 result with `address`.
-fn first_script(s: &Scripts, marker: &Path, state: Option<&Path>, address: &str) -> PathBuf {
+fn first_script(s: &ScriptDir, marker: &Path, state: Option<&Path>, address: &str) -> PathBuf {
     let leave = match state {
         Some(state) => format!("cp '{}' '{}'", state.display(), marker.display()),
         None => format!("touch '{}'", marker.display()),
     };
     let result = json!({"cniVersion": "1.0.0", "ips": [{"address": address}]});
-    s.script("bridge", &format!("cat > /dev/null\n{leave}\nprintf '%s' '{result}'\n"))
+    s.script("bridge", &format!("cat > /dev/null\n{leave}\nprintf '%s' '{result}'\n")).unwrap()
+}
+
+/// A world whose `bridge` is a real script that leaves `marker` once it is sent a configuration
+/// (the other delegates, and `bridge` when started anew, scripted on a `FakeExec` by
+/// `three_replies`); runs `test` with it.
+fn with_marking_bridge(tag: &str, test: impl FnOnce(&World, &Attacher<'_>, &FakeExec, &Path)) {
+    let w = World::new(tag);
+    let s = ScriptDir::new(tag).unwrap();
+    let marker = s.path.join("configured");
+    let script = first_script(&s, &marker, None, "198.18.0.9/24");
+    let fake = FakeExec::default();
+    three_replies(&fake);
+    let exec = FirstIsReal { fake: &fake, script };
+    let a = w.attacher(&exec);
+    test(&w, &a, &fake, &marker);
 }
 
 /// The first delegate's process, started ahead of the ADD's locks and plan, is the one that
@@ -888,8 +870,8 @@ fn first_script(s: &Scripts, marker: &Path, state: Option<&Path>, address: &str)
 #[test]
 fn the_first_delegate_started_ahead_is_sent_its_configuration_after_the_plan_and_its_record() {
     let w = World::new("ahead");
-    let s = Scripts::new("ahead");
-    let seen = s.0.join("seen");
+    let s = ScriptDir::new("ahead").unwrap();
+    let seen = s.path.join("seen");
     let script = first_script(&s, &seen, Some(&w.dir.join("ctr1@eth0")), "198.18.0.2/24");
     let fake = FakeExec::default();
     fake.reply(ok_result("198.18.1.2/24"));
@@ -913,44 +895,32 @@ fn the_first_delegate_started_ahead_is_sent_its_configuration_after_the_plan_and
 /// configuration: it is killed unsent, and the first delegate is started anew.
 #[test]
 fn a_first_delegate_started_for_another_call_is_killed_unsent() {
-    let w = World::new("aheadother");
-    let s = Scripts::new("aheadother");
-    let marker = s.0.join("configured");
-    let script = first_script(&s, &marker, None, "198.18.0.9/24");
-    let fake = FakeExec::default();
-    three_replies(&fake);
-    let exec = FirstIsReal { fake: &fake, script };
-    let a = w.attacher(&exec);
-    let other = Call { container_id: "ctr2".into(), ..call() };
-    let first = a.start_first(&cni_runtime::RawExec::default(), &other, &three()).expect("bridge started ahead");
-    let pid = first.pid().unwrap();
-    let results = a.add_with_first(&call(), &three(), &mut Logger::recording("test", "ADD"), Some(first)).unwrap();
-    assert_eq!(results[0].to_value()["ips"][0]["address"], "198.18.0.2/24", "the executor's bridge");
-    assert!(gone(pid), "the process started for ctr2 still runs");
-    assert!(!marker.exists(), "the process started for ctr2 was sent a configuration");
-    let names: Vec<String> = calls(&fake).into_iter().map(|c| c.0).collect();
-    assert_eq!(names, ["bridge", "ptp", "macvlan"]);
+    with_marking_bridge("aheadother", |_, a, fake, marker| {
+        let other = Call { container_id: "ctr2".into(), ..call() };
+        let first = a.start_first(&cni_runtime::RawExec::default(), &other, &three()).expect("bridge started ahead");
+        let pid = first.pid().unwrap();
+        let results = a.add_with_first(&call(), &three(), &mut Logger::recording("test", "ADD"), Some(first)).unwrap();
+        assert_eq!(results[0].to_value()["ips"][0]["address"], "198.18.0.2/24", "the executor's bridge");
+        assert!(gone(pid), "the process started for ctr2 still runs");
+        assert!(!marker.exists(), "the process started for ctr2 was sent a configuration");
+        let names: Vec<String> = calls(fake).into_iter().map(|c| c.0).collect();
+        assert_eq!(names, ["bridge", "ptp", "macvlan"]);
+    });
 }
 
 /// An ADD refused before the first delegate's turn (the attachment exists) kills the process
 /// started ahead unsent: nothing runs, the existing attachment's state is untouched.
 #[test]
 fn an_add_refused_before_its_first_delegate_kills_the_process_started_ahead_unsent() {
-    let w = World::new("aheadrefused");
-    let s = Scripts::new("aheadrefused");
-    let marker = s.0.join("configured");
-    let script = first_script(&s, &marker, None, "198.18.0.9/24");
-    let fake = FakeExec::default();
-    three_replies(&fake);
-    let exec = FirstIsReal { fake: &fake, script };
-    let a = w.attacher(&exec);
-    a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
-    let before = std::fs::read(w.dir.join("ctr1@eth0")).unwrap();
-    let first = a.start_first(&cni_runtime::RawExec::default(), &call(), &three()).expect("bridge started ahead");
-    let pid = first.pid().unwrap();
-    let e = a.add_with_first(&call(), &three(), &mut Logger::recording("test", "ADD"), Some(first)).unwrap_err();
-    assert!(e.msg.contains("is already attached"), "{e:?}");
-    assert!(gone(pid), "the process started ahead still runs");
-    assert!(!marker.exists(), "the process started ahead was sent a configuration");
-    assert_eq!(std::fs::read(w.dir.join("ctr1@eth0")).unwrap(), before);
+    with_marking_bridge("aheadrefused", |w, a, _, marker| {
+        a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
+        let before = std::fs::read(w.dir.join("ctr1@eth0")).unwrap();
+        let first = a.start_first(&cni_runtime::RawExec::default(), &call(), &three()).expect("bridge started ahead");
+        let pid = first.pid().unwrap();
+        let e = a.add_with_first(&call(), &three(), &mut Logger::recording("test", "ADD"), Some(first)).unwrap_err();
+        assert!(e.msg.contains("is already attached"), "{e:?}");
+        assert!(gone(pid), "the process started ahead still runs");
+        assert!(!marker.exists(), "the process started ahead was sent a configuration");
+        assert_eq!(std::fs::read(w.dir.join("ctr1@eth0")).unwrap(), before);
+    });
 }

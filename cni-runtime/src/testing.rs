@@ -93,3 +93,44 @@ impl Exec for FakeExec {
         Ok(PathBuf::from("/fake").join(name))
     }
 }
+
+/// A directory of executable `sh` scripts standing in for plugins (real processes for
+/// [`crate::RawExec`]), removed on drop.
+#[derive(Debug)]
+pub struct ScriptDir {
+    /// The directory.
+    pub path: PathBuf,
+}
+
+impl ScriptDir {
+    /// A fresh directory under the system's temporary directory, named for `tag` and this
+    /// process.
+    pub fn new(tag: &str) -> std::io::Result<ScriptDir> {
+        let path = std::env::temp_dir().join(format!("braid-scripts-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path)?;
+        Ok(ScriptDir { path })
+    }
+
+    /// An executable script `name`: `#!/bin/sh`, then `body`. Written by a child process: a
+    /// file this process held open for writing could be inherited by a concurrent test's fork,
+    /// and executing it would then fail with `ETXTBSY`.
+    pub fn script(&self, name: &str, body: &str) -> std::io::Result<PathBuf> {
+        let path = self.path.join(name);
+        let status = std::process::Command::new("sh")
+            .args(["-c", r#"printf '#!/bin/sh\n%s\n' "$BODY" > "$P" && chmod 755 "$P""#])
+            .env("BODY", body)
+            .env("P", &path)
+            .status()?;
+        if !status.success() {
+            return Err(std::io::Error::other(format!("writing {}: sh {status}", path.display())));
+        }
+        Ok(path)
+    }
+}
+
+impl Drop for ScriptDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}

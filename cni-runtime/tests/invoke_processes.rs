@@ -2,35 +2,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use cni_runtime::invoke::{self, find_in_path, Exec, InvokeError, RawExec};
+use cni_runtime::testing::ScriptDir;
 use cni_types::version::Command;
 use cni_types::Invocation as Request;
 use serde_json::Value;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-struct Scripts(PathBuf);
-
-impl Scripts {
-    fn new(tag: &str) -> Scripts {
-        let d = std::env::temp_dir().join(format!("braid-invoke-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Scripts(d)
-    }
-    fn add(&self, name: &str, body: &str) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        p
-    }
-}
-
-impl Drop for Scripts {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn req() -> Request {
     Request {
@@ -47,11 +24,11 @@ const CONF: &[u8] = br#"{"cniVersion":"1.0.0","name":"n","type":"t"}"#;
 
 #[test]
 fn success_returns_the_result_and_sets_every_cni_variable() {
-    let s = Scripts::new("ok");
-    let p = s.add(
+    let s = ScriptDir::new("ok").unwrap();
+    let p = s.script(
         "ok",
         r#"cat >/dev/null; echo "{\"cniVersion\":\"1.0.0\",\"ips\":[{\"address\":\"198.18.0.2/24\"}],\"dns\":{\"domain\":\"$CNI_COMMAND-$CNI_CONTAINERID-$CNI_NETNS-$CNI_IFNAME-$CNI_ARGS-$CNI_PATH\"}}""#,
-    );
+    ).unwrap();
     let r = invoke::add(&RawExec::default(), &p, CONF, &req()).unwrap().to_latest();
     assert_eq!(r.ips[0].address.to_string(), "198.18.0.2/24");
     assert_eq!(r.dns.domain, "ADD-ctr-/run/netns/x-eth0-K=V-/opt/cni/bin");
@@ -59,8 +36,9 @@ fn success_returns_the_result_and_sets_every_cni_variable() {
 
 #[test]
 fn typed_error_keeps_its_code() {
-    let s = Scripts::new("typed");
-    let p = s.add("typed", r#"echo '{"code":11,"msg":"try again","details":"busy"}'; echo oops >&2; exit 1"#);
+    let s = ScriptDir::new("typed").unwrap();
+    let p =
+        s.script("typed", r#"echo '{"code":11,"msg":"try again","details":"busy"}'; echo oops >&2; exit 1"#).unwrap();
     let e = invoke::exec_without_result(&RawExec::default(), &p, CONF, &req()).unwrap_err();
     assert_eq!(e, InvokeError::Plugin(cni_types::CniError::with_details(11, "try again", "busy")));
     assert_eq!(cni_types::CniError::from(e).code, 11);
@@ -68,8 +46,8 @@ fn typed_error_keeps_its_code() {
 
 #[test]
 fn garbage_empty_and_stderr_failures_use_gos_texts() {
-    let s = Scripts::new("fail");
-    let garbage = s.add("garbage", "echo 'not json'; exit 1");
+    let s = ScriptDir::new("fail").unwrap();
+    let garbage = s.script("garbage", "echo 'not json'; exit 1").unwrap();
     let e = invoke::exec_without_result(&RawExec::default(), &garbage, CONF, &req()).unwrap_err();
     assert!(
         e.to_string().starts_with(
@@ -77,23 +55,23 @@ fn garbage_empty_and_stderr_failures_use_gos_texts() {
         ),
         "{e}"
     );
-    let quiet = s.add("quiet", "exit 3");
+    let quiet = s.script("quiet", "exit 3").unwrap();
     let e = invoke::exec_without_result(&RawExec::default(), &quiet, CONF, &req()).unwrap_err();
     assert_eq!(e.to_string(), "netplugin failed with no error message: exit status 3");
-    let loud = s.add("loud", "echo 'some stderr message' >&2; exit 1");
+    let loud = s.script("loud", "echo 'some stderr message' >&2; exit 1").unwrap();
     let e = invoke::exec_without_result(&RawExec::default(), &loud, CONF, &req()).unwrap_err();
     assert_eq!(e.to_string(), "netplugin failed: \"some stderr message\\n\": exit status 1");
     assert_eq!(cni_types::CniError::from(e).code, 999);
-    let bad_result = s.add("badresult", "echo hello");
+    let bad_result = s.script("badresult", "echo hello").unwrap();
     let e = invoke::add(&RawExec::default(), &bad_result, CONF, &req()).unwrap_err();
     assert!(e.to_string().starts_with("failed to unmarshal raw result: invalid character 'h'"), "{e}");
 }
 
 #[test]
 fn timeout_kills_the_child_and_what_it_spawned() {
-    let s = Scripts::new("hang");
-    let marker = s.0.join("grandchild.pid");
-    let p = s.add("hang", &format!("sleep 30 & echo $! > {}; sleep 30", marker.display()));
+    let s = ScriptDir::new("hang").unwrap();
+    let marker = s.path.join("grandchild.pid");
+    let p = s.script("hang", &format!("sleep 30 & echo $! > {}; sleep 30", marker.display())).unwrap();
     let exec = RawExec { timeout: Some(Duration::from_millis(1500)), ..RawExec::default() };
     let e = invoke::exec_without_result(&exec, &p, CONF, &req()).unwrap_err();
     assert!(e.to_string().ends_with("timed out after 1500ms"), "{e}");
@@ -111,36 +89,38 @@ fn assert_gone(marker: &Path) {
 
 #[test]
 fn finding_plugins() {
-    let s = Scripts::new("find");
-    let p = s.add("bridge", "true");
+    let s = ScriptDir::new("find").unwrap();
+    let p = s.script("bridge", "true").unwrap();
     let missing = PathBuf::from("/nonexistent-braid");
-    assert_eq!(find_in_path("bridge", &[missing.clone(), s.0.clone()]).unwrap(), p);
-    assert_eq!(find_in_path("", std::slice::from_ref(&s.0)).unwrap_err().to_string(), "no plugin name provided");
+    assert_eq!(find_in_path("bridge", &[missing.clone(), s.path.clone()]).unwrap(), p);
+    assert_eq!(find_in_path("", std::slice::from_ref(&s.path)).unwrap_err().to_string(), "no plugin name provided");
     assert_eq!(
-        find_in_path("../bridge", std::slice::from_ref(&s.0)).unwrap_err().to_string(),
+        find_in_path("../bridge", std::slice::from_ref(&s.path)).unwrap_err().to_string(),
         "invalid plugin name: ../bridge"
     );
     assert_eq!(find_in_path("bridge", &[]).unwrap_err().to_string(), "no paths provided");
     let e = find_in_path("nope", &[missing, PathBuf::from("/b")]).unwrap_err();
     assert_eq!(e.to_string(), "failed to find plugin \"nope\" in path [/nonexistent-braid /b]");
     // A directory of the plugin's name is not a plugin.
-    std::fs::create_dir(s.0.join("dir")).unwrap();
-    assert!(find_in_path("dir", std::slice::from_ref(&s.0)).is_err());
+    std::fs::create_dir(s.path.join("dir")).unwrap();
+    assert!(find_in_path("dir", std::slice::from_ref(&s.path)).is_err());
     let e = RawExec::default().exec(Path::new("/nonexistent-braid/x"), b"", &[]).unwrap_err();
     assert!(matches!(e, InvokeError::Spawn { .. }), "{e}");
 }
 
 #[test]
 fn version_probe_sends_dummies() {
-    let s = Scripts::new("version");
-    let p = s.add(
-        "v",
-        r#"in=$(cat); [ "$CNI_NETNS" = dummy ] && [ "$CNI_IFNAME" = dummy ] && [ "$CNI_PATH" = dummy ] || exit 1
+    let s = ScriptDir::new("version").unwrap();
+    let p = s
+        .script(
+            "v",
+            r#"in=$(cat); [ "$CNI_NETNS" = dummy ] && [ "$CNI_IFNAME" = dummy ] && [ "$CNI_PATH" = dummy ] || exit 1
 echo "{\"cniVersion\":\"1.0.0\",\"supportedVersions\":[\"0.4.0\",\"1.0.0\"],\"sent\":$in}""#,
-    );
+        )
+        .unwrap();
     let info = invoke::version_info(&RawExec::default(), &p).unwrap();
     assert_eq!(info.supported_versions, vec!["0.4.0", "1.0.0"]);
-    let old = s.add("old", r#"echo '{"code":4,"msg":"unknown CNI_COMMAND: VERSION"}'; exit 1"#);
+    let old = s.script("old", r#"echo '{"code":4,"msg":"unknown CNI_COMMAND: VERSION"}'; exit 1"#).unwrap();
     assert_eq!(invoke::version_info(&RawExec::default(), &old).unwrap().supported_versions, vec!["0.1.0"]);
 }
 
@@ -205,10 +185,10 @@ fn upstream_invoke_tests() {
 
 #[test]
 fn a_plugin_printing_more_than_the_cap_on_stdout_fails_and_is_not_held_in_full() {
-    let s = Scripts::new("flood");
+    let s = ScriptDir::new("flood").unwrap();
     // 17 MB of stdout, then success: the pipe is drained to the end (the child exits), a result
     // that large is refused. (The stderr cap: child_io's unit tests, without flooding this one's.)
-    let p = s.add("flood", "cat >/dev/null; head -c 17000000 /dev/zero");
+    let p = s.script("flood", "cat >/dev/null; head -c 17000000 /dev/zero").unwrap();
     let e = invoke::add(&RawExec::default(), &p, CONF, &req()).unwrap_err();
     assert_eq!(
         e,
@@ -219,9 +199,9 @@ fn a_plugin_printing_more_than_the_cap_on_stdout_fails_and_is_not_held_in_full()
 
 #[test]
 fn the_callers_deadline_kills_like_a_timeout_and_is_code_11() {
-    let s = Scripts::new("deadline");
-    let marker = s.0.join("grandchild.pid");
-    let p = s.add("hang", &format!("sleep 30 & echo $! > {}; sleep 30", marker.display()));
+    let s = ScriptDir::new("deadline").unwrap();
+    let marker = s.path.join("grandchild.pid");
+    let p = s.script("hang", &format!("sleep 30 & echo $! > {}; sleep 30", marker.display())).unwrap();
     // The deadline comes before the per-call timeout: it is what kills.
     let exec = RawExec { timeout: Some(Duration::from_secs(60)), ..RawExec::default() };
     let until = Some(Instant::now() + Duration::from_millis(1500));
@@ -235,8 +215,8 @@ fn the_callers_deadline_kills_like_a_timeout_and_is_code_11() {
     let e = exec.exec_until(&p, CONF, &req().env(), &|_| {}, Some(Instant::now() + Duration::from_secs(60)));
     assert!(matches!(e, Err(InvokeError::TimedOut { .. })), "{e:?}");
     // Once the deadline has passed nothing is started.
-    let ran = s.0.join("ran");
-    let q = s.add("quick", &format!("touch {}", ran.display()));
+    let ran = s.path.join("ran");
+    let q = s.script("quick", &format!("touch {}", ran.display())).unwrap();
     let spawned = std::cell::Cell::new(false);
     let e = exec.exec_until(&q, CONF, &req().env(), &|_| spawned.set(true), Some(Instant::now())).unwrap_err();
     assert_eq!(e, InvokeError::DeadlinePassed { path: q.clone(), started: false });
@@ -258,14 +238,23 @@ fn start(exec: &RawExec, p: &Path, env: &[(String, String)]) -> invoke::Started 
 }
 
 /// A script that, once its stdin is closed, copies it to `got` and prints a result.
-fn copying(s: &Scripts, got: &Path) -> PathBuf {
-    s.add(
+fn copying(s: &ScriptDir, got: &Path) -> PathBuf {
+    s.script(
         "copying",
         &format!(
             r#"all=$(cat); printf '%s' "$all" > '{}'; echo '{{"cniVersion":"1.0.0","ips":[{{"address":"198.18.0.3/24"}}]}}'"#,
             got.display()
         ),
-    )
+    ).unwrap()
+}
+
+/// A started `copying` script (its scripts, where it copies its stdin, the process).
+fn started_copying(tag: &str) -> (ScriptDir, PathBuf, invoke::Started) {
+    let s = ScriptDir::new(tag).unwrap();
+    let got = s.path.join("got");
+    let p = copying(&s, &got);
+    let started = start(&RawExec::default(), &p, &req().env());
+    (s, got, started)
 }
 
 fn gone(pid: u32) -> bool {
@@ -277,8 +266,8 @@ fn gone(pid: u32) -> bool {
 /// its pid first and then works as `exec_until` does.
 #[test]
 fn a_started_plugin_is_sent_its_stdin_by_finish_after_its_pid_is_reported() {
-    let s = Scripts::new("started");
-    let got = s.0.join("got");
+    let s = ScriptDir::new("started").unwrap();
+    let got = s.path.join("got");
     let p = copying(&s, &got);
     let env = req().env();
     let started = start(&RawExec::default(), &p, &env);
@@ -297,10 +286,7 @@ fn a_started_plugin_is_sent_its_stdin_by_finish_after_its_pid_is_reported() {
 /// Dropped without `finish`, a plugin started ahead is killed and reaped, never sent anything.
 #[test]
 fn a_started_plugin_dropped_unsent_is_killed_and_reaped() {
-    let s = Scripts::new("dropped");
-    let got = s.0.join("got");
-    let p = copying(&s, &got);
-    let started = start(&RawExec::default(), &p, &req().env());
+    let (_s, got, started) = started_copying("dropped");
     let pid = started.pid().unwrap();
     drop(started);
     assert!(gone(pid), "pid {pid} still runs");
@@ -310,10 +296,7 @@ fn a_started_plugin_dropped_unsent_is_killed_and_reaped() {
 /// A deadline passed before `finish` kills the plugin unsent: it did nothing.
 #[test]
 fn a_started_plugin_past_the_deadline_is_killed_unsent() {
-    let s = Scripts::new("late");
-    let got = s.0.join("got");
-    let p = copying(&s, &got);
-    let started = start(&RawExec::default(), &p, &req().env());
+    let (_s, got, started) = started_copying("late");
     let pid = started.pid().unwrap();
     let e = started.finish(CONF, &|_| panic!("reported"), Some(Instant::now())).unwrap_err();
     assert!(matches!(e, InvokeError::DeadlinePassed { started: false, .. }), "{e:?}");

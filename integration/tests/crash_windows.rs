@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use braid_integration::{require_root, unique, Harness, Netns};
+use cni_runtime::chain::RuntimeConf;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -51,30 +52,60 @@ impl World {
     /// two steps 1.5 s apart — far longer than DEL needs to come — then holds 400 ms), all with
     /// real links.
     fn new(tag: &str) -> World {
+        World::with(tag, |h, w| {
+            vec![
+                json!({"cniVersion": "1.0.0", "name": "cluster", "type": "ptp", "ipam": h.host_local(70)}),
+                w.fault("a", json!({"sleepOn": "ADD", "sleepMs": 400, "reserve": w.slots_a})),
+                w.fault("b", json!({"reserve": w.slots_b, "reserveMs": 1500, "holdMs": 400})),
+            ]
+        })
+    }
+
+    /// A delegator over what `delegates` makes of the harness and the world's paths, its
+    /// `stateDir` made ahead (0700, as the delegator makes it).
+    fn with(tag: &str, delegates: impl FnOnce(&Harness, &World) -> Vec<Value>) -> World {
+        use std::os::unix::fs::DirBuilderExt;
         let h = Harness::new(tag);
-        let ctr = h.container(tag);
-        let (slots_a, slots_b) = (h.dir.path().join("slots-a"), h.dir.path().join("slots-b"));
-        std::fs::create_dir_all(&slots_a).unwrap();
-        std::fs::create_dir_all(&slots_b).unwrap();
-        let log = h.dir.path().join("fault.log");
-        let delegator_log = h.dir.path().join("delegator.log");
-        let fault = |name: &str, extra: Value| {
-            let mut f = json!({"cniVersion": "1.0.0", "name": name, "type": "braid-fault", "link": true, "log": log,
-                               "result": {"cniVersion": "1.0.0", "interfaces": [{"name": "x"}]}});
-            f.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-            f
+        let at = |name: &str| h.dir.path().join(name);
+        for d in ["slots-a", "slots-b", "started"] {
+            std::fs::create_dir_all(at(d)).unwrap();
+        }
+        std::fs::DirBuilder::new().mode(0o700).create(at("state")).unwrap();
+        let mut w = World {
+            ctr: h.container(tag),
+            list: Value::Null,
+            slots_a: at("slots-a"),
+            slots_b: at("slots-b"),
+            log: at("fault.log"),
+            delegator_log: at("delegator.log"),
+            h,
         };
-        let list = json!({
+        let delegates = delegates(&w.h, &w);
+        w.list = json!({
             "cniVersion": "1.0.0",
             "name": unique("cw"),
-            "plugins": [{"type": "delegator", "stateDir": h.dir.path().join("state"), "logFile": delegator_log, "logLevel": "warn",
-                         "delegates": [
-                             {"cniVersion": "1.0.0", "name": "cluster", "type": "ptp", "ipam": h.host_local(70)},
-                             fault("a", json!({"sleepOn": "ADD", "sleepMs": 400, "reserve": slots_a})),
-                             fault("b", json!({"reserve": slots_b, "reserveMs": 1500, "holdMs": 400}))
-                         ]}]
+            "plugins": [{"type": "delegator", "stateDir": w.state(), "logFile": w.delegator_log, "logLevel": "warn",
+                         "delegates": delegates}]
         });
-        World { h, ctr, list, slots_a, slots_b, log, delegator_log }
+        w
+    }
+
+    /// A braid-fault delegate `name` with a real link, logging its calls, with `extra` keys.
+    fn fault(&self, name: &str, extra: Value) -> Value {
+        let mut f = json!({"cniVersion": "1.0.0", "name": name, "type": "braid-fault", "link": true, "log": self.log,
+                           "result": {"cniVersion": "1.0.0", "interfaces": [{"name": "x"}]}});
+        f.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        f
+    }
+
+    /// The delegator's `stateDir`.
+    fn state(&self) -> PathBuf {
+        self.h.dir.path().join("state")
+    }
+
+    /// Where braid-fault's processes say they started (`BRAID_FAULT_STARTED`).
+    fn started_dir(&self) -> PathBuf {
+        self.h.dir.path().join("started")
     }
 
     /// Kills the delegator once `at` holds, then DELs; checks that nothing is left.
@@ -148,47 +179,29 @@ fn sigkill_at_each_step_of_an_add_then_del_leaves_nothing() {
 
 /// The delegator starts its first delegate before it takes its locks and writes its plan; a
 /// test holding the container's lock sees that process running, unsent, while the delegator
-/// waits.
-struct Ahead {
-    h: Harness,
-    ctr: Netns,
-    list: Value,
-    state: PathBuf,
-    started: PathBuf,
-    log: PathBuf,
-    id: String,
+/// waits. The world: `[fault (logging its calls), ptp]`; a container, and its lock held.
+fn ahead(tag: &str) -> (World, RuntimeConf, braid_attach::state::ContainerLock) {
+    let w = World::with(tag, |h, w| {
+        vec![
+            w.fault("first", json!({})),
+            json!({"cniVersion": "1.0.0", "name": "cluster", "type": "ptp", "ipam": h.host_local(74)}),
+        ]
+    });
+    let rt = w.h.runtime(&w.ctr, &unique("ctr"), "eth0");
+    let held = w.hold(&rt.container_id);
+    (w, rt, held)
 }
 
-impl Ahead {
-    /// `[braid-fault (logging its calls), ptp]`, the fault plugin telling when it starts.
-    fn new(tag: &str) -> Ahead {
-        use std::os::unix::fs::DirBuilderExt;
-        let h = Harness::new(tag);
-        let ctr = h.container(tag);
-        let (state, started, log) =
-            (h.dir.path().join("state"), h.dir.path().join("started"), h.dir.path().join("fault.log"));
-        std::fs::DirBuilder::new().mode(0o700).create(&state).unwrap();
-        std::fs::create_dir(&started).unwrap();
-        let list = json!({
-            "cniVersion": "1.0.0",
-            "name": unique("ah"),
-            "plugins": [{"type": "delegator", "stateDir": state, "delegates": [
-                {"cniVersion": "1.0.0", "name": "first", "type": "braid-fault", "log": log},
-                {"cniVersion": "1.0.0", "name": "cluster", "type": "ptp", "ipam": h.host_local(74)}
-            ]}]
-        });
-        Ahead { h, ctr, list, state, started, log, id: unique("ctr") }
-    }
-
+impl World {
     /// The container's lock, held by this test.
-    fn hold(&self) -> braid_attach::state::ContainerLock {
-        let path = self.state.join(format!("{}.lock", self.id));
+    fn hold(&self, id: &str) -> braid_attach::state::ContainerLock {
+        let path = self.state().join(format!("{id}.lock"));
         braid_attach::state::lock_file(path, braid_attach::state::Wait::No).unwrap().unwrap()
     }
 
     /// The pids of the fault plugin's processes that have started.
     fn started(&self) -> Vec<u32> {
-        entries(&self.started).iter().filter_map(|f| f.strip_suffix(".started")?.parse().ok()).collect()
+        entries(&self.started_dir()).iter().filter_map(|f| f.strip_suffix(".started")?.parse().ok()).collect()
     }
 
     /// Waits (at most 30 s) until `what` holds.
@@ -210,11 +223,11 @@ impl Ahead {
             .collect()
     }
 
-    fn nothing_left(&self) {
+    fn nothing_left(&self, id: &str) {
         assert_eq!(self.ctr.links(), ["lo"]);
         assert!(self.h.reservations().is_empty(), "{:?}", self.h.dir.files());
         assert!(self.h.state_files().is_empty(), "{:?}", self.h.dir.files());
-        assert!(!self.state.join(format!("{}.lock", self.id)).exists());
+        assert!(!self.state().join(format!("{id}.lock")).exists());
         assert!(!netns_lock(&self.ctr.path()).exists(), "the pod namespace's lock file is left");
     }
 }
@@ -230,12 +243,10 @@ fn the_first_delegate_starts_while_the_delegator_waits_and_is_configured_after_i
     if !require_root("the_first_delegate_starts_while_the_delegator_waits_and_is_configured_after_its_plan") {
         return;
     }
-    let a = Ahead::new("cwahead");
-    let rt = a.h.runtime(&a.ctr, &a.id, "eth0");
-    let held = a.hold();
+    let (a, rt, held) = ahead("cwahead");
     std::thread::scope(|s| {
-        let add = s.spawn(|| a.h.add_with_env(&a.list, &rt, &[("BRAID_FAULT_STARTED", &a.started)]));
-        Ahead::wait_for("the first delegate's process started", || !a.started().is_empty());
+        let add = s.spawn(|| a.h.add_with_env(&a.list, &rt, &[("BRAID_FAULT_STARTED", &a.started_dir())]));
+        World::wait_for("the first delegate's process started", || !a.started().is_empty());
         // The delegator waits for the container's lock: no plan yet, nothing sent.
         assert!(a.h.state_files().is_empty(), "{:?}", a.h.dir.files());
         assert!(a.calls().is_empty(), "{:?}", a.calls());
@@ -247,7 +258,7 @@ fn the_first_delegate_starts_while_the_delegator_waits_and_is_configured_after_i
     assert_eq!(a.calls(), [("ADD".to_string(), started[0])], "the process started ahead was the one configured");
     assert_eq!(a.ctr.addresses("net1").len(), 1);
     a.h.del(&a.list, &rt).unwrap_or_else(|e| panic!("DEL: {e}"));
-    a.nothing_left();
+    a.nothing_left(&rt.container_id);
 }
 
 #[test]
@@ -255,19 +266,18 @@ fn a_delegator_killed_before_its_plan_leaves_its_first_delegate_unsent_and_exiti
     if !require_root("a_delegator_killed_before_its_plan_leaves_its_first_delegate_unsent_and_exiting") {
         return;
     }
-    let a = Ahead::new("cwaheadkill");
-    let rt = a.h.runtime(&a.ctr, &a.id, "eth0");
-    let held = a.hold();
-    let env = [("BRAID_FAULT_STARTED", a.started.as_path())];
+    let (a, rt, held) = ahead("cwaheadkill");
+    let started_dir = a.started_dir();
+    let env = [("BRAID_FAULT_STARTED", started_dir.as_path())];
     a.h.kill_during_add_with_env("delegator", &rt, &Harness::first_plugin_stdin(&a.list), &env, || {
         !a.started().is_empty()
     });
     let pid = a.started()[0];
     // Its stdin's writer is gone: it reads an empty configuration and exits without acting.
-    Ahead::wait_for("the unsent first delegate exited", || gone(pid));
+    World::wait_for("the unsent first delegate exited", || gone(pid));
     assert!(a.calls().is_empty(), "{:?}", a.calls());
     assert!(a.h.state_files().is_empty(), "{:?}", a.h.dir.files());
     drop(held);
     a.h.del(&a.list, &rt).unwrap_or_else(|e| panic!("DEL after SIGKILL: {e}"));
-    a.nothing_left();
+    a.nothing_left(&rt.container_id);
 }
