@@ -16,7 +16,8 @@ use serde_json::Value;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
-/// The plan, written before any delegate runs and made durable (fsynced) once: by the first
+/// The plan, written before any delegate is sent its configuration and made durable (fsynced)
+/// once: by the first
 /// delegate process to exist, before that process is sent its configuration — a plugin acts
 /// only on its configuration, so no delegate acts before the plan would survive a power
 /// failure, while the fsync overlaps that process's start-up (0.5–1 ms of each ADD here). With
@@ -83,6 +84,9 @@ impl Attacher<'_> {
     /// turn and reports what fails — unless the first delegate is a single plugin with a fixed
     /// interface name that can be started now.
     pub fn start_first(&self, runner: &RawExec, call: &RuntimeConf, delegates: &[Delegate]) -> Option<Started> {
+        if self.deadline.add_until().is_some_and(|u| Instant::now() >= u) {
+            return None;
+        }
         let d = delegates.first().filter(|d| !d.auto_ifname)?;
         let DelegateConfig::Plugin(c) = &d.config else { return None };
         let path = self.exec.find(c.plugin_type(), &self.paths).ok()?;
@@ -93,8 +97,9 @@ impl Attacher<'_> {
     /// [`Attacher::add`], with the first delegate's process perhaps already `first` started
     /// ([`cni_runtime::invoke::RawExec::start`]): it is sent its configuration when its turn
     /// comes, after the plan and its record are durable like any delegate's — if it runs the
-    /// binary and has the environment the first delegate's call would have; otherwise, and
-    /// when the ADD ends before its turn, it is killed unsent.
+    /// binary and has the CNI environment of the first delegate's call (the executor's own
+    /// variables are the caller's to check: [`Started::started_like`]); otherwise, and when
+    /// the ADD ends before its turn, it is killed unsent.
     pub fn add_with_first(
         &self,
         call: &RuntimeConf,

@@ -5,7 +5,8 @@
 //!
 //! * ADD and its rollback: [`crate::add`]. The plan — every delegate with the exact bytes it
 //!   will be sent — is written durably (fsynced) as the first line of the state file *before*
-//!   the first delegate runs; after each delegate a line with its result is appended. A crash
+//!   any delegate is sent its configuration (the first delegate's process may already be
+//!   started, waiting for it); after each delegate a line with its result is appended. A crash
 //!   at any point leaves a state file that names every delegate that may have done something;
 //!   DEL of a planned delegate that never ran is harmless (DEL is idempotent). Appends are
 //!   neither renamed nor fsynced: a power loss falls back to the durable plan (the format is

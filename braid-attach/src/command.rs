@@ -95,6 +95,8 @@ impl MetaCommand {
         // Nested braid plugins must not wait for the lock held here on their behalf.
         self.exec.env.retain(|(k, _)| k != HELD_ENV);
         self.exec.env.push((HELD_ENV.to_string(), names.held().to_string()));
+        // Started with exactly this executor's variables, or not used (killed unsent).
+        let first = first.filter(|f| f.started_like(&self.exec));
         engine(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline).add_with_first(
             &self.call,
             &self.config.delegates,

@@ -6,7 +6,7 @@
 //! its nsfs file, the same for every path that names it), one lock for every braid plugin on the
 //! node, held from the choice until the delegates' ADDs have returned: a second ADD in the same
 //! namespace sees the first one's interfaces in the kernel. An explicitly named interface that
-//! already exists is refused (code 7) before anything runs.
+//! already exists is refused (code 7) before any delegate is sent its configuration.
 //!
 //! The lock is a file of braid's own, never a `flock` of the namespace's nsfs file itself: the
 //! reference `sbr` plugin locks that file while it works (`withLockAndNetNS`,

@@ -1,8 +1,8 @@
 //! The on-disk format of an attachment's state — braid's crash-safety contract, read back
 //! after upgrades, crashes and reboots, so every field is typed and the format is versioned.
 //!
-//! A state file is one [`Plan`] on its first line, written durably before the first delegate
-//! runs, then one [`Progress`] line appended per delegate that returned a result. A last line
+//! A state file is one [`Plan`] on its first line, written durably before any delegate is sent
+//! its configuration, then one [`Progress`] line appended per delegate that returned a result. A last line
 //! without its newline was torn by a crash and is ignored; a progress line that does not
 //! decode is skipped (the plan alone is enough for DEL: DEL of a delegate that never ran is
 //! harmless). Files written before this module existed (the same keys, built with `json!`, or

@@ -195,7 +195,8 @@ pub trait Exec {
 #[derive(Debug, Clone, Default)]
 pub struct RawExec {
     /// Kill the child (and its process group) after this long; `None` waits forever. A deadline
-    /// given to [`Exec::exec_until`] that comes first wins.
+    /// given to [`Exec::exec_until`] that comes first wins. For a child [started
+    /// ahead](RawExec::start), counted from [`Started::finish`]: from when it is sent its stdin.
     pub timeout: Option<Duration>,
     /// Variables every child gets besides its CNI ones (a meta-plugin tells its delegates what
     /// it holds: see `braid-attach`'s `ifnames`).
@@ -294,6 +295,7 @@ impl RawExec {
                 child: Some(child),
                 plugin: plugin.to_path_buf(),
                 env: env.to_vec(),
+                runner_env: self.env.clone(),
                 timeout: self.timeout,
             }),
             Err(e) => {
@@ -311,6 +313,7 @@ pub struct Started {
     child: Option<std::process::Child>,
     plugin: PathBuf,
     env: Vec<(String, String)>,
+    runner_env: Vec<(String, String)>,
     timeout: Option<Duration>,
 }
 
@@ -328,6 +331,12 @@ impl Started {
     /// The variables it was started with besides the executor's own (its CNI ones).
     pub fn env(&self) -> &[(String, String)] {
         &self.env
+    }
+
+    /// Whether `exec` would have started it as it was: the same variables of its own and the
+    /// same timeout. A caller that started it ahead, then changed its executor, checks this.
+    pub fn started_like(&self, exec: &RawExec) -> bool {
+        self.runner_env == exec.env && self.timeout == exec.timeout
     }
 
     /// Tells `spawned` its pid (also its process group), then sends it `stdin` and collects
@@ -389,7 +398,9 @@ impl Drop for Started {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
             kill_group(child.id());
-            let _ = child.wait();
+            // Bounded like the wait after a timeout: a child the kill cannot reach at once
+            // (in uninterruptible sleep) must not hold its caller past its deadline.
+            let _ = crate::child_io::wait_until(&mut child, Some(Instant::now() + Duration::from_secs(2)));
         }
     }
 }

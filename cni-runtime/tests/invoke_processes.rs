@@ -224,17 +224,26 @@ fn the_callers_deadline_kills_like_a_timeout_and_is_code_11() {
     assert!(!spawned.get() && !ran.exists());
 }
 
-/// `exec.start`, again while a concurrent test's fork still holds the fresh script open
-/// (ETXTBSY), as `exec_until` does.
 fn start(exec: &RawExec, p: &Path, env: &[(String, String)]) -> invoke::Started {
-    for _ in 0..100 {
-        match exec.start(p, env) {
-            Ok(s) => return s,
-            Err(invoke::StartError::Busy(_)) => std::thread::sleep(Duration::from_millis(10)),
-            Err(invoke::StartError::Other(e)) => panic!("{e}"),
-        }
-    }
-    panic!("{} stayed busy", p.display())
+    exec.start(p, env).unwrap_or_else(|e| panic!("{}: {e:?}", p.display()))
+}
+
+/// Whether process `pid`'s stdin (a pipe) holds nothing and its writer is still open: read
+/// without blocking through `/proc/<pid>/fd/0`, it would block — no byte sent, no EOF.
+fn stdin_unsent(pid: u32) -> bool {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut pipe = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(format!("/proc/{pid}/fd/0"))
+        .unwrap();
+    matches!(pipe.read(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+}
+
+/// Whether our child `pid` was reaped (its /proc entry is gone).
+fn reaped(pid: u32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// A script that, once its stdin is closed, copies it to `got` and prints a result.
@@ -257,11 +266,6 @@ fn started_copying(tag: &str) -> (ScriptDir, PathBuf, invoke::Started) {
     (s, got, started)
 }
 
-fn gone(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.is_empty() || stat.contains(") Z ")
-}
-
 /// A plugin started ahead runs but has its configuration only from `finish`, which reports
 /// its pid first and then works as `exec_until` does.
 #[test]
@@ -274,13 +278,13 @@ fn a_started_plugin_is_sent_its_stdin_by_finish_after_its_pid_is_reported() {
     let pid = started.pid().unwrap();
     assert_eq!(started.plugin(), p);
     assert_eq!(started.env(), env);
-    assert!(!got.exists(), "it read a configuration before finish");
+    assert!(stdin_unsent(pid), "it was sent something before finish");
     let reported = std::sync::Mutex::new(None);
-    let out = started.finish(CONF, &|p| *reported.lock().unwrap() = Some((p, got.exists())), None).unwrap();
-    assert_eq!(*reported.lock().unwrap(), Some((pid, false)), "the pid, before the configuration");
+    let out = started.finish(CONF, &|p| *reported.lock().unwrap() = Some((p, stdin_unsent(p))), None).unwrap();
+    assert_eq!(*reported.lock().unwrap(), Some((pid, true)), "the pid, reported before anything was sent");
     assert_eq!(std::fs::read(&got).unwrap(), CONF);
     assert!(String::from_utf8_lossy(&out).contains("198.18.0.3/24"));
-    assert!(gone(pid));
+    assert!(reaped(pid));
 }
 
 /// Dropped without `finish`, a plugin started ahead is killed and reaped, never sent anything.
@@ -289,7 +293,7 @@ fn a_started_plugin_dropped_unsent_is_killed_and_reaped() {
     let (_s, got, started) = started_copying("dropped");
     let pid = started.pid().unwrap();
     drop(started);
-    assert!(gone(pid), "pid {pid} still runs");
+    assert!(reaped(pid), "pid {pid} was not reaped");
     assert!(!got.exists(), "it was sent a configuration");
 }
 
@@ -300,6 +304,6 @@ fn a_started_plugin_past_the_deadline_is_killed_unsent() {
     let pid = started.pid().unwrap();
     let e = started.finish(CONF, &|_| panic!("reported"), Some(Instant::now())).unwrap_err();
     assert!(matches!(e, InvokeError::DeadlinePassed { started: false, .. }), "{e:?}");
-    assert!(gone(pid), "pid {pid} still runs");
+    assert!(reaped(pid), "pid {pid} was not reaped");
     assert!(!got.exists(), "it was sent a configuration");
 }

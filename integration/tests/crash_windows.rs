@@ -245,6 +245,9 @@ fn the_first_delegate_starts_while_the_delegator_waits_and_is_configured_after_i
     }
     let (a, rt, held) = ahead("cwahead");
     std::thread::scope(|s| {
+        // Moved in: released as this closure unwinds should an assertion fail, before the
+        // scope waits for the ADD (else it would wait for the lock until its deadline).
+        let held = held;
         let add = s.spawn(|| a.h.add_with_env(&a.list, &rt, &[("BRAID_FAULT_STARTED", &a.started_dir())]));
         World::wait_for("the first delegate's process started", || !a.started().is_empty());
         // The delegator waits for the container's lock: no plan yet, nothing sent.

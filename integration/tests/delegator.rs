@@ -425,6 +425,36 @@ fn delegates_get_ignore_unknown_when_the_runtime_leaves_it_out() {
 /// A delegate that is itself a braid network (a conflist with the merger): the nested plugin
 /// does not wait for the pod namespace's lock its caller holds for it, and names stay distinct.
 /// Networks that refer back to themselves, directly or through another, are refused at once.
+/// A single braid plugin as the first delegate is started ahead of the outer delegator's
+/// naming lock, and must still know it holds that lock for it: the inner delegator names its
+/// own `net1` without waiting for the lock (it would wait until its deadline, the outer one
+/// holding the lock until the inner one returns).
+#[test]
+fn a_braid_plugin_started_ahead_as_the_first_delegate_inherits_the_namespace_lock() {
+    if !require_root("a_braid_plugin_started_ahead_as_the_first_delegate_inherits_the_namespace_lock") {
+        return;
+    }
+    let h = Harness::new("nestahead");
+    let ctr = h.container("nestahead");
+    let inner = json!({"cniVersion": "1.0.0", "name": "inner", "type": "delegator", "deadline": 6,
+                       "stateDir": h.dir.path().join("istate"), "delegates": [
+        {"cniVersion": "1.0.0", "name": "c", "type": "ptp", "ipam": h.host_local(173)},
+        {"cniVersion": "1.0.0", "name": "s", "type": "ptp", "ipam": h.host_local(174)}
+    ]});
+    // Named: a nested plugin does not know the names its caller chose and has not created yet.
+    let outer = json!({"network": {"cniVersion": "1.0.0", "name": "o", "type": "ptp", "ipam": h.host_local(175)},
+                       "ifname": "side0"});
+    let list = delegator_list(&h, "1.0.0", "merged", json!([inner, outer]));
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    h.add(&list, &rt).unwrap_or_else(|e| panic!("ADD: {e}"));
+    let mut links = ctr.links();
+    links.sort();
+    assert_eq!(links, ["eth0", "lo", "net1", "side0"]);
+    h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL: {e}"));
+    assert_eq!(ctr.links(), ["lo"]);
+    assert!(h.reservations().is_empty(), "{:?}", h.dir.files());
+}
+
 #[test]
 fn nested_braid_networks_work_and_cycles_are_refused_at_once() {
     if !require_root("nested_braid_networks_work_and_cycles_are_refused_at_once") {
