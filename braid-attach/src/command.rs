@@ -5,7 +5,7 @@
 use crate::attach::Attacher;
 use crate::config::{PluginRules, SharedConfig};
 use crate::deadline::Deadline;
-use crate::nesting::HELD_ENV;
+use crate::nesting::{HELD_ENV, PLANS_ENV};
 use crate::sandbox::PodNetns;
 use crate::state::StateStore;
 use cni_runtime::chain::RuntimeConf;
@@ -92,9 +92,7 @@ impl MetaCommand {
             Path::new(crate::ifnames::LOCK_DIR),
             &self.deadline,
         )?;
-        // Nested braid plugins must not wait for the lock held here on their behalf.
-        self.exec.env.retain(|(k, _)| k != HELD_ENV);
-        self.exec.env.push((HELD_ENV.to_string(), names.held().to_string()));
+        self.exec = self.holding(names.held());
         // Started with exactly this executor's variables, or not used (killed unsent).
         let first = first.filter(|f| f.started_like(&self.exec));
         engine(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline).add_with_first(
@@ -105,15 +103,26 @@ impl MetaCommand {
         )
     }
 
+    /// The executor for delegates that run while this command holds the pod namespace's lock
+    /// (`held`: [`HELD_ENV`]'s value): nested braid plugins must not wait for it, and name
+    /// their interfaces around the ones this command's plan chose ([`PLANS_ENV`]).
+    fn holding(&self, held: &str) -> RawExec {
+        let mut exec = self.exec.clone();
+        exec.env.retain(|(k, _)| k != HELD_ENV && k != PLANS_ENV);
+        exec.env.push((HELD_ENV.to_string(), held.to_string()));
+        if let Ok(key) = Attacher::key(&self.call) {
+            exec.env.push(crate::nesting::plans_for_delegates(&self.store.path(&key)));
+        }
+        exec
+    }
+
     /// The first delegate's process started ahead ([`Attacher::start_first`]), before the
     /// naming lock too, with the environment its call will have (the lock this command is
     /// about to hold named in [`HELD_ENV`]).
     fn start_first(&mut self) -> Option<cni_runtime::invoke::Started> {
         let (dev, ino) = self.pod.identity().ok()?;
         let inherited = std::env::var(HELD_ENV).unwrap_or_default();
-        let mut runner = self.exec.clone();
-        runner.env.retain(|(k, _)| k != HELD_ENV);
-        runner.env.push((HELD_ENV.to_string(), crate::ifnames::held_with(&inherited, dev, ino)));
+        let runner = self.holding(&crate::ifnames::held_with(&inherited, dev, ino));
         engine(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline).start_first(
             &runner,
             &self.call,

@@ -85,12 +85,28 @@ pub fn assign(
     }
     let mut taken: Vec<String> = delegates.iter().filter(|d| !d.auto_ifname).map(|d| d.ifname.clone()).collect();
     taken.extend(present);
+    if lock.is_none() {
+        // The caller holds the lock for us: the names it chose may not exist yet.
+        taken.extend(enclosing_names());
+    }
     for d in delegates.iter_mut().filter(|d| d.auto_ifname) {
         let name = (1..).map(|n| format!("net{n}")).find(|n| !taken.contains(n)).unwrap_or_default();
         taken.push(name.clone());
         d.ifname = name;
     }
     Ok(NetnsLock { _lock: lock, held })
+}
+
+/// The interface names the enclosing braid plugins' plans chose ([`crate::nesting::PLANS_ENV`]);
+/// a plan that cannot be read adds none (its names then show in the kernel once created).
+fn enclosing_names() -> Vec<String> {
+    let read =
+        |p: &Path| cni_runtime::files::read_regular(p, crate::state::MAX_STATE, cni_runtime::files::Links::Refuse);
+    crate::nesting::enclosing_plans()
+        .iter()
+        .filter_map(|p| crate::plan::Plan::decode(&read(p).ok()?))
+        .flat_map(|plan| plan.attachments.into_iter().map(|a| a.ifname))
+        .collect()
 }
 
 /// What [`HELD_ENV`] says to the delegates of a plugin that holds (or inherited) the lock of

@@ -20,6 +20,28 @@ pub const MAX_DEPTH: u32 = 8;
 /// holds while waiting for it.
 pub const HELD_ENV: &str = "BRAID_NETNS_LOCKS";
 
+/// The state files of the enclosing braid plugins that hold the pod namespace's lock for their
+/// delegates, one per line. Their plans name every interface they chose there — also those of
+/// delegates that have not run yet, which the kernel does not show — so a nested braid plugin
+/// names its own interfaces around them (each plan is written before any delegate is sent its
+/// configuration).
+pub const PLANS_ENV: &str = "BRAID_ENCLOSING_PLANS";
+
+/// The state files of the enclosing braid plugins ([`PLANS_ENV`]).
+pub fn enclosing_plans() -> Vec<std::path::PathBuf> {
+    std::env::var(PLANS_ENV).unwrap_or_default().lines().filter(|l| !l.is_empty()).map(Into::into).collect()
+}
+
+/// The [`PLANS_ENV`] pair for this process's delegates: the enclosing plans and `own`.
+pub fn plans_for_delegates(own: &std::path::Path) -> (String, String) {
+    let mut plans = std::env::var(PLANS_ENV).unwrap_or_default();
+    if !plans.is_empty() && !plans.ends_with('\n') {
+        plans.push('\n');
+    }
+    plans.push_str(&own.to_string_lossy());
+    (PLANS_ENV.to_string(), plans)
+}
+
 /// This process's nesting depth ([`DEPTH_ENV`], 0 when unset or unreadable).
 pub fn depth() -> u32 {
     std::env::var(DEPTH_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(0)

@@ -189,7 +189,8 @@ impl StateStore {
         &self.dir
     }
 
-    fn path(&self, key: &Key) -> PathBuf {
+    /// Where the state of `key` lives.
+    pub fn path(&self, key: &Key) -> PathBuf {
         self.dir.join(key.file_name())
     }
 

@@ -427,8 +427,9 @@ fn delegates_get_ignore_unknown_when_the_runtime_leaves_it_out() {
 /// Networks that refer back to themselves, directly or through another, are refused at once.
 /// A single braid plugin as the first delegate is started ahead of the outer delegator's
 /// naming lock, and must still know it holds that lock for it: the inner delegator names its
-/// own `net1` without waiting for the lock (it would wait until its deadline, the outer one
-/// holding the lock until the inner one returns).
+/// own interface without waiting for the lock (it would wait until its deadline, the outer one
+/// holding the lock until the inner one returns) — and around the `net1` the outer one chose
+/// for its own second delegate, which does not exist yet when the inner one runs.
 #[test]
 fn a_braid_plugin_started_ahead_as_the_first_delegate_inherits_the_namespace_lock() {
     if !require_root("a_braid_plugin_started_ahead_as_the_first_delegate_inherits_the_namespace_lock") {
@@ -441,15 +442,13 @@ fn a_braid_plugin_started_ahead_as_the_first_delegate_inherits_the_namespace_loc
         {"cniVersion": "1.0.0", "name": "c", "type": "ptp", "ipam": h.host_local(173)},
         {"cniVersion": "1.0.0", "name": "s", "type": "ptp", "ipam": h.host_local(174)}
     ]});
-    // Named: a nested plugin does not know the names its caller chose and has not created yet.
-    let outer = json!({"network": {"cniVersion": "1.0.0", "name": "o", "type": "ptp", "ipam": h.host_local(175)},
-                       "ifname": "side0"});
+    let outer = json!({"cniVersion": "1.0.0", "name": "o", "type": "ptp", "ipam": h.host_local(175)});
     let list = delegator_list(&h, "1.0.0", "merged", json!([inner, outer]));
     let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
     h.add(&list, &rt).unwrap_or_else(|e| panic!("ADD: {e}"));
     let mut links = ctr.links();
     links.sort();
-    assert_eq!(links, ["eth0", "lo", "net1", "side0"]);
+    assert_eq!(links, ["eth0", "lo", "net1", "net2"]);
     h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL: {e}"));
     assert_eq!(ctr.links(), ["lo"]);
     assert!(h.reservations().is_empty(), "{:?}", h.dir.files());
