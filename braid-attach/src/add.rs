@@ -7,12 +7,14 @@ use crate::plan::{Phase, Plan, Process, Progress};
 use crate::state::{Key, Pending, StateStore};
 use cni_runtime::chain::RuntimeConf;
 use cni_runtime::invoke::{self, RawExec, Started};
+use cni_runtime::InvokeError;
 use cni_skel::log::Logger;
 use cni_types::error::{INVALID_NETWORK_CONFIG, IO_FAILURE, TRY_AGAIN_LATER};
 use cni_types::result::AnyResult;
 use cni_types::version::Command;
-use cni_types::CniError;
+use cni_types::{CniError, Invocation, NetConf};
 use serde_json::Value;
+use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
@@ -89,9 +91,15 @@ impl Attacher<'_> {
         }
         let d = delegates.first().filter(|d| !d.auto_ifname)?;
         let DelegateConfig::Plugin(c) = &d.config else { return None };
-        let path = self.exec.find(c.plugin_type(), &self.paths).ok()?;
-        let inv = self.invocation(Command::Add, call, &d.ifname, &d.effective_args(call));
+        let (path, inv) = self.plugin_add(call, d, c).ok()?;
         runner.start(&path, &inv.env()).ok()
+    }
+
+    /// The binary and the call of single-plugin delegate `d` (configuration `c`) for ADD: what
+    /// [`Attacher::start_first`] starts ahead is what its turn would start.
+    fn plugin_add(&self, call: &RuntimeConf, d: &Delegate, c: &NetConf) -> Result<(PathBuf, Invocation), InvokeError> {
+        let path = self.exec.find(c.plugin_type(), &self.paths)?;
+        Ok((path, self.invocation(Command::Add, call, &d.ifname, &d.effective_args(call))))
     }
 
     /// [`Attacher::add`], with the first delegate's process perhaps already `first` started
@@ -283,7 +291,6 @@ impl Attacher<'_> {
             let _ = self.store.append(key, &line);
         };
         let exec = Bounded { inner: self.exec, spawned: &record, until: self.deadline.add_until() };
-        let args = d.effective_args(call);
         let outcome = match &d.config {
             DelegateConfig::Plugin(c) => {
                 let built;
@@ -294,15 +301,13 @@ impl Attacher<'_> {
                         &built
                     }
                 };
-                let inv = self.invocation(Command::Add, call, &d.ifname, &args);
-                let path = self.exec.find(c.plugin_type(), &self.paths).map_err(|e| (e.into(), false))?;
-                let env = inv.env();
+                let (path, inv) = self.plugin_add(call, d, c).map_err(|e| (e.into(), false))?;
                 let started = match i {
                     0 => job.first.lock().ok().and_then(|mut f| f.take()),
                     _ => None,
                 };
                 // Not the call this delegate makes now: killed unsent on drop, started anew.
-                let started = started.filter(|s| s.plugin() == path && s.env() == env);
+                let started = started.filter(|s| s.plugin() == path && s.env() == inv.env());
                 let outcome = match started {
                     Some(s) => invoke::add_started(s, stdin, &record, self.deadline.add_until()),
                     None => invoke::add(&exec, &path, stdin, &inv),
@@ -316,7 +321,7 @@ impl Attacher<'_> {
             DelegateConfig::List(l) => {
                 let rt = RuntimeConf {
                     ifname: d.ifname.clone(),
-                    args,
+                    args: d.effective_args(call),
                     capability_args: d.effective_capability_args(call),
                     ..call.clone()
                 };

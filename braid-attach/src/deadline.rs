@@ -106,7 +106,8 @@ fn tenths(v: f64) -> u128 {
     let (mantissa, shift) = if exp == 0 { (frac, -1074) } else { (frac | 1 << 52, exp - 1075) };
     let scaled = mantissa * 10;
     if shift >= 0 {
-        return scaled << shift.min(60);
+        // An integer of 2^52 or more (never a duration printed here): exact, or saturated.
+        return 1u128.checked_shl(shift.unsigned_abs()).map_or(u128::MAX, |m| scaled.saturating_mul(m));
     }
     let down = shift.unsigned_abs();
     if down >= 127 {
@@ -162,6 +163,7 @@ mod tests {
         for s in ["0.25", "1.25", "2.75", "0.35", "1.45", "0.05", "86399.95"] {
             check(Duration::from_secs_f64(s.parse().unwrap()));
         }
+        assert_eq!(tenths(4_503_599_627_370_496.0), 45_035_996_273_704_960, "2^52: the integer branch");
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         for _ in 0..20_000 {
             x ^= x << 13;

@@ -307,3 +307,21 @@ fn a_started_plugin_past_the_deadline_is_killed_unsent() {
     assert!(reaped(pid), "pid {pid} was not reaped");
     assert!(!got.exists(), "it was sent a configuration");
 }
+
+/// `started_like` tells a process started by one executor from what another would start: the
+/// executor's own variables and its timeout count; a mismatch is the caller's cue to drop it
+/// (killed unsent).
+#[test]
+fn a_started_plugin_knows_the_executor_it_was_started_by() {
+    let exec = RawExec { timeout: Some(Duration::from_secs(5)), env: vec![("BRAID_DEPTH".into(), "1".into())] };
+    let s = ScriptDir::new("like").unwrap();
+    let got = s.path.join("got");
+    let started = start(&exec, &copying(&s, &got), &req().env());
+    assert!(started.started_like(&exec.clone()));
+    let other_env = RawExec { env: vec![("BRAID_DEPTH".into(), "2".into())], ..exec.clone() };
+    let other_timeout = RawExec { timeout: Some(Duration::from_secs(6)), ..exec.clone() };
+    assert!(!started.started_like(&other_env) && !started.started_like(&other_timeout));
+    let pid = started.pid().unwrap();
+    drop(started);
+    assert!(reaped(pid) && !got.exists());
+}
