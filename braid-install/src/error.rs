@@ -12,6 +12,8 @@ pub const EXIT_BINARIES: u8 = 4;
 pub const EXIT_CONFIG: u8 = 5;
 /// Exit code: the ConfigMap directory could not be read, or the network definitions not written.
 pub const EXIT_NETWORKS: u8 = 6;
+/// Exit code: `--kubernetes-api` without `NODE_NAME` or without usable API credentials.
+pub const EXIT_KUBERNETES: u8 = 7;
 /// Exit code: the installer could not set up its signal handling.
 pub const EXIT_INTERNAL: u8 = 1;
 
@@ -64,6 +66,11 @@ pub enum InstallError {
         /// The error.
         source: std::io::Error,
     },
+    /// `--kubernetes-api` cannot start: the node's name or the API credentials are missing.
+    /// (An API server that does not answer is not this: the agent keeps retrying, and pods
+    /// keep starting from the mirror.)
+    #[error("--kubernetes-api: {0}")]
+    Kubernetes(String),
     /// Blocking SIGTERM/SIGINT or waiting for them failed.
     #[error("cannot set up SIGTERM/SIGINT handling: {0}")]
     Signals(#[source] nix::Error),
@@ -78,6 +85,7 @@ impl InstallError {
             InstallError::Source { .. } | InstallError::Binary { .. } => EXIT_BINARIES,
             InstallError::Config { .. } => EXIT_CONFIG,
             InstallError::Networks { .. } => EXIT_NETWORKS,
+            InstallError::Kubernetes(_) => EXIT_KUBERNETES,
             InstallError::Signals(_) => EXIT_INTERNAL,
         }
     }

@@ -5,16 +5,24 @@
 //!   delegator with the primary as its first delegate by reference ([`config`]), keeping it
 //!   current when the primary's name, version or capabilities change;
 //! - mirrors network definitions from a mounted ConfigMap into the delegator's `networksDir`
-//!   ([`mirror`]).
+//!   ([`mirror`]);
+//! - with `--kubernetes-api`, mirrors NetworkAttachmentDefinitions into the same directory
+//!   ([`nad_mirror`]) and publishes the pods' network-status ([`api`]), so that neither is on
+//!   the pod-start path.
 //!
-//! It needs no Kubernetes API access. See `braid-install/README.md` for the flags.
+//! Without `--kubernetes-api` it needs no Kubernetes API access. See `braid-install/README.md`
+//! for the flags.
 
+pub mod api;
 pub mod binaries;
 pub mod config;
 pub mod error;
 pub mod fsutil;
 pub mod mirror;
+pub mod nad;
+pub mod nad_mirror;
 pub mod options;
+pub mod owners;
 pub mod primary;
 pub mod run;
 

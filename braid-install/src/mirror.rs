@@ -8,11 +8,13 @@
 //! Files the mirror wrote whose key is gone are removed; it remembers them in
 //! `<networksDir>/.braid-install-mirror.json`, so files put there by hand are never touched.
 //! A bad definition is logged and skipped (its last good version, if any, is kept) and never
-//! stops the others.
+//! stops the others. A key whose network a NetworkAttachmentDefinition also defines is left to
+//! the NAD ([`crate::owners`] says why the NAD wins).
 
 use crate::error::InstallError;
 use crate::fsutil;
 use crate::log;
+use crate::owners::Owners;
 use cni_types::validate::is_dns_label;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,6 +27,7 @@ pub const MANIFEST: &str = ".braid-install-mirror.json";
 #[derive(Debug, Default)]
 pub struct Mirror {
     bad: BTreeMap<String, String>,
+    shadowed: BTreeSet<String>,
 }
 
 /// What one pass did.
@@ -36,6 +39,8 @@ pub struct Pass {
     pub removed: usize,
     /// Keys skipped as bad.
     pub bad: usize,
+    /// Keys left to a NetworkAttachmentDefinition of the same network.
+    pub shadowed: usize,
 }
 
 /// `<namespace>.<name>.conflist` → (namespace, name).
@@ -110,25 +115,29 @@ fn read_keys(dir: &Path) -> Result<BTreeMap<String, Vec<u8>>, InstallError> {
     Ok(keys)
 }
 
+/// Whether `rel` is a definition's place, `<namespace>/<name>.conflist`: what a mirror's record
+/// may name, so a tampered record cannot point elsewhere.
+pub fn is_definition_path(rel: &str) -> bool {
+    rel.split_once('/').is_some_and(|(ns, f)| is_dns_label(ns) && f.strip_suffix(".conflist").is_some_and(is_dns_label))
+}
+
 fn read_manifest(networks: &Path) -> BTreeSet<String> {
     fsutil::read_opt(&networks.join(MANIFEST))
         .and_then(|b| serde_json::from_slice::<Vec<String>>(&b).ok())
         .unwrap_or_default()
         .into_iter()
-        // Only ever `<namespace>/<name>.conflist`: a tampered manifest cannot point elsewhere.
-        .filter(|rel| {
-            rel.split_once('/')
-                .is_some_and(|(ns, f)| is_dns_label(ns) && f.strip_suffix(".conflist").is_some_and(is_dns_label))
-        })
+        .filter(|rel| is_definition_path(rel))
         .collect()
 }
 
 impl Mirror {
     /// One pass: makes `networks` (as the installer reaches networksDir) match `configmap`.
     /// Fails only when the ConfigMap cannot be read or networksDir cannot be written; then
-    /// nothing is removed.
-    pub fn sync(&mut self, configmap: &Path, networks: &Path) -> Result<Pass, InstallError> {
+    /// nothing is removed. Runs under `owners`' lock, and leaves the files it holds alone.
+    pub fn sync(&mut self, configmap: &Path, networks: &Path, owners: &Owners) -> Result<Pass, InstallError> {
         let keys = read_keys(configmap)?;
+        let nad_owned = owners.lock();
+        let mut shadowed_now = BTreeSet::new();
         let net_err = |path: &Path, e| InstallError::Networks { path: path.to_path_buf(), source: e };
         std::fs::create_dir_all(networks).map_err(|e| net_err(networks, e))?;
         let old = read_manifest(networks);
@@ -138,6 +147,15 @@ impl Mirror {
         for (key, bytes) in &keys {
             let checked = parse_key(key).and_then(|(ns, name)| Ok((ns, name, check_definition(name, bytes)?)));
             match checked {
+                Ok((ns, name, _)) if nad_owned.contains(&format!("{ns}/{name}.conflist")) => {
+                    pass.shadowed += 1;
+                    if !self.shadowed.contains(key) {
+                        log(&format!(
+                            "ConfigMap key {key} not used: the NetworkAttachmentDefinition {ns}/{name} defines that network (a NAD wins over the ConfigMap)"
+                        ));
+                    }
+                    shadowed_now.insert(key.clone());
+                }
                 Ok((ns, name, out)) => {
                     let rel = format!("{ns}/{name}.conflist");
                     let dir = networks.join(ns);
@@ -167,7 +185,9 @@ impl Mirror {
             }
         }
         self.bad = bad_now;
-        for rel in old.difference(&keep) {
+        self.shadowed = shadowed_now;
+        // A file a NAD took over is the NAD's now: not removed, no longer the ConfigMap's.
+        for rel in old.difference(&keep).filter(|rel| !nad_owned.contains(*rel)) {
             let target = networks.join(rel);
             if fsutil::remove(&target).map_err(|e| net_err(&target, e))? {
                 log(&format!(

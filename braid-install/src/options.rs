@@ -46,6 +46,13 @@ pub struct Options {
     pub uninstall: bool,
     /// Do not copy plugin binaries (`--skip-binaries`).
     pub skip_binaries: bool,
+    /// The Kubernetes API mode (`--kubernetes-api`): NetworkAttachmentDefinitions mirrored into
+    /// networksDir, the delegator's network-status published on the pods (see `api`).
+    pub kubernetes_api: bool,
+    /// Where a NetworkAttachmentDefinition with an empty `spec.config` finds its file, before
+    /// the CNI conf dir (`--nad-conf-dir`, node path; Multus's `confDir` default
+    /// `/etc/cni/multus/net.d`, so a cluster moving from Multus keeps its files).
+    pub nad_conf_dir: PathBuf,
 }
 
 impl Default for Options {
@@ -68,6 +75,8 @@ impl Default for Options {
             once: false,
             uninstall: false,
             skip_binaries: false,
+            kubernetes_api: false,
+            nad_conf_dir: PathBuf::from("/etc/cni/multus/net.d"),
         }
     }
 }
@@ -106,12 +115,18 @@ mounted ConfigMap, then keeps them current (or exits with --once).
   --skip-binaries           do not copy the plugin binaries
   --wait SECONDS            wait at most this long for the primary; 0 = forever [300]
   --interval SECONDS        how often the long-running mode looks again [1]
+  --kubernetes-api          also mirror NetworkAttachmentDefinitions into the networks dir and
+                            publish pods' network-status (needs NODE_NAME and API credentials:
+                            in-cluster ServiceAccount, or KUBECONFIG)
+  --nad-conf-dir DIR        where a NAD with an empty spec.config finds its file, before the
+                            CNI conf dir (node path)                   [/etc/cni/multus/net.d]
   --once                    install, write, mirror once, then exit
   --uninstall               remove braid's conflist, binaries and mirrored networks, then exit
   --help, --version
 
 exit codes: 0 done; 1 internal; 2 usage; 3 no primary network; 4 binaries; 5 braid's conflist;
-6 network definitions (ConfigMap unreadable or networks dir unwritable, --once only)
+6 network definitions (ConfigMap unreadable or networks dir unwritable, --once only);
+7 --kubernetes-api: no NODE_NAME or no usable API credentials
 ";
 
 fn usage(msg: impl Into<String>) -> InstallError {
@@ -154,6 +169,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
             "--once" => switch(&mut o, |o| o.once = true)?,
             "--uninstall" => switch(&mut o, |o| o.uninstall = true)?,
             "--skip-binaries" => switch(&mut o, |o| o.skip_binaries = true)?,
+            "--kubernetes-api" => switch(&mut o, |o| o.kubernetes_api = true)?,
             "--host-root"
             | "--cni-bin-dir"
             | "--cni-conf-dir"
@@ -166,6 +182,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
             | "--global-namespaces"
             | "--networks-configmap"
             | "--source-dir"
+            | "--nad-conf-dir"
             | "--wait"
             | "--interval" => {
                 let v = match inline {
@@ -182,6 +199,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
                     "--state-dir" => o.state_dir = abs_path(&flag, &v)?,
                     "--networks-configmap" => o.configmap_dir = Some(abs_path(&flag, &v)?),
                     "--source-dir" => o.source_dir = Some(abs_path(&flag, &v)?),
+                    "--nad-conf-dir" => o.nad_conf_dir = abs_path(&flag, &v)?,
                     "--conf-file" => {
                         if v.contains('/') || !v.ends_with(".conflist") {
                             return Err(usage(format!(
@@ -218,6 +236,11 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
     }
     if o.once && o.uninstall {
         return Err(usage("--once and --uninstall exclude each other"));
+    }
+    if o.kubernetes_api && o.once {
+        return Err(usage(
+            "--kubernetes-api keeps definitions and network-status current; it runs only in the long-running mode, not with --once",
+        ));
     }
     Ok(Action::Run(Box::new(o)))
 }
@@ -302,6 +325,9 @@ mod tests {
             &["--global-namespaces", "Not_A_Label"],
             &["--once=yes"],
             &["--once", "--uninstall"],
+            &["--once", "--kubernetes-api"],
+            &["--kubernetes-api=yes"],
+            &["--nad-conf-dir", "etc"],
             &["positional"],
         ] {
             let e = run(bad).expect_err(&format!("{bad:?} accepted"));

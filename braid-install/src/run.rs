@@ -4,7 +4,8 @@
 use crate::error::InstallError;
 use crate::mirror::Mirror;
 use crate::options::{Options, BINARIES};
-use crate::{binaries, config, fsutil, log, mirror, primary};
+use crate::owners::Owners;
+use crate::{api, binaries, config, fsutil, log, mirror, nad_mirror, primary};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -95,6 +96,13 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
     let conf_dir = o.host(&o.cni_conf_dir);
     let explicit = o.primary.as_ref().map(|p| o.host(p));
     let networks = o.host(&o.networks_dir);
+    let owners = Owners::default();
+    if o.kubernetes_api {
+        // After the signal mask is set (the API thread inherits it: SIGTERM stays the main
+        // loop's) and the directories exist (the status directory is watched).
+        let agent = api::Agent::new(o, std::env::var(api::NODE_NAME_ENV).ok())?;
+        api::start(agent, owners.clone())?;
+    }
     let mut mirror = Mirror::default();
     let (mut mirror_msg, mut primary_msg, mut skipped_msg) = (None, None, None);
     let start = Instant::now();
@@ -102,7 +110,7 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
     let mut configured = false;
     loop {
         if let Some(cm) = &o.configmap_dir {
-            match mirror.sync(cm, &networks) {
+            match mirror.sync(cm, &networks, &owners) {
                 Ok(_) => mirror_msg = None,
                 Err(e) if o.once => return Err(e),
                 Err(e) => log_changed(&mut mirror_msg, format!("{e}; will retry")),
@@ -173,7 +181,9 @@ fn uninstall(o: &Options) -> Result<(), InstallError> {
     if fsutil::remove(&conf_path).map_err(|e| InstallError::Config { path: conf_path.clone(), source: e })? {
         log(&format!("removed {}", conf_path.display()));
     }
-    mirror::remove_all(&o.host(&o.networks_dir))?;
+    let networks = o.host(&o.networks_dir);
+    mirror::remove_all(&networks)?;
+    nad_mirror::remove_all(&networks).map_err(|e| InstallError::Networks { path: networks.clone(), source: e })?;
     if !o.skip_binaries {
         binaries::remove(&o.host(&o.cni_bin_dir), BINARIES)?;
     }

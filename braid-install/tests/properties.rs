@@ -114,7 +114,7 @@ proptest! {
         if let Some(m) = &manifest {
             std::fs::write(networks.join(MANIFEST), serde_json::to_vec(m).unwrap()).unwrap();
         }
-        let outcome = Mirror::default().sync(&cm, &networks);
+        let outcome = Mirror::default().sync(&cm, &networks, &braid_install::owners::Owners::default());
         let written = files(&networks);
         let canaries = (std::fs::read(base.join("canary")).ok(), std::fs::read(base.join("out/canary")).ok());
         let _ = std::fs::remove_dir_all(&base);

@@ -1,0 +1,116 @@
+//! The Kubernetes API mode (`--kubernetes-api`): the node agent's side of the API, so that the
+//! pod-start path never touches it. Two tasks on one current-thread runtime of the agent's own
+//! thread:
+//!
+//! - [`nads`]: NetworkAttachmentDefinitions of every namespace, watched (kube-runtime's watcher:
+//!   list, then watch from its resourceVersion, relist on `410 Gone`, reconnect with backoff)
+//!   and mirrored into networksDir ([`crate::nad_mirror`]); a NAD that cannot be mirrored gets
+//!   an Event ([`event`]);
+//! - [`status`]: the delegator's network-status files, watched (inotify) and published as the
+//!   pods' `k8s.v1.cni.cncf.io/network-status` annotation, for pods on this node only.
+//!
+//! While the API server cannot be reached both keep retrying; the mirror keeps what it had, so
+//! pods keep starting. Credentials are found the standard way (`kube::Config::infer`: the
+//! `KUBECONFIG` file when set, else the pod's in-cluster ServiceAccount token).
+
+pub mod event;
+pub mod nads;
+pub mod status;
+
+use crate::error::InstallError;
+use crate::options::Options;
+use crate::owners::Owners;
+use std::path::PathBuf;
+use std::sync::mpsc;
+
+/// The environment variable naming this node (the DaemonSet sets it from `spec.nodeName`).
+pub const NODE_NAME_ENV: &str = "NODE_NAME";
+
+/// What the agent's API side needs, resolved from the options.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    /// This node's name.
+    pub node: String,
+    /// networksDir, as the agent reaches it.
+    pub networks: PathBuf,
+    /// Where a NAD with an empty config finds its file, in order (as the agent reaches them).
+    pub conf_dirs: Vec<PathBuf>,
+    /// The delegator's statusDir, as the agent reaches it.
+    pub status_dir: PathBuf,
+    /// How often NADs with an empty config look at the conf dirs again.
+    pub refresh: std::time::Duration,
+}
+
+impl Agent {
+    /// From the options and `NODE_NAME`.
+    pub fn new(o: &Options, node_name: Option<String>) -> Result<Agent, InstallError> {
+        let node = node_name.filter(|n| !n.trim().is_empty()).ok_or_else(|| {
+            InstallError::Kubernetes(format!(
+                "{NODE_NAME_ENV} is not set: the agent publishes network-status only on its own node's pods (the DaemonSet sets it from spec.nodeName)"
+            ))
+        })?;
+        Ok(Agent {
+            node: node.trim().to_string(),
+            networks: o.host(&o.networks_dir),
+            conf_dirs: vec![o.host(&o.nad_conf_dir), o.host(&o.cni_conf_dir)],
+            status_dir: o.host(&o.status_dir),
+            refresh: o.interval.max(std::time::Duration::from_secs(1)) * 10,
+        })
+    }
+}
+
+/// Starts the API side on a thread of its own and returns once its client is built (bad or
+/// missing credentials fail here, at start-up); the API server itself need not answer.
+pub fn start(agent: Agent, owners: Owners) -> Result<std::thread::JoinHandle<()>, InstallError> {
+    let (tx, rx) = mpsc::channel::<Result<(), String>>();
+    let handle = std::thread::Builder::new()
+        .name("kubernetes-api".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = tx.send(Err(format!("cannot start its runtime: {e}")));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let client = match client().await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = tx.send(Ok(()));
+                crate::log(&format!(
+                    "Kubernetes API mode: node {}, NetworkAttachmentDefinitions into {}, network-status from {}",
+                    agent.node,
+                    agent.networks.display(),
+                    agent.status_dir.display()
+                ));
+                tokio::join!(nads::run(client.clone(), agent.clone(), owners), status::run(client, agent));
+            });
+        })
+        .map_err(|e| InstallError::Kubernetes(format!("cannot start its thread: {e}")))?;
+    match rx.recv() {
+        Ok(Ok(())) => Ok(handle),
+        Ok(Err(e)) => Err(InstallError::Kubernetes(e)),
+        Err(_) => Err(InstallError::Kubernetes("its thread stopped before the client was built".into())),
+    }
+}
+
+async fn client() -> Result<kube::Client, String> {
+    let config = kube::Config::infer().await.map_err(|e| {
+        format!("no Kubernetes API credentials (KUBECONFIG, or the in-cluster ServiceAccount token): {e}")
+    })?;
+    let server = config.cluster_url.to_string();
+    kube::Client::try_from(config).map_err(|e| format!("cannot build a client for {server}: {e}"))
+}
+
+/// Logs `msg` unless it is what `slot` logged last (a retried failure is logged once per change).
+pub(crate) fn log_changed(slot: &mut Option<String>, msg: String) {
+    if slot.as_deref() != Some(msg.as_str()) {
+        crate::log(&msg);
+        *slot = Some(msg);
+    }
+}

@@ -1,0 +1,303 @@
+//! NetworkAttachmentDefinitions mirrored into networksDir (`<namespace>/<name>.conflist`, as
+//! the delegator reads them): written atomically when they change, removed when their NAD is
+//! deleted. Files it wrote are recorded in `<networksDir>/.braid-install-nads.json`; after a
+//! restart (the agent's, or a relist after `410 Gone`) a file that no NAD backs any more is
+//! removed only once a **full list** has been seen — never before, so a watch that cannot start
+//! (the API server down) leaves every definition in place and pods keep starting.
+//!
+//! A NAD that cannot be mirrored (its config does not parse, no file of that name) is reported
+//! once per resourceVersion (the caller logs it and creates an Event on it); the last good
+//! version of its file, if any, stays, as with a bad ConfigMap key.
+
+use crate::fsutil;
+use crate::nad::{self, Nad, Refusal};
+use crate::owners::Owners;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The NAD mirror's record of the files it wrote, in networksDir.
+pub const MANIFEST: &str = ".braid-install-nads.json";
+
+/// What applying a NAD did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// The file was written (new or changed).
+    Written,
+    /// The file already held this definition.
+    Unchanged,
+    /// Not mirrored, and not reported before for this resourceVersion: report it.
+    Refused(Refusal),
+    /// Not mirrored, already reported.
+    StillRefused,
+}
+
+/// The mirror's state between events.
+#[derive(Debug)]
+pub struct NadMirror {
+    networks: PathBuf,
+    conf_dirs: Vec<PathBuf>,
+    owners: Owners,
+    /// The NADs known now, by file.
+    nads: BTreeMap<String, Nad>,
+    /// Files seen in the list under way (`Some` between a list's start and its end).
+    listing: Option<BTreeSet<String>>,
+    /// The refusal last reported per NAD (uid, resourceVersion, text).
+    reported: BTreeMap<String, (String, String, String)>,
+}
+
+fn read_manifest(networks: &Path) -> BTreeSet<String> {
+    fsutil::read_opt(&networks.join(MANIFEST))
+        .and_then(|b| serde_json::from_slice::<Vec<String>>(&b).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|rel| crate::mirror::is_definition_path(rel))
+        .collect()
+}
+
+impl NadMirror {
+    /// The mirror of `networks` (networksDir as the agent reaches it), empty-config NADs looked
+    /// up in `conf_dirs`. The files of an earlier run are owned again at once (the ConfigMap
+    /// mirror leaves them alone) and kept until a full list shows which NADs are gone.
+    pub fn open(networks: &Path, conf_dirs: Vec<PathBuf>, owners: Owners) -> NadMirror {
+        owners.lock().extend(read_manifest(networks));
+        NadMirror {
+            networks: networks.to_path_buf(),
+            conf_dirs,
+            owners,
+            nads: BTreeMap::new(),
+            listing: None,
+            reported: BTreeMap::new(),
+        }
+    }
+
+    /// A full list starts (the watcher's `Init`: first start, or a relist after `410 Gone`).
+    pub fn begin_list(&mut self) {
+        self.listing = Some(BTreeSet::new());
+    }
+
+    /// The full list is complete: every file that no listed NAD backs is removed. Returns how
+    /// many were.
+    pub fn end_list(&mut self) -> std::io::Result<usize> {
+        let Some(seen) = self.listing.take() else { return Ok(0) };
+        self.nads.retain(|rel, _| seen.contains(rel));
+        self.reported.retain(|key, _| seen.iter().any(|rel| rel.trim_end_matches(".conflist") == key));
+        let mut owned = self.owners.lock();
+        let stale: Vec<String> = owned.difference(&seen).cloned().collect();
+        for rel in &stale {
+            self.remove_file(rel, "no NetworkAttachmentDefinition backs it any more")?;
+            owned.remove(rel);
+        }
+        if !stale.is_empty() {
+            self.write_manifest(&owned)?;
+        }
+        Ok(stale.len())
+    }
+
+    /// A NAD was listed, added or changed.
+    pub fn apply(&mut self, nad: Nad) -> std::io::Result<Applied> {
+        let rel = nad.rel_path();
+        if let Some(seen) = &mut self.listing {
+            seen.insert(rel.clone());
+        }
+        let outcome = match nad::render(&nad, &self.conf_dirs) {
+            Ok(bytes) => {
+                self.reported.remove(&nad.key());
+                self.write(&rel, &bytes, &nad)?
+            }
+            Err(why) => {
+                let this = (nad.uid.clone(), nad.resource_version.clone(), why.clone());
+                if self.reported.get(&nad.key()) == Some(&this) {
+                    Applied::StillRefused
+                } else {
+                    self.reported.insert(nad.key(), this);
+                    Applied::Refused(why)
+                }
+            }
+        };
+        self.nads.insert(rel, nad);
+        Ok(outcome)
+    }
+
+    /// A NAD was deleted: its file goes (true when there was one).
+    pub fn delete(&mut self, nad: &Nad) -> std::io::Result<bool> {
+        let rel = nad.rel_path();
+        self.nads.remove(&rel);
+        self.reported.remove(&nad.key());
+        let mut owned = self.owners.lock();
+        if !owned.remove(&rel) {
+            return Ok(false);
+        }
+        self.remove_file(&rel, "its NetworkAttachmentDefinition was deleted")?;
+        self.write_manifest(&owned)?;
+        Ok(true)
+    }
+
+    /// Looks again at the NADs whose config is a file in the conf dirs (it may have appeared or
+    /// changed since): each NAD with an empty `spec.config`, applied again.
+    pub fn refresh(&mut self) -> std::io::Result<Vec<(Nad, Applied)>> {
+        let from_files: Vec<Nad> =
+            self.nads.values().filter(|n| n.config.as_deref().is_none_or(|c| c.trim().is_empty())).cloned().collect();
+        let mut out = Vec::new();
+        for n in from_files {
+            let a = self.apply(n.clone())?;
+            out.push((n, a));
+        }
+        Ok(out)
+    }
+
+    fn write(&mut self, rel: &str, bytes: &[u8], nad: &Nad) -> std::io::Result<Applied> {
+        let mut owned = self.owners.lock();
+        let target = self.networks.join(rel);
+        let newly_owned = !owned.contains(rel);
+        if !newly_owned && fsutil::read_opt(&target).is_some_and(|cur| cur == bytes) {
+            return Ok(Applied::Unchanged);
+        }
+        if let Some(dir) = target.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        fsutil::replace(&target, bytes, 0o644)?;
+        crate::log(&format!(
+            "network {}: wrote {} (NetworkAttachmentDefinition, resourceVersion {})",
+            nad.key(),
+            target.display(),
+            nad.resource_version
+        ));
+        if newly_owned {
+            owned.insert(rel.to_string());
+            self.write_manifest(&owned)?;
+        }
+        Ok(Applied::Written)
+    }
+
+    fn remove_file(&self, rel: &str, why: &str) -> std::io::Result<()> {
+        let target = self.networks.join(rel);
+        if fsutil::remove(&target)? {
+            crate::log(&format!("network {}: removed {} ({why})", rel.trim_end_matches(".conflist"), target.display()));
+        }
+        if let Some(dir) = target.parent() {
+            // Only when empty: other files stay.
+            let _ = std::fs::remove_dir(dir);
+        }
+        Ok(())
+    }
+
+    fn write_manifest(&self, owned: &BTreeSet<String>) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.networks)?;
+        let list: Vec<&String> = owned.iter().collect();
+        fsutil::replace(&self.networks.join(MANIFEST), &serde_json::to_vec(&list).unwrap_or_default(), 0o644)
+    }
+}
+
+/// Removes every file the NAD mirror wrote, and its record (uninstall).
+pub fn remove_all(networks: &Path) -> std::io::Result<usize> {
+    let mut n = 0;
+    for rel in read_manifest(networks) {
+        let target = networks.join(&rel);
+        if fsutil::remove(&target)? {
+            crate::log(&format!("removed {}", target.display()));
+            n += 1;
+        }
+        if let Some(dir) = target.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+    fsutil::remove(&networks.join(MANIFEST))?;
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mirror::Mirror;
+
+    struct Dir(PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    fn dir(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("braid-nadm-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+    fn nad(ns: &str, name: &str, rv: &str, config: &str) -> Nad {
+        Nad {
+            namespace: ns.into(),
+            name: name.into(),
+            uid: format!("uid-{ns}-{name}"),
+            resource_version: rv.into(),
+            config: Some(config.into()),
+            resource_name: None,
+        }
+    }
+    const PTP: &str = r#"{"cniVersion":"1.0.0","type":"ptp"}"#;
+
+    #[test]
+    fn stale_files_go_only_after_a_full_list() {
+        let d = dir("stale");
+        let nets = d.0.join("networks");
+        let mut m = NadMirror::open(&nets, vec![], Owners::default());
+        m.begin_list();
+        assert_eq!(m.apply(nad("a", "x", "1", PTP)).unwrap(), Applied::Written);
+        assert_eq!(m.apply(nad("b", "y", "2", PTP)).unwrap(), Applied::Written);
+        assert_eq!(m.end_list().unwrap(), 0);
+        assert_eq!(m.apply(nad("a", "x", "3", PTP)).unwrap(), Applied::Written, "its resourceVersion is in the file");
+        assert_eq!(m.apply(nad("a", "x", "3", PTP)).unwrap(), Applied::Unchanged);
+        drop(m);
+        // A restart: the old files are owned at once and stay until the first full list ends.
+        let owners = Owners::default();
+        let mut m = NadMirror::open(&nets, vec![], owners.clone());
+        assert_eq!(owners.lock().len(), 2);
+        m.begin_list();
+        m.apply(nad("a", "x", "3", PTP)).unwrap();
+        assert!(nets.join("b/y.conflist").exists(), "removed before the list was complete");
+        assert_eq!(m.end_list().unwrap(), 1);
+        assert!(!nets.join("b/y.conflist").exists() && !nets.join("b").exists());
+        assert!(nets.join("a/x.conflist").exists());
+        assert_eq!(read_manifest(&nets), BTreeSet::from(["a/x.conflist".to_string()]));
+        assert!(m.delete(&nad("a", "x", "4", PTP)).unwrap());
+        assert!(!nets.join("a/x.conflist").exists());
+        assert!(!m.delete(&nad("a", "x", "4", PTP)).unwrap());
+        assert_eq!(remove_all(&nets).unwrap(), 0);
+        assert!(!nets.join(MANIFEST).exists());
+    }
+
+    #[test]
+    fn a_broken_nad_is_reported_once_per_version_and_its_last_good_file_stays() {
+        let d = dir("broken");
+        let nets = d.0.join("networks");
+        let mut m = NadMirror::open(&nets, vec![], Owners::default());
+        m.apply(nad("a", "x", "1", PTP)).unwrap();
+        let good = std::fs::read(nets.join("a/x.conflist")).unwrap();
+        let Applied::Refused(why) = m.apply(nad("a", "x", "2", "{")).unwrap() else { panic!("not refused") };
+        assert!(why.contains("spec.config is not JSON"), "{why}");
+        assert_eq!(m.apply(nad("a", "x", "2", "{")).unwrap(), Applied::StillRefused);
+        assert!(matches!(m.apply(nad("a", "x", "3", "{")).unwrap(), Applied::Refused(_)));
+        assert_eq!(std::fs::read(nets.join("a/x.conflist")).unwrap(), good);
+        assert!(matches!(m.apply(nad("a", "new", "4", "[]")).unwrap(), Applied::Refused(_)));
+        assert!(!nets.join("a/new.conflist").exists());
+    }
+
+    #[test]
+    fn a_nad_wins_over_the_configmap_and_hands_back_when_deleted() {
+        let d = dir("owners");
+        let (nets, cm) = (d.0.join("networks"), d.0.join("cm"));
+        std::fs::create_dir_all(&cm).unwrap();
+        let from_cm = r#"{"cniVersion":"1.0.0","name":"x","plugins":[{"type":"bridge"}]}"#;
+        std::fs::write(cm.join("a.x.conflist"), from_cm).unwrap();
+        let owners = Owners::default();
+        let mut cmm = Mirror::default();
+        assert_eq!(cmm.sync(&cm, &nets, &owners).unwrap().written, 1);
+        let mut m = NadMirror::open(&nets, vec![], owners.clone());
+        m.apply(nad("a", "x", "1", PTP)).unwrap();
+        let pass = cmm.sync(&cm, &nets, &owners).unwrap();
+        assert_eq!((pass.written, pass.removed, pass.shadowed), (0, 0, 1));
+        let file = std::fs::read_to_string(nets.join("a/x.conflist")).unwrap();
+        assert!(file.contains("ptp") && file.contains(crate::nad::SOURCE_KEY), "{file}");
+        m.delete(&nad("a", "x", "2", PTP)).unwrap();
+        assert_eq!(cmm.sync(&cm, &nets, &owners).unwrap().written, 1);
+        assert_eq!(std::fs::read_to_string(nets.join("a/x.conflist")).unwrap(), from_cm);
+    }
+}
