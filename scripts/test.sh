@@ -25,6 +25,10 @@ command -v iptables-save >/dev/null 2>&1 || need_pkgs+=(iptables)
 # integration/src/vm.rs fetches the package `apt-cache depends linux-image-cloud-amd64` names with
 # `apt-get download` into target/vm/ once, so apt's index must know it.
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need_pkgs+=(qemu-system-x86)
+# The static release build of braid-install (its TLS, ring, has C parts): musl's C compiler.
+command -v musl-gcc >/dev/null 2>&1 || need_pkgs+=(musl-tools)
+# The delegator's no-connection test traces a real ADD's system calls.
+command -v strace >/dev/null 2>&1 || need_pkgs+=(strace)
 need_index=0
 case "$(apt-cache depends linux-image-cloud-amd64 2>/dev/null)" in
   *"Depends: linux-image-"*) ;;

@@ -6,3 +6,10 @@ pub const NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
 
 /// The runtimeConfig key (capability) under which runtimes pass the pod's annotations.
 pub const POD_ANNOTATIONS: &str = "io.kubernetes.cri.pod-annotations";
+
+/// The top-level key of a definition that braid's node agent mirrored from a
+/// NetworkAttachmentDefinition (`braid-install --kubernetes-api`, its `nad.rs` writes it): the
+/// NAD's namespace and name. A NAD's `spec.config` keeps its own `name` (plugins key their
+/// state by it, and Multus used it as the network name), so a definition with this key may
+/// carry a `name` other than the selected one when the key names that very NAD.
+pub const NAD_SOURCE: &str = "braid.io/networkAttachmentDefinition";

@@ -7,6 +7,7 @@
 
 use super::annotation::{Element, RUNTIME_KEYS};
 use super::error::Problem;
+use super::names::NAD_SOURCE;
 use braid_attach::{Delegate, DelegateConfig};
 use cni_runtime::files::{read_regular, Links, MAX_CONFIG_FILE};
 use cni_types::{NetConf, NetConfList};
@@ -109,11 +110,21 @@ pub fn delegate(
     let Value::Object(mut def) = value else {
         return Err(bad(format!("a JSON {}, not an object", cni_types::gojson::type_name(&value))));
     };
+    // Mirrored from a NetworkAttachmentDefinition: which one (the key is braid's, not the
+    // plugins'; it goes before the definition becomes a delegate).
+    let from_nad = match def.remove(NAD_SOURCE) {
+        Some(Value::Object(src)) => {
+            src.get("namespace").and_then(Value::as_str) == Some(namespace)
+                && src.get("name").and_then(Value::as_str) == Some(e.name.as_str())
+        }
+        _ => false,
+    };
     match def.get("name") {
         None | Some(Value::Null) => {
             def.insert("name".into(), Value::String(e.name.clone()));
         }
         Some(Value::String(n)) if *n == e.name => {}
+        Some(Value::String(_)) if from_nad => {}
         Some(other) => return Err(bad(format!("its name is {other}, not {:?}", e.name))),
     }
     if !matches!(def.get("cniVersion"), Some(Value::String(_))) {

@@ -316,6 +316,30 @@ fn resolution_isolation_and_requests() {
 }
 
 #[test]
+fn a_definition_mirrored_from_a_nad_keeps_its_own_network_name() {
+    let d = Dir::new("nad");
+    let src = |ns: &str, name: &str| json!({"namespace": ns, "name": name, "uid": "u", "resourceVersion": "1"});
+    let def = |s: Value| {
+        json!({"cniVersion": "1.0.0", "name": "macvlan-network", "plugins": [{"type": "ptp"}], super::names::NAD_SOURCE: s})
+            .to_string()
+    };
+    d.put("team-a/macvlan-conf.conflist", &def(src("team-a", "macvlan-conf")));
+    d.put("team-a/copied.conflist", &def(src("team-a", "macvlan-conf")));
+    d.put("team-a/elsewhere.conflist", &def(src("team-b", "elsewhere")));
+    let s = select(&kconf(&d.0), &delegator(Some(json!({ NETWORKS: "macvlan-conf" }))), ARGS, &cluster()).unwrap();
+    let DelegateConfig::List(l) = &s.delegates[0].config else { panic!("a conflist") };
+    // The plugins run under the NAD's own network name; the status names the NAD.
+    assert_eq!((l.name.as_str(), s.networks[0].name.as_str()), ("macvlan-network", "team-a/macvlan-conf"));
+    // braid's key is not handed on.
+    assert!(l.plugins.iter().all(|p| p.get(super::names::NAD_SOURCE).is_none()));
+    // The key must name this very NAD (namespace and name) to excuse the other name.
+    for other in ["copied", "elsewhere"] {
+        let m = refusal(&d.0, other);
+        assert!(m.contains("its name is \"macvlan-network\""), "{other}: {m}");
+    }
+}
+
+#[test]
 fn a_definition_pins_args_cni_keys_a_pod_may_not_set() {
     let d = Dir::new("pinned");
     d.put(
