@@ -8,6 +8,7 @@
 // Test support: failing loudly (panicking) is how it reports a broken environment to a test.
 #![allow(clippy::print_stderr, clippy::panic)]
 
+pub mod agent;
 pub mod podman;
 pub mod runtime;
 pub mod vm;

@@ -1,0 +1,346 @@
+//! braid's node agent in its Kubernetes API mode (`braid-install --kubernetes-api`), run as a
+//! process with the real client crates over real HTTP against `kube-standin`
+//! (integration/apiserver): a stand-in for kube-apiserver that speaks its wire protocol (list
+//! with resourceVersion, watch streams with bookmarks, `ERROR` 410 after compaction, merge
+//! patches, events). No kube-apiserver can run where this suite runs, so this is what the API
+//! side is tested against — not a real API server.
+//!
+//! The files and the pod objects are what the tests read; the waits are upper bounds for a
+//! stuck agent, never measurements (the time from a status file to its annotation is measured
+//! in scripts/bench.sh).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use braid_integration::agent::{wait_until, Agent, Dirs};
+use braid_integration::{require_root, unique, Harness, TempDir};
+use kube_standin::StandIn;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// An upper bound for anything the agent does (the watcher's backoff after an API server
+/// restart reaches 30 s).
+const LONG: Duration = Duration::from_secs(90);
+const STATUS: &str = "k8s.v1.cni.cncf.io/network-status";
+
+struct World {
+    api: StandIn,
+    dir: TempDir,
+    dirs: Dirs,
+    kubeconfig: PathBuf,
+}
+
+impl World {
+    fn new(tag: &str) -> World {
+        let api = StandIn::start().unwrap();
+        let dir = TempDir::new(tag);
+        let dirs = Dirs::under(dir.path());
+        let kubeconfig = dir.path().join("kubeconfig");
+        api.write_kubeconfig(&kubeconfig).unwrap();
+        World { api, dir, dirs, kubeconfig }
+    }
+
+    fn agent(&self, node: &str) -> Agent {
+        self.agent_with(node, &[])
+    }
+
+    fn agent_with(&self, node: &str, extra: &[&str]) -> Agent {
+        Agent::start(&self.dirs, &self.kubeconfig, node, &self.dir.path().join("agent.log"), extra)
+    }
+
+    fn definition(&self, rel: &str) -> Option<Value> {
+        std::fs::read(self.dirs.networks.join(rel)).ok().map(|b| serde_json::from_slice(&b).unwrap())
+    }
+
+    /// Waits until the definition `rel` exists and `f` holds for it.
+    fn wait_definition(&self, agent: &Agent, rel: &str, f: impl Fn(&Value) -> bool) -> Value {
+        wait_until(&format!("definition {rel}"), LONG, || self.definition(rel).is_some_and(|v| f(&v)), || agent.log());
+        self.definition(rel).unwrap()
+    }
+
+    fn wait_gone(&self, agent: &Agent, rel: &str) {
+        wait_until(&format!("removal of {rel}"), LONG, || self.definition(rel).is_none(), || agent.log());
+    }
+}
+
+fn ptp(name: Option<&str>, subnet: u8) -> String {
+    let mut c = json!({"cniVersion": "1.0.0", "plugins": [{"type": "ptp", "ipam": {"type": "host-local", "subnet": format!("198.18.{subnet}.0/24")}}]});
+    if let Some(n) = name {
+        c["name"] = json!(n);
+    }
+    c.to_string()
+}
+
+#[test]
+fn nads_of_two_namespaces_are_mirrored_changed_and_removed_and_a_broken_one_is_named_in_an_event() {
+    let w = World::new("kapi-nads");
+    w.api.create_nad("team-a", "side", Some(&ptp(None, 1)), &[]);
+    w.api.create_nad("team-b", "storage", Some(&ptp(Some("storage-net"), 2)), &[("k8s.v1.cni.cncf.io/resourceName", "intel.com/sriov_a")]);
+    w.api.create_nad("team-b", "broken", Some(r#"{"cniVersion":"1.0.0","name":"broken","plugins":[{"type":"ptp"}"#), &[]);
+    let mut agent = w.agent("node-a");
+    agent.wait_log("first full list mirrored", 1, LONG);
+    // Both namespaces; a missing name is the NAD's, a present one kept; resourceName kept.
+    let side = w.definition("team-a/side.conflist").unwrap();
+    assert_eq!((&side["name"], &side["plugins"][0]["type"]), (&json!("side"), &json!("ptp")));
+    let storage = w.definition("team-b/storage.conflist").unwrap();
+    assert_eq!(storage["name"], "storage-net");
+    let src = &storage["braid.io/networkAttachmentDefinition"];
+    assert_eq!((&src["namespace"], &src["name"], &src["k8s.v1.cni.cncf.io/resourceName"]), (&json!("team-b"), &json!("storage"), &json!("intel.com/sriov_a")));
+    // The broken one: not mirrored, an Event on it and a log line name the error.
+    assert!(w.definition("team-b/broken.conflist").is_none());
+    let ev = w.api.wait_until("the Event on team-b/broken", LONG, |s| s.events().into_iter().find(|e| e["involvedObject"]["name"] == "broken").cloned());
+    assert_eq!((&ev["type"], &ev["reason"], &ev["involvedObject"]["kind"], &ev["metadata"]["namespace"]), (&json!("Warning"), &json!("InvalidConfig"), &json!("NetworkAttachmentDefinition"), &json!("team-b")));
+    let msg = ev["message"].as_str().unwrap();
+    assert!(msg.contains("node-a") && msg.contains("spec.config is not JSON"), "{msg}");
+    assert!(agent.log().contains("NetworkAttachmentDefinition team-b/broken (resourceVersion"), "{}", agent.log());
+    // Changed, then fixed, then deleted — each seen in the files.
+    w.api.replace_nad("team-a", "side", Some(&ptp(None, 3)), &[]);
+    w.wait_definition(&agent, "team-a/side.conflist", |v| v["plugins"][0]["ipam"]["subnet"] == "198.18.3.0/24");
+    w.api.replace_nad("team-b", "broken", Some(&ptp(None, 4)), &[]);
+    w.wait_definition(&agent, "team-b/broken.conflist", |v| v["name"] == "broken");
+    w.api.delete_nad("team-a", "side");
+    w.wait_gone(&agent, "team-a/side.conflist");
+    assert!(!w.dirs.networks.join("team-a").exists(), "the namespace's empty directory stays");
+    // One Event for the one broken version: a relist does not report it again.
+    assert_eq!(w.api.events().len(), 1, "{:?}", w.api.events());
+    // The agent's API side is its own: the pods were never touched.
+    assert!(w.api.requests().iter().all(|r| r.method != "PATCH"));
+}
+
+#[test]
+fn a_410_relist_and_an_api_server_restart_mid_watch_keep_the_mirror_current() {
+    let mut w = World::new("kapi-relist");
+    w.api.create_nad("team-a", "one", Some(&ptp(None, 1)), &[]);
+    let mut agent = w.agent("node-a");
+    agent.wait_log("first full list mirrored", 1, LONG);
+    let lists = |api: &StandIn| {
+        api.requests().iter().filter(|r| r.method == "GET" && !r.is_watch() && r.path.ends_with("network-attachment-definitions")).count()
+    };
+    let before = lists(&w.api);
+    // etcd compacted: the open watch gets ERROR 410 and the watcher lists again. A NAD created
+    // meanwhile appears, and one deleted meanwhile goes at the end of the relist.
+    w.api.create_nad("team-a", "two", Some(&ptp(None, 2)), &[]);
+    w.wait_definition(&agent, "team-a/two.conflist", |_| true);
+    w.api.compact();
+    w.api.wait_until("a relist after 410", LONG, |s| {
+        (s.requests().iter().filter(|r| r.method == "GET" && !r.is_watch() && r.path.ends_with("network-attachment-definitions")).count() > before).then_some(())
+    });
+    w.api.create_nad("team-b", "three", Some(&ptp(None, 3)), &[]);
+    w.wait_definition(&agent, "team-b/three.conflist", |_| true);
+    assert!(lists(&w.api) > before);
+
+    // The API server dies mid-watch: the mirror keeps everything, a change made while it is
+    // down arrives once it is back.
+    w.api.stop();
+    agent.wait_log("retrying with backoff, the mirrored definitions stay as they are", 1, LONG);
+    for rel in ["team-a/one.conflist", "team-a/two.conflist", "team-b/three.conflist"] {
+        assert!(w.definition(rel).is_some(), "{rel} removed while the API server was down");
+    }
+    w.api.replace_nad("team-a", "one", Some(&ptp(None, 9)), &[]);
+    w.api.delete_nad("team-a", "two");
+    w.api.restart().unwrap();
+    w.wait_definition(&agent, "team-a/one.conflist", |v| v["plugins"][0]["ipam"]["subnet"] == "198.18.9.0/24");
+    w.wait_gone(&agent, "team-a/two.conflist");
+    assert!(w.definition("team-b/three.conflist").is_some());
+    agent.wait_log("the API server answers again", 1, LONG);
+}
+
+#[test]
+fn a_restarted_agent_removes_stale_definitions_only_after_its_first_full_list() {
+    let mut w = World::new("kapi-restart");
+    w.api.create_nad("team-a", "kept", Some(&ptp(None, 1)), &[]);
+    w.api.create_nad("team-a", "gone", Some(&ptp(None, 2)), &[]);
+    let mut agent = w.agent("node-a");
+    agent.wait_log("first full list mirrored", 1, LONG);
+    assert!(agent.stop().success());
+    // While the agent is away: one NAD deleted; a file put there by hand stays whatever happens.
+    w.api.delete_nad("team-a", "gone");
+    std::fs::write(w.dirs.networks.join("team-a/by-hand.conflist"), ptp(Some("by-hand"), 5)).unwrap();
+    // It comes back while the API server is down: nothing is removed before a full list.
+    w.api.stop();
+    let mut agent = w.agent("node-a");
+    agent.wait_log("retrying with backoff, the mirrored definitions stay as they are", 1, LONG);
+    assert!(w.definition("team-a/gone.conflist").is_some(), "removed before a full list:\n{}", agent.log());
+    w.api.restart().unwrap();
+    agent.wait_log("first full list mirrored", 1, LONG);
+    assert!(w.definition("team-a/gone.conflist").is_none(), "{}", agent.log());
+    assert!(w.definition("team-a/kept.conflist").is_some());
+    assert!(w.definition("team-a/by-hand.conflist").is_some());
+    assert!(agent.log().contains("no NetworkAttachmentDefinition backs it any more"), "{}", agent.log());
+}
+
+#[test]
+fn a_nad_wins_over_the_configmap_for_the_same_network() {
+    let w = World::new("kapi-cm");
+    let cm = w.dir.path().join("configmap");
+    std::fs::create_dir_all(&cm).unwrap();
+    std::fs::write(cm.join("team-a.both.conflist"), ptp(Some("both"), 7)).unwrap();
+    std::fs::write(cm.join("team-a.cm-only.conflist"), ptp(Some("cm-only"), 8)).unwrap();
+    w.api.create_nad("team-a", "both", Some(&ptp(None, 1)), &[]);
+    let cm_flag = cm.display().to_string();
+    let mut agent = w.agent_with("node-a", &["--networks-configmap", &cm_flag]);
+    agent.wait_log("first full list mirrored", 1, LONG);
+    w.wait_definition(&agent, "team-a/both.conflist", |v| v["plugins"][0]["ipam"]["subnet"] == "198.18.1.0/24");
+    w.wait_definition(&agent, "team-a/cm-only.conflist", |_| true);
+    agent.wait_log("ConfigMap key team-a.both.conflist not used: the NetworkAttachmentDefinition team-a/both defines that network", 1, LONG);
+    // The NAD goes: the ConfigMap's definition takes its place.
+    w.api.delete_nad("team-a", "both");
+    w.wait_definition(&agent, "team-a/both.conflist", |v| v["plugins"][0]["ipam"]["subnet"] == "198.18.7.0/24");
+}
+
+fn status_doc(i: u8) -> String {
+    json!([{"name": "cluster", "interface": "eth0", "ips": [format!("198.18.{i}.2")], "mac": "02:00:00:00:00:01", "default": true, "dns": {}}]).to_string()
+}
+
+fn write_status(dir: &Path, ns: &str, pod: &str, cid: &str, doc: &str) {
+    // As the delegator writes it: a temporary name, then a rename.
+    let tmp = dir.join(format!(".{ns}_{pod}_{cid}.json.tmp1"));
+    std::fs::write(&tmp, format!("{doc}\n")).unwrap();
+    std::fs::rename(&tmp, dir.join(format!("{ns}_{pod}_{cid}.json"))).unwrap();
+}
+
+fn annotation(api: &StandIn, ns: &str, pod: &str) -> Option<String> {
+    api.pod(ns, pod).and_then(|p| p["metadata"]["annotations"][STATUS].as_str().map(str::to_string))
+}
+
+#[test]
+fn network_status_is_published_on_this_nodes_pods_only_retried_and_again_after_a_restart() {
+    let mut w = World::new("kapi-status");
+    w.api.create_pod("default", "mine", "node-a", &[("keep", "me")]);
+    w.api.create_pod("default", "elsewhere", "node-b", &[]);
+    // A file before the agent starts, one for a pod on another node, one for a pod that is gone.
+    write_status(&w.dirs.status, "default", "mine", "c1", &status_doc(1));
+    write_status(&w.dirs.status, "default", "elsewhere", "c2", &status_doc(2));
+    write_status(&w.dirs.status, "default", "ghost", "c3", &status_doc(3));
+    let mut agent = w.agent("node-a");
+    wait_until("mine's annotation", LONG, || annotation(&w.api, "default", "mine") == Some(status_doc(1)), || agent.log());
+    agent.wait_log("default/elsewhere: not published, the pod is bound to node \"node-b\"", 1, LONG);
+    agent.wait_log("default/ghost: the pod is gone", 1, LONG);
+    // A merge patch of that one annotation: the others stay.
+    assert_eq!(w.api.pod("default", "mine").unwrap()["metadata"]["annotations"]["keep"], "me");
+    let patches: Vec<_> = w.api.requests().into_iter().filter(|r| r.method == "PATCH").collect();
+    assert_eq!(patches.len(), 1, "{patches:?}");
+    assert_eq!(patches[0].path, "/api/v1/namespaces/default/pods/mine");
+    assert_eq!(patches[0].content_type.as_deref(), Some("application/merge-patch+json"));
+    assert_eq!(serde_json::from_str::<Value>(&patches[0].body).unwrap(), json!({"metadata": {"annotations": {STATUS: status_doc(1)}}}));
+    assert!(annotation(&w.api, "default", "elsewhere").is_none());
+
+    // A new sandbox's file (written by the delegator on the pod's next ADD): the newest wins.
+    write_status(&w.dirs.status, "default", "mine", "c4", &status_doc(4));
+    wait_until("the newer document", LONG, || annotation(&w.api, "default", "mine") == Some(status_doc(4)), || agent.log());
+
+    // The API server is down when a file appears: retried with backoff until it is back.
+    w.api.stop();
+    w.api.create_pod("default", "later", "node-a", &[]);
+    write_status(&w.dirs.status, "default", "later", "c5", &status_doc(5));
+    agent.wait_log("network-status: reading pod default/later", 1, LONG);
+    w.api.restart().unwrap();
+    wait_until("later's annotation", LONG, || annotation(&w.api, "default", "later") == Some(status_doc(5)), || agent.log());
+
+    // The agent restarts after someone cleared an annotation: every file is published again.
+    assert!(agent.stop().success());
+    w.api.put_object(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "default", "name": "mine", "annotations": {"keep": "me"}}, "spec": {"nodeName": "node-a"}}));
+    let agent = w.agent("node-a");
+    wait_until("mine's annotation again", LONG, || annotation(&w.api, "default", "mine") == Some(status_doc(4)), || agent.log());
+    // Never a patch of the pod on the other node.
+    assert!(w.api.requests().iter().all(|r| !(r.method == "PATCH" && r.path.ends_with("/elsewhere"))));
+}
+
+#[test]
+fn without_node_name_or_credentials_the_agent_says_so_and_exits_7() {
+    let w = World::new("kapi-bad");
+    let bin = braid_integration::build_dir().join("braid-install");
+    let s = |p: &Path| p.display().to_string();
+    let run = |env: &[(&str, String)]| {
+        let mut c = std::process::Command::new(&bin);
+        c.args(["--kubernetes-api", "--host-root", "/", "--skip-binaries"])
+            .args(["--cni-conf-dir", &s(&w.dirs.conf), "--networks-dir", &s(&w.dirs.networks)])
+            .args(["--status-dir", &s(&w.dirs.status), "--state-dir", &s(&w.dirs.state)])
+            .env_remove("NODE_NAME")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("HOME", w.dir.path());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let out = run(&[("KUBECONFIG", s(&w.kubeconfig))]);
+    assert_eq!(out.status.code(), Some(7));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NODE_NAME is not set"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&[("NODE_NAME", "node-a".into()), ("KUBECONFIG", s(&w.dir.path().join("nope")))]);
+    assert_eq!(out.status.code(), Some(7));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no Kubernetes API credentials"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The whole path on a node: a network that exists only as a NetworkAttachmentDefinition, a
+/// real delegator ADD (namespaces, Debian's reference plugins) selecting it from the pod's
+/// annotation, and its network-status on the pod object — while the ADD itself, traced with
+/// strace, opens no socket but netlink (no connection of any kind: the agent does the API's
+/// work off the pod-start path).
+#[test]
+fn a_network_that_exists_only_as_a_nad_attaches_through_a_real_add_and_its_status_reaches_the_pod() {
+    if !require_root("a_network_that_exists_only_as_a_nad_attaches_through_a_real_add_and_its_status_reaches_the_pod") {
+        return;
+    }
+    let w = World::new("kapi-add");
+    let mut h = Harness::new("kapiadd");
+    // The delegator, traced: a wrapper first on CNI_PATH execs the real one under strace -f
+    // (its delegates included).
+    let trace = w.dir.path().join("delegator.trace");
+    let wrap = cni_runtime::testing::ScriptDir::new(&unique("kapiwrap")).unwrap();
+    wrap.script(
+        "delegator",
+        &format!("exec strace -f -qq -e trace=socket,connect -o {} {} \"$@\"", trace.display(), braid_integration::build_dir().join("delegator").display()),
+    )
+    .unwrap();
+    h.paths.insert(0, wrap.path.clone());
+
+    let ipam = h.host_local(61);
+    let nad_config = json!({"cniVersion": "1.0.0", "name": "side-network", "plugins": [{"type": "ptp", "ipam": ipam}]}).to_string();
+    w.api.create_nad("team-a", "side", Some(&nad_config), &[]);
+    let pod = unique("web");
+    w.api.create_pod("team-a", &pod, "node-a", &[("k8s.v1.cni.cncf.io/networks", "side")]);
+    let mut agent = w.agent("node-a");
+    agent.wait_log("first full list mirrored", 1, LONG);
+    assert!(w.definition("team-a/side.conflist").is_some());
+
+    let cluster = json!({"cniVersion": "1.0.0", "name": unique("cl"), "plugins": [{"type": "ptp", "ipam": h.host_local(60)}]});
+    let braid = json!({"cniVersion": "1.0.0", "name": unique("braid"), "plugins": [{
+        "type": "delegator", "stateDir": h.dir.path().join("state"),
+        "capabilities": {"io.kubernetes.cri.pod-annotations": true},
+        "delegates": [cluster],
+        "kubernetes": {"networksDir": w.dirs.networks, "statusDir": w.dirs.status, "globalNamespaces": []}
+    }]});
+    let ctr = h.container("kapiadd");
+    let mut rt = h.runtime(&ctr, &unique("sandbox"), "eth0");
+    rt.args = format!("IgnoreUnknown=1;K8S_POD_NAMESPACE=team-a;K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID={}", rt.container_id);
+    rt.capability_args.insert(
+        "io.kubernetes.cri.pod-annotations".into(),
+        json!({"k8s.v1.cni.cncf.io/networks": "side", "kubernetes.io/config.source": "api"}),
+    );
+    let r = h.add(&braid, &rt).unwrap_or_else(|e| panic!("ADD: {e}\n{}", agent.log())).to_latest();
+    assert_eq!(ctr.links(), ["eth0", "lo", "net1"], "{r:?}");
+    assert!(ctr.addresses("net1").iter().any(|a| a.starts_with("198.18.61.")), "{:?}", ctr.addresses("net1"));
+
+    // The status file the delegator wrote, published on the pod object byte for byte.
+    let file = w.dirs.status.join(format!("team-a_{pod}_{}.json", rt.container_id));
+    let written = std::fs::read_to_string(&file).unwrap();
+    let doc = written.strip_suffix('\n').unwrap().to_string();
+    wait_until("the pod's network-status", LONG, || annotation(&w.api, "team-a", &pod) == Some(doc.clone()), || agent.log());
+    let status: Value = serde_json::from_str(&doc).unwrap();
+    assert_eq!(status[1]["name"], "team-a/side", "{status}");
+    assert_eq!(status[1]["interface"], "net1");
+
+    // What the ADD did on sockets: netlink only — no inet, inet6 or unix socket, no connect.
+    let calls = std::fs::read_to_string(&trace).unwrap();
+    assert!(calls.contains("socket(AF_NETLINK"), "the trace saw the ADD's netlink sockets:\n{calls}");
+    let other: Vec<&str> = calls
+        .lines()
+        .filter(|l| (l.contains("socket(") && !l.contains("socket(AF_NETLINK")) || l.contains("connect("))
+        .collect();
+    assert!(other.is_empty(), "the ADD opened a connection:\n{}", other.join("\n"));
+
+    h.del(&braid, &rt).unwrap_or_else(|e| panic!("DEL: {e}"));
+    assert_eq!(ctr.links(), ["lo"]);
+    assert!(!file.exists());
+    assert!(h.reservations().is_empty(), "{:?}", h.reservations());
+}
