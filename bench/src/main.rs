@@ -18,14 +18,14 @@ mod stats;
 mod verdict;
 
 use braid_integration::{Netns, TempDir};
-use cases::{attach, chains, footprint, latency, merge, verifier};
+use cases::{attach, chains, footprint, kube, latency, merge, verifier};
 use report::say;
 use std::io::Write;
 use std::path::PathBuf;
 use verdict::Verdict;
 
 /// The cases by the name `--only` selects them with, in the order they run.
-pub const CASES: [&str; 14] = [
+pub const CASES: [&str; 15] = [
     "version",
     "exec-floor",
     "delegator",
@@ -36,6 +36,7 @@ pub const CASES: [&str; 14] = [
     "merge",
     "status",
     "vmtap",
+    "kube",
     "sizes",
     "rss",
     "crash",
@@ -100,6 +101,9 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
     }
     if run("vmtap", "ADD+DEL of a chain with and without vmtap, at 1 and 3 interfaces") {
         take(chains::vmtap_added(&w)?);
+    }
+    if run("kube", "the node agent: network-status file written → pod annotation set (kube-standin)") {
+        take(kube::status_published(&w)?);
     }
     if run("sizes", "binary sizes") {
         take(footprint::sizes(&w));

@@ -9,12 +9,14 @@
 //! * [`verifier`]: the verifier's CHECK as interfaces grow.
 //! * [`merge`]: the merge of many results, in process.
 //! * [`footprint`]: binary sizes and peak RSS.
+//! * [`kube`]: the node agent's network-status, from file to pod annotation.
 //!
 //! Here: where everything lives ([`World`]) and what the families share.
 
 pub mod attach;
 pub mod chains;
 pub mod footprint;
+pub mod kube;
 pub mod latency;
 pub mod merge;
 pub mod verifier;
