@@ -145,7 +145,11 @@ fn manifests_match_the_installer_defaults() {
         "## Install on Kubernetes",
         "scripts/build-image.sh",
         "kubectl apply -k deploy/kubernetes",
+        "kubectl apply -k deploy/kubernetes/no-api",
         "cni.exclusive=false",
+        "### Moving from Multus",
+        "00-multus.conf",
+        "integration/apiserver",
         "k8s.v1.cni.cncf.io/networks",
         "--uninstall",
     ] {

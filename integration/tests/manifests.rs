@@ -302,3 +302,33 @@ fn every_manifest_is_in_its_kustomization() {
     assert_eq!(listed("no-api"), BTreeSet::from(["../base".to_string()]));
     assert!(present("no-api").is_empty(), "no-api holds no manifest of its own");
 }
+
+/// The README's table of what API mode grants states exactly these rules, and both READMEs say
+/// which Kubernetes versions the policy needs and that the API side met a stand-in only.
+#[test]
+fn readmes_state_the_rules_and_their_limits() {
+    let root = manifests::deploy_dir().join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let table = readme.split("| API group | resource | verbs | for |").nth(1).expect("README.md: the table of grants");
+    let mut stated = BTreeSet::new();
+    for row in table.lines().skip(2).take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let group = cells[1].trim_matches('`').split_whitespace().next().unwrap().trim_matches('`');
+        let group = if group == "\"\"" { "" } else { group };
+        for verb in cells[3].split(", ") {
+            stated.insert(format!("{group}/{}:{verb}", cells[2].trim_matches('`')));
+        }
+    }
+    assert_eq!(stated, grants(&agents_rules()), "README.md's table of grants");
+    let install = std::fs::read_to_string(root.join("braid-install/README.md")).unwrap();
+    for (file, text) in [("README.md", &readme), ("braid-install/README.md", &install)] {
+        // Words, whatever the line breaks.
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        for want in
+            ["1.32 or later", "ServiceAccountTokenPodNodeInfo", "integration/apiserver", "not a real API server"]
+        {
+            assert!(text.contains(want), "{file} lacks {want:?}");
+        }
+    }
+    assert!(install.contains("## Kubernetes API mode"));
+}
