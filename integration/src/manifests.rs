@@ -64,19 +64,14 @@ fn client_minor(json: &[u8]) -> Option<u32> {
 #[allow(dead_code)] // used by tests/manifests.rs only
 pub fn kustomize(layout: &str) -> Vec<Value> {
     let dir = deploy_dir().join(layout);
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(&dir)
-        .output()
-        .unwrap_or_else(|e| panic!("kubectl kustomize {}: {e}", dir.display()));
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {} failed ({}):\n{}",
-        dir.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    parse_yaml_stream(&String::from_utf8_lossy(&out.stdout), &format!("kubectl kustomize {}", dir.display()))
+    let out = braid_integration::runtime::run_ok(Command::new("kubectl").arg("kustomize").arg(&dir));
+    parse_yaml_stream(&out, &format!("kubectl kustomize {}", dir.display()))
+}
+
+/// [`kustomize`] of `layout` for `test`, or `None` after [`have_kubectl`]'s SKIPPED line.
+#[allow(dead_code)] // used by tests/manifests.rs only
+pub fn rendered(test: &str, layout: &str) -> Option<Vec<Value>> {
+    have_kubectl(test).then(|| kustomize(layout))
 }
 
 /// The one object of `kind` named `name`; panics naming what is there instead.

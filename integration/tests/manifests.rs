@@ -8,7 +8,7 @@
 #[path = "../src/manifests.rs"]
 mod manifests;
 
-use manifests::{have_kubectl, kinds_and_names, kustomize, object, read_yaml};
+use manifests::{kinds_and_names, kustomize, object, read_yaml, rendered};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
@@ -53,10 +53,7 @@ fn container(ds: &Value) -> &Value {
 
 #[test]
 fn api_layout_grants_the_agent_exactly_its_rules() {
-    if !have_kubectl("api_layout_grants_the_agent_exactly_its_rules") {
-        return;
-    }
-    let objs = kustomize("");
+    let Some(objs) = rendered("api_layout_grants_the_agent_exactly_its_rules", "") else { return };
     assert_eq!(
         kinds_and_names(&objs),
         [
@@ -100,10 +97,7 @@ fn api_layout_grants_the_agent_exactly_its_rules() {
 
 #[test]
 fn api_layout_runs_the_agent_with_its_token_and_node_name() {
-    if !have_kubectl("api_layout_runs_the_agent_with_its_token_and_node_name") {
-        return;
-    }
-    let api = kustomize("");
+    let Some(api) = rendered("api_layout_runs_the_agent_with_its_token_and_node_name", "") else { return };
     let no_api = kustomize("no-api");
     let ds = object(&api, "DaemonSet", "braid-install");
     let pod = &ds["spec"]["template"]["spec"];
@@ -154,10 +148,7 @@ fn api_layout_runs_the_agent_with_its_token_and_node_name() {
 
 #[test]
 fn no_api_layout_has_no_token_rbac_crd_or_policy() {
-    if !have_kubectl("no_api_layout_has_no_token_rbac_crd_or_policy") {
-        return;
-    }
-    let objs = kustomize("no-api");
+    let Some(objs) = rendered("no_api_layout_has_no_token_rbac_crd_or_policy", "no-api") else { return };
     assert_eq!(kinds_and_names(&objs), ["ConfigMap/braid-networks", "DaemonSet/braid-install"]);
     let ds = object(&objs, "DaemonSet", "braid-install");
     let pod = &ds["spec"]["template"]["spec"];
@@ -200,10 +191,7 @@ fn without_descriptions(v: &Value) -> Value {
 
 #[test]
 fn api_layout_serves_nads_as_multus_does() {
-    if !have_kubectl("api_layout_serves_nads_as_multus_does") {
-        return;
-    }
-    let objs = kustomize("");
+    let Some(objs) = rendered("api_layout_serves_nads_as_multus_does", "") else { return };
     let crd = object(&objs, "CustomResourceDefinition", "network-attachment-definitions.k8s.cni.cncf.io");
     assert_eq!(crd["apiVersion"], "apiextensions.k8s.io/v1");
     let spec = &crd["spec"];
@@ -238,10 +226,7 @@ fn api_layout_serves_nads_as_multus_does() {
 
 #[test]
 fn admission_policy_is_bound_to_the_agents_service_account() {
-    if !have_kubectl("admission_policy_is_bound_to_the_agents_service_account") {
-        return;
-    }
-    let objs = kustomize("");
+    let Some(objs) = rendered("admission_policy_is_bound_to_the_agents_service_account", "") else { return };
     let sa = object(&objs, "ServiceAccount", "braid");
     let policy = object(&objs, "ValidatingAdmissionPolicy", "braid-node-agent");
     let binding = object(&objs, "ValidatingAdmissionPolicyBinding", "braid-node-agent");
