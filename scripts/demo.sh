@@ -270,11 +270,11 @@ ctr --address "$sock" -n k8s.io images import "$k/sandbox.tar" >/dev/null
 cri wait-network cluster
 echo "containerd (PID $cd_pid) runs pods on the cluster network ($k/net.d/10-cluster.conflist: bridge, 198.18.30.0/24)"
 
-step "the example ConfigMap (deploy/kubernetes/networks-configmap.json) as the kubelet mounts it: keys behind a ..data symlink"
+step "the example ConfigMap (deploy/kubernetes/base/networks-configmap.json) as the kubelet mounts it: keys behind a ..data symlink"
 # host-local's reservations go into the demo's directory (not /var/lib/cni/networks); nothing else changes.
 mkdir "$k/configmap/..v1"
-for key in $(jq -r '.data | keys[]' deploy/kubernetes/networks-configmap.json); do
-  jq -r --arg k "$key" '.data[$k]' deploy/kubernetes/networks-configmap.json \
+for key in $(jq -r '.data | keys[]' deploy/kubernetes/base/networks-configmap.json); do
+  jq -r --arg k "$key" '.data[$k]' deploy/kubernetes/base/networks-configmap.json \
     | jq --arg d "$k/ipam" '.plugins |= map(if .ipam then .ipam.dataDir = $d else . end)' > "$k/configmap/..v1/$key"
   ln -s "..data/$key" "$k/configmap/$key"
 done

@@ -56,7 +56,7 @@ const ISOLATED_BRIDGE: &str = "braid-iso0";
 /// The networks a pod selects by annotation.
 const ANNOTATION: (&str, &str) = ("k8s.v1.cni.cncf.io/networks", "default/isolated, default/storage");
 /// Where the example ConfigMap lives, relative to the bench crate.
-const CONFIGMAP: &str = "../deploy/kubernetes/networks-configmap.json";
+const CONFIGMAP: &str = "../deploy/kubernetes/base/networks-configmap.json";
 
 /// The case: `pods` pods through each arm (`w.reps(200)`).
 pub fn soak(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {

@@ -39,7 +39,7 @@ const KILL_AFTER: usize = 8;
 
 /// The example ConfigMap's keys, host-local's reservations moved into the test's directory.
 fn example_networks(ipam_dir: &Path) -> Vec<(String, String)> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes/networks-configmap.json");
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes/base/networks-configmap.json");
     let cm: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
     cm["data"]
         .as_object()
