@@ -23,7 +23,7 @@ command -v containerd >/dev/null || need+=(containerd)
 command -v runc >/dev/null || need+=(runc)
 # The pod's sandbox image is built around static busybox (the dynamic one cannot run alone).
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "ok installed" || need+=(busybox-static)
-# Part 3's VM: QEMU under TCG. Its kernel is not installed: integration/src/vm.rs fetches the
+# Part 3's VM: QEMU under TCG. Its kernel is not installed: integration/src/vm/kernel.rs fetches the
 # package `apt-cache depends linux-image-cloud-amd64` names into target/vm/ once (apt's index must know it).
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 if [ ${#need[@]} -gt 0 ] || ! apt-cache depends linux-image-cloud-amd64 2>/dev/null | grep -q "Depends: linux-image-"; then

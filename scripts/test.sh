@@ -22,7 +22,7 @@ command -v tar >/dev/null 2>&1 || need_pkgs+=(tar)
 # The chained-plugin tests (integration/tests/chains.rs): portmap and firewall run iptables.
 command -v iptables-save >/dev/null 2>&1 || need_pkgs+=(iptables)
 # The VM tests (integration/tests/vm_boot.rs): QEMU under TCG. Their kernel is not installed:
-# integration/src/vm.rs fetches the package `apt-cache depends linux-image-cloud-amd64` names with
+# integration/src/vm/kernel.rs fetches the package `apt-cache depends linux-image-cloud-amd64` names with
 # `apt-get download` into target/vm/ once, so apt's index must know it.
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need_pkgs+=(qemu-system-x86)
 need_index=0

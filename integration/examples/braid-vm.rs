@@ -1,7 +1,7 @@
 //! A tiny VM runtime for scripts/demo.sh: boots a VM on a CNI result in tc-redirect-tap's
 //! convention (braid's `vmtap` at the end of the chain) the way a VM runtime does, and shows what
 //! the guest sees. An example target of the integration crate, on its VM support
-//! (`src/vm.rs`): QEMU under TCG inside the pod namespace, Debian's cloud kernel, a busybox
+//! (`src/vm/`): QEMU under TCG inside the pod namespace, Debian's cloud kernel, a busybox
 //! initramfs. Nothing of it goes into the plugins.
 //!
 //! ```text
