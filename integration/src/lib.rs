@@ -8,6 +8,12 @@
 // Test support: failing loudly (panicking) is how it reports a broken environment to a test.
 #![allow(clippy::print_stderr, clippy::panic)]
 
+#[cfg(feature = "cri")]
+pub mod containerd;
+#[cfg(feature = "cri")]
+pub mod cri;
+#[cfg(feature = "cri")]
+pub mod node;
 pub mod podman;
 pub mod runtime;
 pub mod vm;

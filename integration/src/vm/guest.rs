@@ -21,7 +21,7 @@ pub struct Route {
 }
 
 /// One virtio NIC of the guest, backed by a tap in the namespace QEMU runs in.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Nic {
     /// The tap QEMU opens (`-netdev tap,ifname=`); it must exist (QEMU runs without scripts).
     pub tap: String,
@@ -29,7 +29,8 @@ pub struct Nic {
     pub mac: String,
     /// `address/prefix`, IPv4 or IPv6.
     pub addresses: Vec<String>,
-    /// Default gateways (at most one per family makes sense).
+    /// Gateways: the guest gets a default route via each (at most one per family makes sense;
+    /// [`super::guest_for`] keeps one).
     pub gateways: Vec<String>,
     /// Further routes.
     pub routes: Vec<Route>,
@@ -38,7 +39,7 @@ pub struct Nic {
 impl Nic {
     /// A NIC without addresses.
     pub fn new(tap: &str, mac: &str) -> Nic {
-        Nic { tap: tap.into(), mac: mac.into(), addresses: Vec::new(), gateways: Vec::new(), routes: Vec::new() }
+        Nic { tap: tap.into(), mac: mac.into(), ..Nic::default() }
     }
 
     /// Adds an address (`a.b.c.d/len` or `x::y/len`).

@@ -47,7 +47,7 @@ pub use console::{ProbeOutcome, VmRun};
 pub use guest::{Guest, Nic, Probe, Route, DEFAULT_TIMEOUT};
 pub use image::{VmImage, VIRTIO_NET_MODULES};
 pub use kernel::{cache_dir, KERNEL_METAPACKAGE};
-pub use nics::{guest_for, vm_nics, wire_tap, VmNic};
+pub use nics::{guest_for, vm_nics, wire_tap};
 pub use qemu::{Vm, KERNEL_CMDLINE, QEMU};
 
 use std::path::{Path, PathBuf};

@@ -8,33 +8,17 @@ use cni_types::CniResult;
 use std::path::Path;
 use std::process::Command;
 
-/// One VM NIC as a VM runtime derives it from a CNI result in tc-redirect-tap's convention (what
-/// braid's `vmtap` returns): the VM interface (`sandbox` = the container ID), its tap (the
-/// interface of the same name in the pod namespace), the IPs that point at the VM interface, and
-/// the routes that leave by it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VmNic {
-    /// The tap QEMU opens, in the pod namespace (also the VM interface's name).
-    pub tap: String,
-    /// The VM interface's MAC: the guest NIC's (the pod interface's, which the pod network knows).
-    pub mac: String,
-    /// `address/prefix` of every IP whose `interface` is the VM interface.
-    pub addresses: Vec<String>,
-    /// The gateways of those IPs.
-    pub gateways: Vec<String>,
-    /// `(dst, gateway)` of the result's routes that leave by this NIC; gateway `None` for a route
-    /// on the link.
-    pub routes: Vec<(String, Option<String>)>,
-}
-
 /// The VM NICs of `result`, in order, as a runtime pairs them: firecracker-go-sdk's
 /// `cni/internal/cniutil.go` (`VMTapPair`: the VM interface is the one whose `sandbox` is the VM's
 /// ID, its tap the interface of the same name) with the tap's `sandbox` required to be `netns`,
-/// and `cni/vmconf` (`StaticNetworkConfFrom`: the VM interface's MAC and IPs). A CNI result does
-/// not say which interface a route leaves by; the rule is `vmtap`'s (`result::routes_of`): the
-/// routes whose gateway lies in one of the NIC's subnets, and routes without a gateway on the
-/// first NIC. An error names the VM interface that has no tap, or says there is no VM interface.
-pub fn vm_nics(result: &CniResult, container_id: &str, netns: &str) -> Result<Vec<VmNic>, String> {
+/// and `cni/vmconf` (`StaticNetworkConfFrom`: the VM interface's MAC and IPs). Each [`Nic`] is
+/// the tap (also the VM interface's name), the VM interface's MAC (the pod interface's, which the
+/// pod network knows), the IPs whose `interface` is the VM interface with their gateways, and
+/// the routes that leave by it. A CNI result does not say which interface a route leaves by; the
+/// rule is `vmtap`'s (`result::routes_of`): the routes whose gateway lies in one of the NIC's
+/// subnets, and routes without a gateway on the first NIC. An error names the VM interface that
+/// has no tap, or says there is no VM interface.
+pub fn vm_nics(result: &CniResult, container_id: &str, netns: &str) -> Result<Vec<Nic>, String> {
     let mut out = Vec::new();
     let vms =
         result.interfaces.iter().enumerate().filter(|(_, i)| !container_id.is_empty() && i.sandbox == container_id);
@@ -47,22 +31,20 @@ pub fn vm_nics(result: &CniResult, container_id: &str, netns: &str) -> Result<Ve
         }
         let ips: Vec<_> = result.ips.iter().filter(|ip| ip.interface == Some(k as i64)).collect();
         let first = out.is_empty();
-        let routes = result
-            .routes
-            .iter()
-            .filter(|rt| match rt.gw {
-                Some(gw) => ips.iter().any(|ip| ip.address.contains(gw)),
-                None => first,
-            })
-            .map(|rt| (rt.dst.to_string(), rt.gw.map(|g| g.to_string())))
-            .collect();
-        out.push(VmNic {
-            tap: vm.name.clone(),
-            mac: vm.mac.clone(),
-            addresses: ips.iter().map(|ip| ip.address.to_string()).collect(),
-            gateways: ips.iter().filter_map(|ip| ip.gateway.map(|g| g.to_string())).collect(),
-            routes,
-        });
+        let mut nic = Nic::new(&vm.name, &vm.mac);
+        for ip in &ips {
+            nic = nic.address(&ip.address.to_string());
+            if let Some(g) = ip.gateway {
+                nic = nic.gateway(&g.to_string());
+            }
+        }
+        for rt in result.routes.iter().filter(|rt| match rt.gw {
+            Some(gw) => ips.iter().any(|ip| ip.address.contains(gw)),
+            None => first,
+        }) {
+            nic = nic.route(&rt.dst.to_string(), rt.gw.map(|g| g.to_string()).as_deref());
+        }
+        out.push(nic);
     }
     if out.is_empty() {
         return Err(format!(
@@ -74,25 +56,14 @@ pub fn vm_nics(result: &CniResult, container_id: &str, netns: &str) -> Result<Ve
 
 /// The guest a runtime boots on `nics` (no probes yet): one virtio NIC each with its addresses
 /// and its routes; the first NIC's first gateway is the default route (one default route per
-/// guest, as the pod had), so default routes of the result are not repeated.
-pub fn guest_for(nics: &[VmNic]) -> Guest {
+/// guest, as the pod had), so default routes of the result are not repeated, nor the other
+/// NICs' gateways.
+pub fn guest_for(nics: &[Nic]) -> Guest {
     let mut guest = Guest::new();
     for (k, n) in nics.iter().enumerate() {
-        let mut nic = Nic::new(&n.tap, &n.mac);
-        for a in &n.addresses {
-            nic = nic.address(a);
-        }
-        if k == 0 {
-            if let Some(g) = n.gateways.first() {
-                nic = nic.gateway(g);
-            }
-        }
-        for (dst, via) in &n.routes {
-            if !dst.ends_with("/0") {
-                nic = nic.route(dst, via.as_deref());
-            }
-        }
-        guest = guest.nic(nic);
+        let gateways = if k == 0 { n.gateways.iter().take(1).cloned().collect() } else { Vec::new() };
+        let routes = n.routes.iter().filter(|r| !r.dst.ends_with("/0")).cloned().collect();
+        guest = guest.nic(Nic { gateways, routes, ..n.clone() });
     }
     guest
 }
@@ -120,6 +91,7 @@ pub fn wire_tap(netns: impl AsRef<Path>, ifname: &str, tap: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vm::Route;
 
     fn vm_result(tap_sandbox: &str) -> CniResult {
         let v = serde_json::json!({
@@ -157,10 +129,13 @@ mod tests {
         assert_eq!(nics[0].gateways, s(&["198.18.1.1"]));
         assert_eq!(
             nics[0].routes,
-            [("0.0.0.0/0".to_string(), Some("198.18.1.1".to_string())), ("198.19.9.0/24".to_string(), None)]
+            [
+                Route { dst: "0.0.0.0/0".into(), via: Some("198.18.1.1".into()), v6: false },
+                Route { dst: "198.19.9.0/24".into(), via: None, v6: false }
+            ]
         );
         assert_eq!((nics[1].tap.as_str(), nics[1].mac.as_str()), ("tap1", "0a:58:c6:12:01:02"));
-        assert_eq!(nics[1].routes, [("198.19.2.0/24".to_string(), Some("198.18.2.1".to_string()))]);
+        assert_eq!(nics[1].routes, [Route { dst: "198.19.2.0/24".into(), via: Some("198.18.2.1".into()), v6: false }]);
 
         let lines: Vec<String> = guest_for(&nics).script().lines().skip(1).map(str::to_string).collect();
         assert_eq!(
