@@ -64,6 +64,15 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 log "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked -q
 
+# The four author-facing crates as crates.io would get them: each packaged (only what its
+# `include` lists) and built from that package alone, in dependency order, against the others'
+# packages (cargo's local overlay registry); then their docs as docs.rs builds them (its
+# `--cfg docsrs`, every feature). --allow-dirty: a developer's uncommitted work is checked too.
+published=(-p cni-types -p cni-skel -p cni-runtime -p cni-netlink)
+log "cargo package: cni-types, cni-skel, cni-runtime, cni-netlink"
+cargo package --locked -q --allow-dirty "${published[@]}"
+RUSTDOCFLAGS="--cfg docsrs -D warnings" cargo doc --no-deps --all-features --locked -q "${published[@]}"
+
 log "cargo build (plugin binaries the namespace tests run)"
 cargo build --workspace --bins --locked -q
 
