@@ -23,7 +23,7 @@ command -v containerd >/dev/null || need+=(containerd)
 command -v runc >/dev/null || need+=(runc)
 # The pod's sandbox image is built around static busybox (the dynamic one cannot run alone).
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "ok installed" || need+=(busybox-static)
-# Part 3's VM: QEMU under TCG. Its kernel is not installed: integration/src/vm.rs fetches the
+# Part 3's VM: QEMU under TCG. Its kernel is not installed: integration/src/vm/kernel.rs fetches the
 # package `apt-cache depends linux-image-cloud-amd64` names into target/vm/ once (apt's index must know it).
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 if [ ${#need[@]} -gt 0 ] || ! apt-cache depends linux-image-cloud-amd64 2>/dev/null | grep -q "Depends: linux-image-"; then
@@ -95,6 +95,57 @@ stop_node() {
   done
   return 0
 }
+# Throwaway network namespaces, each with its loopback up.
+netns_add() {
+  local n
+  for n in "$@"; do ip netns add "$n" && ip -n "$n" link set lo up; done
+}
+# braid-cnitool, from node namespace $2, runs command $1 of conflist $4 on pod namespace $3 with
+# container ID $5; its libcni cache goes to $6/cache.
+cnitool() {
+  ip netns exec "$2" "$bin/braid-cnitool" "$1" "$4" --netns "/run/netns/$3" --ifname eth0 --id "$5" \
+    --cache "$6/cache" --path "$bin:/usr/lib/cni" --args "IgnoreUnknown=1;K8S_POD_NAME=demo"
+}
+# What a conflist run from directory $1 (its ipam/, cache/ and state/) can leave, one line each.
+files_left() {
+  find "$1/ipam" -name '198.1*' 2>/dev/null | grep -q . && echo "an IP reservation is left"
+  [ -n "$(ls -A "$1/cache/results" 2>/dev/null)" ] && echo "a cache file is left"
+  # .braid-owner records which plugin kind the stateDir serves; it stays by design.
+  find "$1/state" -maxdepth 1 -type f ! -name .braid-owner 2>/dev/null | grep -q . && echo "a delegator state file is left"
+  return 0
+}
+# The delegator of parts 1 and 3 (merged result, state in $1/state, reservations in $1/ipam):
+# a bridge "cluster" network on eth0 (bridge $2, 198.18.$3.0/24, the default route via .1), a ptp
+# "storage" network on net1 (cniVersion $4, 198.18.$5.0/24, a route to 198.19.$5.0/24 via .1),
+# then the delegate $6 if given (a JSON object).
+delegator() {
+  cat <<JSON
+    {
+      "type": "delegator",
+      "result": "merged",
+      "stateDir": "$1/state",
+      "delegates": [
+        {
+          "cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": "$2", "isGateway": true,
+          "ipam": {
+            "type": "host-local", "dataDir": "$1/ipam",
+            "ranges": [[{"subnet": "198.18.$3.0/24", "gateway": "198.18.$3.1"}]],
+            "routes": [{"dst": "0.0.0.0/0", "gw": "198.18.$3.1"}]
+          }
+        },
+        {
+          "cniVersion": "$4", "name": "storage", "type": "ptp",
+          "ipam": {
+            "type": "host-local", "dataDir": "$1/ipam",
+            "ranges": [[{"subnet": "198.18.$5.0/24", "gateway": "198.18.$5.1"}]],
+            "routes": [{"dst": "198.19.$5.0/24", "gw": "198.18.$5.1"}]
+          }
+        }${6:+,
+        $6}
+      ]
+    }
+JSON
+}
 cleanup() {
   stop_node
   # What containerd mounted below the demo's directory (pod namespaces, shm, rootfs), innermost first.
@@ -114,39 +165,14 @@ trap cleanup EXIT
 
 part "part 1: several networks in one ADD (braid-cnitool runs the conflist)"
 step "creating throwaway namespaces $host (the node) and $ctr (the pod)"
-ip netns add "$host"
-ip netns add "$ctr"
-ip -n "$host" link set lo up
-ip -n "$ctr" link set lo up
+netns_add "$host" "$ctr"
 
 cat > "$work/demo.conflist" <<JSON
 {
   "cniVersion": "1.0.0",
   "name": "braid-demo",
   "plugins": [
-    {
-      "type": "delegator",
-      "result": "merged",
-      "stateDir": "$work/state",
-      "delegates": [
-        {
-          "cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": "braiddemo0", "isGateway": true,
-          "ipam": {
-            "type": "host-local", "dataDir": "$work/ipam",
-            "ranges": [[{"subnet": "198.18.20.0/24", "gateway": "198.18.20.1"}]],
-            "routes": [{"dst": "0.0.0.0/0", "gw": "198.18.20.1"}]
-          }
-        },
-        {
-          "cniVersion": "0.4.0", "name": "storage", "type": "ptp",
-          "ipam": {
-            "type": "host-local", "dataDir": "$work/ipam",
-            "ranges": [[{"subnet": "198.18.21.0/24"}]],
-            "routes": [{"dst": "198.19.21.0/24", "gw": "198.18.21.1"}]
-          }
-        }
-      ]
-    },
+$(delegator "$work" braiddemo0 20 0.4.0 21),
     {"type": "tuning", "mtu": 1400},
     {"type": "verifier"}
   ]
@@ -157,11 +183,7 @@ echo "(net1, cniVersion 0.4.0) and returns both merged as one result (1.0.0: Deb
 echo "the verifier, last, proves with netlink that the final result matches the pod's namespace:"
 cat "$work/demo.conflist"
 
-tool() {
-  ip netns exec "$host" "$bin/braid-cnitool" "$1" "$work/demo.conflist" \
-    --netns "/run/netns/$ctr" --ifname eth0 --id "$id" --cache "$work/cache" \
-    --path "$bin:/usr/lib/cni" --args "IgnoreUnknown=1;K8S_POD_NAME=demo"
-}
+tool() { cnitool "$1" "$host" "$ctr" "$work/demo.conflist" "$id" "$work"; }
 
 step "ADD: the merged result the runtime receives (every interface, each IP pointing at its own)"
 tool add
@@ -194,17 +216,14 @@ for l in eth0 net1; do
 done
 if ip -n "$host" -br link | grep -q '^veth'; then echo "a veth is still on the node"; left=1; fi
 if [ -n "$(taps "$ctr"; taps "$host")" ]; then echo "a tap is left"; left=1; fi
-if find "$work/ipam" -name '198.18.*' 2>/dev/null | grep -q .; then echo "an IP reservation is left"; left=1; fi
-if [ -n "$(ls -A "$work/cache/results" 2>/dev/null)" ]; then echo "a cache file is left"; left=1; fi
-# .braid-owner records which plugin kind the stateDir serves; it stays by design.
-if find "$work/state" -maxdepth 1 -type f ! -name .braid-owner 2>/dev/null | grep -q .; then echo "a delegator state file is left"; left=1; fi
+files="$(files_left "$work")"
+[ -z "$files" ] || { echo "$files"; left=1; }
 [ "$left" -eq 0 ] || exit 1
 echo "no interface, no IP reservation, no state or cache file left (bridge leaves its bridge device on the node by design; it goes with the node namespace)"
 
 part "part 2: a Kubernetes node (containerd's CRI, braid-install, an annotated pod)"
 step "containerd's CRI in a throwaway namespace $node, a bridge cluster network"
-ip netns add "$node"
-ip -n "$node" link set lo up
+netns_add "$node"
 # The example "storage" network's macvlan master, in the node namespace only.
 ip -n "$node" link add eth1 type veth peer name eth1p
 ip -n "$node" link set eth1 up
@@ -345,50 +364,25 @@ t3=$EPOCHREALTIME
 v="$work/vm"
 mkdir -p "$v"
 step "creating throwaway namespaces $vmhost (the node) and $vmpod (the VM's pod)"
-ip netns add "$vmhost"
-ip netns add "$vmpod"
-ip -n "$vmhost" link set lo up
-ip -n "$vmpod" link set lo up
+netns_add "$vmhost" "$vmpod"
 # The macvlan network's master, eth1, and on it a peer holding that network's gateway address.
 ip -n "$vmhost" link add eth1 type veth peer name eth1p
 ip -n "$vmhost" link add metal0 link eth1 type macvlan mode bridge
 ip -n "$vmhost" addr add 198.18.42.1/24 dev metal0
 for l in eth1 eth1p metal0; do ip -n "$vmhost" link set "$l" up; done
+metal="{
+          \"cniVersion\": \"1.0.0\", \"name\": \"metal\", \"type\": \"macvlan\", \"master\": \"eth1\", \"mode\": \"bridge\",
+          \"ipam\": {
+            \"type\": \"host-local\", \"dataDir\": \"$v/ipam\",
+            \"ranges\": [[{\"subnet\": \"198.18.42.0/24\", \"gateway\": \"198.18.42.1\"}]]
+          }
+        }"
 cat > "$v/vm.conflist" <<JSON
 {
   "cniVersion": "1.1.0",
   "name": "braid-demo-vm",
   "plugins": [
-    {
-      "type": "delegator",
-      "result": "merged",
-      "stateDir": "$v/state",
-      "delegates": [
-        {
-          "cniVersion": "1.0.0", "name": "cluster", "type": "bridge", "bridge": "braidvm0", "isGateway": true,
-          "ipam": {
-            "type": "host-local", "dataDir": "$v/ipam",
-            "ranges": [[{"subnet": "198.18.40.0/24", "gateway": "198.18.40.1"}]],
-            "routes": [{"dst": "0.0.0.0/0", "gw": "198.18.40.1"}]
-          }
-        },
-        {
-          "cniVersion": "1.0.0", "name": "storage", "type": "ptp",
-          "ipam": {
-            "type": "host-local", "dataDir": "$v/ipam",
-            "ranges": [[{"subnet": "198.18.41.0/24", "gateway": "198.18.41.1"}]],
-            "routes": [{"dst": "198.19.41.0/24", "gw": "198.18.41.1"}]
-          }
-        },
-        {
-          "cniVersion": "1.0.0", "name": "metal", "type": "macvlan", "master": "eth1", "mode": "bridge",
-          "ipam": {
-            "type": "host-local", "dataDir": "$v/ipam",
-            "ranges": [[{"subnet": "198.18.42.0/24", "gateway": "198.18.42.1"}]]
-          }
-        }
-      ]
-    },
+$(delegator "$v" braidvm0 40 1.0.0 41 "$metal"),
     {"type": "vmtap"},
     {"type": "verifier"}
   ]
@@ -398,11 +392,7 @@ echo "conflist: the delegator attaches bridge (eth0), ptp (net1) and macvlan (ne
 echo "vmtap then gives every pod interface a tap joined to it by two tc redirects and adds, per interface, the tap"
 echo "and a VM interface (sandbox = the container ID, MAC = the pod interface's) to the result; the verifier checks it all:"
 cat "$v/vm.conflist"
-vmtool() {
-  ip netns exec "$vmhost" "$bin/braid-cnitool" "$1" "$v/vm.conflist" \
-    --netns "/run/netns/$vmpod" --ifname eth0 --id "$vmid" --cache "$v/cache" \
-    --path "$bin:/usr/lib/cni" --args "IgnoreUnknown=1;K8S_POD_NAME=vm"
-}
+vmtool() { cnitool "$1" "$vmhost" "$vmpod" "$v/vm.conflist" "$vmid" "$v"; }
 step "ADD: braid's result (pod interfaces, then per pod interface its tap and the VM interface with its IPs)"
 vmtool add > "$v/result.json"
 cat "$v/result.json"
@@ -424,9 +414,8 @@ left=0
 [ -n "$(taps "$vmpod"; taps "$vmhost")" ] && { echo "a tap is left: $(taps "$vmpod"; taps "$vmhost")"; left=1; }
 ip -n "$vmhost" -br link | grep -q '^veth' && { echo "a veth is left on the node"; left=1; }
 [ -n "$(ip netns pids "$vmpod")" ] && { echo "a process (QEMU?) is left in the pod namespace"; left=1; }
-find "$v/ipam" -name '198.18.*' | grep -q . && { echo "an IP reservation is left"; left=1; }
-[ -n "$(ls -A "$v/cache/results" 2>/dev/null)" ] && { echo "a cache file is left"; left=1; }
-find "$v/state" -maxdepth 1 -type f ! -name .braid-owner | grep -q . && { echo "a delegator state file is left"; left=1; }
+files="$(files_left "$v")"
+[ -z "$files" ] || { echo "$files"; left=1; }
 find "$v" -maxdepth 1 -name 'braid-*' | grep -q . && { echo "a VM boot directory is left"; left=1; }
 [ "$left" -eq 0 ] || exit 1
 echo "no tap, pod interface, QEMU, IP reservation, state, cache file or boot file left"

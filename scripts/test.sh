@@ -22,7 +22,7 @@ command -v tar >/dev/null 2>&1 || need_pkgs+=(tar)
 # The chained-plugin tests (integration/tests/chains.rs): portmap and firewall run iptables.
 command -v iptables-save >/dev/null 2>&1 || need_pkgs+=(iptables)
 # The VM tests (integration/tests/vm_boot.rs): QEMU under TCG. Their kernel is not installed:
-# integration/src/vm.rs fetches the package `apt-cache depends linux-image-cloud-amd64` names with
+# integration/src/vm/kernel.rs fetches the package `apt-cache depends linux-image-cloud-amd64` names with
 # `apt-get download` into target/vm/ once, so apt's index must know it.
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need_pkgs+=(qemu-system-x86)
 # The static release build of braid-install (its TLS, ring, has C parts): musl's C compiler.
@@ -76,6 +76,15 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 log "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked -q
+
+# The four author-facing crates as crates.io would get them: each packaged (only what its
+# `include` lists) and built from that package alone, in dependency order, against the others'
+# packages (cargo's local overlay registry); then their docs as docs.rs builds them (its
+# `--cfg docsrs`, every feature). --allow-dirty: a developer's uncommitted work is checked too.
+published=(-p cni-types -p cni-skel -p cni-runtime -p cni-netlink)
+log "cargo package: cni-types, cni-skel, cni-runtime, cni-netlink"
+cargo package --locked -q --allow-dirty "${published[@]}"
+RUSTDOCFLAGS="--cfg docsrs -D warnings" cargo doc --no-deps --all-features --locked -q "${published[@]}"
 
 log "cargo build (plugin binaries the namespace tests run)"
 cargo build --workspace --bins --locked -q

@@ -15,27 +15,27 @@
 //!
 //! Everything lives in namespaces and directories of its own (198.18.0.0/15 only); the daemons
 //! are stopped by PID and everything removed on drop. The release profile aborts on panic, so no
-//! destructor would run when `containerd.rs` panics on a broken environment: a panic hook then
-//! removes what this run created, found by the unique names it gave it.
-
-#[allow(dead_code)]
-#[path = "../../integration/src/containerd.rs"]
-mod containerd;
-#[allow(dead_code)]
-#[path = "../../integration/src/cri.rs"]
-mod cri;
+//! destructor would run when the harness (`braid_integration::containerd`, `node`) panics on a
+//! broken environment: a panic hook then removes what this run created, found by the unique
+//! names it gave it.
+//!
+//! The node is the suite's (`braid_integration::node`: the same primary, example networks and
+//! `braid-install --once`), with the release binaries.
 
 use crate::cases::World;
 use crate::stats::Sample;
 use crate::verdict::Verdict;
+use braid_integration::containerd::{self, shim_socket, Containerd};
+use braid_integration::cri::{self, Cri, PodSandboxConfig};
+use braid_integration::node::{
+    bridge_primary, install_braid, status_interfaces, EXAMPLE_INTERFACES, EXAMPLE_SELECTION, ISOLATED_BRIDGE,
+    NETWORKS_ANNOTATION, STORAGE_MASTER,
+};
 use braid_integration::runtime::{
-    libcni_cache_entries, remove_libcni_cache_entries, stop_processes_mentioning, unmount_below, wait_for, LIBCNI_CACHE,
+    libcni_cache_entries, mounts_below, remove_libcni_cache_entries, stop_processes_mentioning, unmount_below,
+    wait_for, LIBCNI_CACHE,
 };
 use braid_integration::{build_dir, unique, BRAID_BINARIES};
-use containerd::Containerd;
-use cri::{Cri, PodSandboxConfig, PodSandboxMetadata};
-use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -49,14 +49,6 @@ const RETRY: Duration = Duration::from_secs(60);
 /// The harness tags of the two nodes: their directories and namespaces carry them.
 const TAG_BRAID: &str = "soakb";
 const TAG_PLAIN: &str = "soakp";
-/// The example "storage" network's macvlan master, made in the braid node's namespace only.
-const MASTER: &str = "eth1";
-/// The example "isolated" network's bridge.
-const ISOLATED_BRIDGE: &str = "braid-iso0";
-/// The networks a pod selects by annotation.
-const ANNOTATION: (&str, &str) = ("k8s.v1.cni.cncf.io/networks", "default/isolated, default/storage");
-/// Where the example ConfigMap lives, relative to the bench crate.
-const CONFIGMAP: &str = "../deploy/kubernetes/base/networks-configmap.json";
 
 /// The case: `pods` pods through each arm (`w.reps(200)`).
 pub fn soak(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
@@ -131,18 +123,11 @@ struct Node {
     status_dir: PathBuf,
 }
 
-/// The bridge primary (with tuning, as on a node), its reservations in the node's directory.
-fn primary(h: &braid_integration::Harness, name: &str, bridge: &str, subnet: u8) -> Value {
-    json!({"cniVersion": "1.0.0", "name": name, "plugins": [
-        {"type": "bridge", "bridge": bridge, "isGateway": true, "ipam": h.host_local(subnet)},
-        {"type": "tuning", "capabilities": {"mac": true}}]})
-}
-
 impl Node {
     fn plain() -> Result<Node, String> {
         let (name, bridge) = (unique("spl"), unique("br"));
         AbortSweep::network(&name);
-        let c = Containerd::start(TAG_PLAIN, |h| vec![primary(h, &name, &bridge, 151)], 1);
+        let c = Containerd::start(TAG_PLAIN, |h| vec![bridge_primary(h, &name, &bridge, 151)], 1);
         let own_links = vec!["lo".to_string(), bridge];
         Ok(Node { c, braid: false, own_links, status_dir: PathBuf::new() })
     }
@@ -152,75 +137,12 @@ impl Node {
         let (name, bridge, braid) = (unique("scl"), unique("br"), unique("braid"));
         AbortSweep::network(&name);
         AbortSweep::network(&braid);
-        let mut c = Containerd::start(TAG_BRAID, |h| vec![primary(h, &name, &bridge, 150)], 1);
-        let host = &c.h.host;
-        for args in
-            [&["link", "add", MASTER, "type", "veth", "peer", "name", "eth1p"][..], &["link", "set", MASTER, "up"]]
-        {
-            run(Command::new("ip").args(["-n", host.name()]).args(args))?;
-        }
-        let d = c.h.dir.path().to_path_buf();
-        let (networks_dir, state_dir, status_dir, cm) =
-            (d.join("braid.d"), d.join("state"), d.join("status"), d.join("cm"));
-        std::fs::create_dir_all(&cm).map_err(|e| format!("{}: {e}", cm.display()))?;
-        for (k, v) in example_networks(&c.h.ipam_dir())? {
-            std::fs::write(cm.join(&k), v).map_err(|e| format!("{k}: {e}"))?;
-        }
-        let s = |p: &Path| p.display().to_string();
-        run(Command::new(w.bins.join("braid-install")).args([
-            "--once",
-            "--host-root",
-            "/",
-            "--source-dir",
-            &s(&w.bins),
-            "--cni-bin-dir",
-            &s(&c.bin_dir()),
-            "--cni-conf-dir",
-            &s(&c.net_dir()),
-            "--networks-dir",
-            &s(&networks_dir),
-            "--state-dir",
-            &s(&state_dir),
-            "--status-dir",
-            &s(&status_dir),
-            "--name",
-            &braid,
-            "--networks-configmap",
-            &s(&cm),
-            "--global-namespaces",
-            "default",
-        ]))?;
-        c.wait_network_loaded(&braid);
-        let own_links = ["lo", MASTER, "eth1p", ISOLATED_BRIDGE, &bridge].map(String::from).to_vec();
+        let mut c = Containerd::start(TAG_BRAID, |h| vec![bridge_primary(h, &name, &bridge, 150)], 1);
+        let status_dir = install_braid(&mut c, &w.bins, &braid).status_dir;
+        let (master, peer) = STORAGE_MASTER;
+        let own_links = ["lo", master, peer, ISOLATED_BRIDGE, &bridge].map(String::from).to_vec();
         Ok(Node { c, braid: true, own_links, status_dir })
     }
-}
-
-/// Runs a command; its stderr in the error.
-fn run(cmd: &mut Command) -> Result<String, String> {
-    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("{cmd:?} failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// The example ConfigMap's keys, host-local's reservations moved into the node's directory.
-fn example_networks(ipam_dir: &Path) -> Result<Vec<(String, String)>, String> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(CONFIGMAP);
-    let text = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-    let cm: Value = serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", p.display()))?;
-    let mut out = Vec::new();
-    for (k, text) in cm["data"].as_object().into_iter().flatten() {
-        let mut v: Value = serde_json::from_str(text.as_str().unwrap_or_default()).map_err(|e| format!("{k}: {e}"))?;
-        for p in v["plugins"].as_array_mut().into_iter().flatten() {
-            if p.get("ipam").is_some() {
-                p["ipam"]["dataDir"] = json!(ipam_dir);
-            }
-        }
-        out.push((k.clone(), serde_json::to_string_pretty(&v).unwrap_or_default()));
-    }
-    Ok(out)
 }
 
 /// What one arm saw over its halves.
@@ -262,17 +184,7 @@ impl Arm {
 }
 
 fn config(name: &str) -> PodSandboxConfig {
-    PodSandboxConfig {
-        metadata: Some(PodSandboxMetadata {
-            name: name.into(),
-            uid: unique("uid"),
-            namespace: "braid-test".into(),
-            attempt: 0,
-        }),
-        hostname: name.into(),
-        labels: HashMap::new(),
-        annotations: [(ANNOTATION.0.to_string(), ANNOTATION.1.to_string())].into_iter().collect(),
-    }
+    PodSandboxConfig::pod("braid-test", name, &[(NETWORKS_ANNOTATION, EXAMPLE_SELECTION)])
 }
 
 /// One half of an arm: `pods` pods by [`WORKERS`] workers, the daemon SIGKILLed and started
@@ -415,18 +327,10 @@ fn look_at(n: &Node, name: &str, id: &str, s: &cri::PodSandboxStatusResponse, ar
         return;
     }
     let ifs = status_interfaces(&n.status_dir, id);
-    if ifs != ["eth0", "net1", "net2"] {
+    if ifs != EXAMPLE_INTERFACES {
         arm.broken.push(format!("pod {name} ({id}) came up with {ifs:?}, not eth0, net1, net2"));
     }
-    let info: Value = s.info.get("info").and_then(|i| serde_json::from_str(i).ok()).unwrap_or(Value::Null);
-    let netns = info["runtimeSpec"]["linux"]["namespaces"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|n| n["type"] == "network")
-        .and_then(|n| n["path"].as_str())
-        .map(PathBuf::from);
-    match netns.and_then(|p| std::fs::metadata(p).ok()) {
+    match s.netns().and_then(|p| std::fs::metadata(p).ok()) {
         Some(m) => {
             use std::os::unix::fs::MetadataExt;
             let lock = Path::new(braid_attach::ifnames::LOCK_DIR).join(format!("netns-{}-{}.lock", m.dev(), m.ino()));
@@ -435,22 +339,6 @@ fn look_at(n: &Node, name: &str, id: &str, s: &cri::PodSandboxStatusResponse, ar
         }
         None => arm.broken.push(format!("pod {name} ({id}): no network namespace in its status")),
     }
-}
-
-/// The interfaces the pod's network-status document names.
-fn status_interfaces(dir: &Path, id: &str) -> Vec<String> {
-    let doc = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .find(|e| e.file_name().to_string_lossy().ends_with(&format!("_{id}.json")))
-        .and_then(|e| std::fs::read(e.path()).ok())
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .unwrap_or(Value::Null);
-    let mut v: Vec<String> =
-        doc.as_array().into_iter().flatten().filter_map(|e| e["interface"].as_str().map(str::to_string)).collect();
-    v.sort();
-    v
 }
 
 /// Removes what the daemon still lists (sandboxes whose RunPodSandbox the kill cut: the kubelet
@@ -502,7 +390,7 @@ fn finish(n: &mut Node, arm: &mut Arm) -> Vec<String> {
     cache.extend(cache_of(&ids, false).into_iter().filter(|f| !cache.contains(f)).collect::<Vec<_>>());
     left.extend(cache.into_iter().map(|e| format!("libcni cache entry {LIBCNI_CACHE}/{e}")));
     left.extend(n.c.pod_namespaces().into_iter().map(|p| format!("pod namespace {p}")));
-    left.extend(mounts_below(n.c.h.dir.path()).into_iter().map(|m| format!("mount {m}")));
+    left.extend(mounts_below(n.c.h.dir.path()).into_iter().map(|m| format!("mount {}", m.display())));
     let shims = n.c.shim_sockets_left();
     if !shims.is_empty() {
         // containerd's own (a sandbox it was handling when killed), not braid's: the suite notes
@@ -510,18 +398,6 @@ fn finish(n: &mut Node, arm: &mut Arm) -> Vec<String> {
         crate::report::say(&format!("soak, {what}: note: containerd left {} shim socket(s): {shims:?}", shims.len()));
     }
     left.into_iter().map(|l| format!("{what}: {l}")).collect()
-}
-
-/// Mount points at or below `dir` (pod namespaces, sandbox root filesystems, shm).
-fn mounts_below(dir: &Path) -> Vec<String> {
-    let prefix = dir.display().to_string();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .filter(|p| *p == prefix || p.starts_with(&format!("{prefix}/")))
-        .map(str::to_string)
-        .collect()
 }
 
 fn ms(d: &Duration) -> f64 {
@@ -651,29 +527,12 @@ impl AbortSweep {
 
     /// A sandbox: its shim socket and libcni cache entries go if the run panics.
     fn pod(c: &Containerd, id: &str) {
-        let shim = shim_socket(&c.net_dir().with_file_name("containerd.sock"), id);
+        let shim = shim_socket(c.socket(), id);
         Self::with(|m| {
             m.shims.extend(shim);
             m.ids.push(id.to_string());
         });
     }
-}
-
-/// A sandbox's shim socket: containerd 1.6 puts it at `/run/containerd/s/<sha256 of
-/// "<address>/k8s.io/<id>">`, as `containerd.rs` computes it.
-fn shim_socket(socket: &Path, id: &str) -> Option<PathBuf> {
-    let mut child = Command::new("sha256sum")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .ok()?;
-    if let Some(mut i) = child.stdin.take() {
-        use std::io::Write;
-        let _ = write!(i, "{}/k8s.io/{id}", socket.display());
-    }
-    let out = child.wait_with_output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    Some(Path::new("/run/containerd/s").join(text.split_whitespace().next()?))
 }
 
 impl Drop for AbortSweep {

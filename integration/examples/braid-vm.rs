@@ -1,7 +1,7 @@
 //! A tiny VM runtime for scripts/demo.sh: boots a VM on a CNI result in tc-redirect-tap's
 //! convention (braid's `vmtap` at the end of the chain) the way a VM runtime does, and shows what
 //! the guest sees. An example target of the integration crate, on its VM support
-//! (`src/vm.rs`): QEMU under TCG inside the pod namespace, Debian's cloud kernel, a busybox
+//! (`src/vm/`): QEMU under TCG inside the pod namespace, Debian's cloud kernel, a busybox
 //! initramfs. Nothing of it goes into the plugins.
 //!
 //! ```text
@@ -18,7 +18,7 @@
 //! 2 bad command line or result.
 #![allow(clippy::print_stdout, clippy::print_stderr, missing_docs)]
 
-use braid_integration::vm::{guest_for, vm_nics, Probe, Vm, VmImage, VmNic, VmRun};
+use braid_integration::vm::{guest_for, vm_nics, Nic, Probe, Vm, VmImage, VmRun};
 use cni_types::{AnyResult, CniResult};
 use std::io::Read;
 use std::time::Instant;
@@ -74,13 +74,13 @@ fn read_result(file: Option<&str>) -> Result<CniResult, String> {
     AnyResult::from_bytes(&bytes).map(|r| r.to_latest()).map_err(|e| format!("{from}: not a CNI result: {e}"))
 }
 
-fn describe(k: usize, n: &VmNic) -> String {
+fn describe(k: usize, n: &Nic) -> String {
     let mut s = format!("NIC {k}: tap {:<6} MAC {}  {}", n.tap, n.mac, n.addresses.join(" "));
     if !n.gateways.is_empty() {
         s += &format!("  gateway {}", n.gateways.join(" "));
     }
-    for (dst, via) in &n.routes {
-        s += &format!("  route {dst}{}", via.as_deref().map(|v| format!(" via {v}")).unwrap_or_default());
+    for r in &n.routes {
+        s += &format!("  route {}{}", r.dst, r.via.as_deref().map(|v| format!(" via {v}")).unwrap_or_default());
     }
     s
 }

@@ -1,5 +1,5 @@
 //! Debian's containerd 1.6 (CRI built in) as the runtime, one daemon per test, in the test's own
-//! host namespace, with the test acting as the kubelet through [`super::cri::Cri`].
+//! host namespace, with the test acting as the kubelet through [`crate::cri::Cri`].
 //!
 //! Its root, state, sockets, config, runc root, `opt` directory, CNI configuration directory and
 //! CNI bin directory (one directory: symlinks to braid's binaries and the reference plugins) all
@@ -12,18 +12,16 @@
 //! (and the directories it created there, when empty), the libcni cache entries of its networks,
 //! and unmounts what it mounted below the test's directory.
 //!
-//! Compiled into the containerd tests and the bench's soak only (see `cri.rs`), as a sibling of
-//! `cri.rs` (hence `super::cri`).
+//! Behind the crate's `cri` feature, as [`crate::cri`].
 #![allow(clippy::panic, clippy::expect_used, clippy::unwrap_used)]
 
-use super::cri::{Cri, CriError, PodSandboxConfig, PodSandboxMetadata};
-use braid_integration::runtime::{
+use crate::cri::{Cri, CriError, PodSandboxConfig};
+use crate::runtime::{
     busybox_rootfs_tar, remove_libcni_cache_entries, run_ok, stop_pid, stop_processes_mentioning, unmount_below,
     wait_for,
 };
-use braid_integration::{build_dir, unique, Harness, BRAID_BINARIES, REFERENCE_PLUGINS};
+use crate::{build_dir, Harness, BRAID_BINARIES, REFERENCE_PLUGINS};
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -114,7 +112,6 @@ impl Containerd {
     /// SIGKILLs the daemon (its shims live on, as on a node) and starts it again on the same
     /// root, state and configuration; returns once its socket is back. Clients made with
     /// [`Self::client`] reconnect by themselves; [`Self::cri`] after [`Self::reconnect`].
-    #[allow(dead_code)] // used by the soak only
     pub fn kill_and_restart(&self) {
         let mut child = self.child.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(mut c) = child.take() {
@@ -130,7 +127,6 @@ impl Containerd {
 
     /// A new [`Self::cri`] client (after [`Self::kill_and_restart`]), once CRI reports the
     /// last network loaded again (the one a pod gets with `max_conf_num = 1`).
-    #[allow(dead_code)] // used by the soak only
     pub fn reconnect(&mut self) {
         self.cri = Some(Cri::connect(&self.socket, Duration::from_secs(60)).unwrap_or_else(|e| panic!("{e}")));
         if let Some(name) = self.networks.pop() {
@@ -139,14 +135,12 @@ impl Containerd {
     }
 
     /// A CRI client of its own (a kubelet worker's), or why none: the daemon may be down.
-    #[allow(dead_code)] // used by the soak only
     pub fn client(&self) -> Result<Cri, String> {
         Cri::connect(&self.socket, Duration::from_secs(60))
     }
 
     /// Sandboxes created by other clients ([`Self::client`]): their shim sockets and, while
     /// they exist, the sandboxes themselves are removed on drop like this test's own.
-    #[allow(dead_code)] // used by the soak only
     pub fn adopt(&mut self, ids: impl IntoIterator<Item = String>) {
         for id in ids {
             if !self.created.contains(&id) {
@@ -157,7 +151,6 @@ impl Containerd {
     }
 
     /// Forgets sandboxes removed through another client.
-    #[allow(dead_code)] // used by the soak only
     pub fn removed(&mut self, id: &str) {
         self.pods.retain(|p| p != id);
     }
@@ -173,27 +166,23 @@ impl Containerd {
     }
 
     /// The CNI configuration directory the daemon reads.
-    #[allow(dead_code)] // used by the install tests only
     pub fn net_dir(&self) -> PathBuf {
         self.dir.join("net.d")
     }
 
     /// The CNI bin directory the daemon runs plugins from.
-    #[allow(dead_code)] // used by the install tests only
     pub fn bin_dir(&self) -> PathBuf {
         self.dir.join("cni-bin")
     }
 
     /// Waits until CRI reports a network named `name` loaded (written into [`Self::net_dir`]
     /// after the start, e.g. by an installer), and cleans its libcni cache entries on drop.
-    #[allow(dead_code)] // used by the install tests only
     pub fn wait_network_loaded(&mut self, name: &str) {
         let mut last = String::new();
         let ok = wait_for(Duration::from_secs(20), || {
-            let conf = self.cri().status().ok()?.info.get("cniconfig").cloned().unwrap_or_default();
-            last = conf.clone();
-            (conf.contains(&format!("\"Name\": \"{name}\"")) || conf.contains(&format!("\"Name\":\"{name}\"")))
-                .then_some(())
+            let s = self.cri().status().ok()?;
+            last = s.cni_config().to_string();
+            s.network_loaded(name).then_some(())
         });
         assert!(ok.is_some(), "CRI never loaded the network {name:?}; cniconfig: {last}\n{}", self.log());
         self.networks.push(name.to_string());
@@ -240,32 +229,15 @@ impl Containerd {
         let mut last = String::new();
         let ok = wait_for(Duration::from_secs(20), || {
             let s = self.cri().status().ok()?;
-            let ready = s.status.as_ref()?.conditions.iter().any(|c| c.r#type == "NetworkReady" && c.status);
-            let conf = s.info.get("cniconfig").cloned().unwrap_or_default();
-            last = conf.clone();
-            (ready
-                && self.networks.iter().all(|n| {
-                    conf.contains(&format!("\"Name\": \"{n}\"")) || conf.contains(&format!("\"Name\":\"{n}\""))
-                }))
-            .then_some(())
+            last = s.cni_config().to_string();
+            (s.network_ready() && self.networks.iter().all(|n| s.network_loaded(n))).then_some(())
         });
         assert!(ok.is_some(), "CRI never loaded the networks {:?}; cniconfig: {last}\n{}", self.networks, self.log());
     }
 
     /// RunPodSandbox of a pod `name` in namespace `braid-test` with these annotations.
     pub fn run_pod(&mut self, name: &str, annotations: &[(&str, &str)]) -> Result<String, CriError> {
-        let config = PodSandboxConfig {
-            metadata: Some(PodSandboxMetadata {
-                name: name.into(),
-                uid: unique("uid"),
-                namespace: "braid-test".into(),
-                attempt: 0,
-            }),
-            hostname: name.into(),
-            labels: HashMap::new(),
-            annotations: annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        };
-        let id = self.cri().run_pod_sandbox(config)?;
+        let id = self.cri().run_pod_sandbox(PodSandboxConfig::pod("braid-test", name, annotations))?;
         self.pods.push(id.clone());
         self.created.push(id.clone());
         Ok(id)
@@ -273,23 +245,13 @@ impl Containerd {
 
     /// The pod IP and the additional ones, as PodSandboxStatus reports them.
     pub fn pod_ips(&self, id: &str) -> Vec<String> {
-        let s = self.cri().pod_sandbox_status(id).unwrap_or_else(|e| panic!("PodSandboxStatus: {e}"));
-        let net = s.status.and_then(|s| s.network).unwrap_or_default();
-        std::iter::once(net.ip).chain(net.additional_ips.into_iter().map(|p| p.ip)).filter(|i| !i.is_empty()).collect()
+        self.cri().pod_sandbox_status(id).unwrap_or_else(|e| panic!("PodSandboxStatus: {e}")).ips()
     }
 
     /// The pod's network namespace, from PodSandboxStatus' verbose info (the runtime spec).
     pub fn pod_netns(&self, id: &str) -> PathBuf {
         let s = self.cri().pod_sandbox_status(id).unwrap_or_else(|e| panic!("PodSandboxStatus: {e}"));
-        let info: Value = s.info.get("info").and_then(|i| serde_json::from_str(i).ok()).unwrap_or(Value::Null);
-        info["runtimeSpec"]["linux"]["namespaces"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|n| n["type"] == "network")
-            .and_then(|n| n["path"].as_str())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| panic!("no network namespace in the sandbox's info: {info}"))
+        s.netns().unwrap_or_else(|| panic!("no network namespace in the sandbox's info: {:?}", s.info.get("info")))
     }
 
     /// StopPodSandbox then RemovePodSandbox; panics on failure.
@@ -310,26 +272,14 @@ impl Containerd {
             .collect()
     }
 
-    /// The shim socket of a sandbox (containerd 1.6: `/run/containerd/s/<sha256 of
-    /// "<address>/<namespace>/<id>">`).
-    fn shim_socket(&self, id: &str) -> PathBuf {
-        use std::io::Write;
-        let mut child = Command::new("sha256sum")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("sha256sum: {e}"));
-        if let Some(mut i) = child.stdin.take() {
-            let _ = write!(i, "{}/k8s.io/{id}", self.socket.display());
-        }
-        let out = child.wait_with_output().unwrap_or_else(|e| panic!("sha256sum: {e}"));
-        let text = String::from_utf8_lossy(&out.stdout);
-        Path::new(SHIM_SOCKETS).join(text.split_whitespace().next().unwrap_or("none"))
+    /// The daemon's socket.
+    pub fn socket(&self) -> &Path {
+        &self.socket
     }
 
     /// Shim sockets of this test's sandboxes still present.
     pub fn shim_sockets_left(&self) -> Vec<PathBuf> {
-        self.created.iter().map(|id| self.shim_socket(id)).filter(|p| p.exists()).collect()
+        self.created.iter().filter_map(|id| shim_socket(&self.socket, id)).filter(|p| p.exists()).collect()
     }
 }
 
@@ -350,8 +300,8 @@ impl Drop for Containerd {
         }
         // Shims outlive the daemon; they name its socket in their arguments.
         stop_processes_mentioning(&self.socket.display().to_string(), Duration::from_secs(3));
-        for id in self.created.clone() {
-            let _ = std::fs::remove_file(self.shim_socket(&id));
+        for p in self.created.iter().filter_map(|id| shim_socket(&self.socket, id)) {
+            let _ = std::fs::remove_file(p);
         }
         for d in self.made_dirs.iter().rev() {
             let _ = std::fs::remove_dir(d);
@@ -359,6 +309,20 @@ impl Drop for Containerd {
         remove_libcni_cache_entries(&self.networks);
         unmount_below(self.h.dir.path());
     }
+}
+
+/// The shim socket of a sandbox of the daemon at `socket` (containerd 1.6:
+/// `/run/containerd/s/<sha256 of "<address>/<namespace>/<id>">`, whatever its configuration
+/// says); `None` if `sha256sum` cannot be run. Never panics: a panic hook calls it.
+pub fn shim_socket(socket: &Path, id: &str) -> Option<PathBuf> {
+    use std::io::Write;
+    let mut child = Command::new("sha256sum").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().ok()?;
+    if let Some(mut i) = child.stdin.take() {
+        let _ = write!(i, "{}/k8s.io/{id}", socket.display());
+    }
+    let out = child.wait_with_output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(Path::new(SHIM_SOCKETS).join(text.split_whitespace().next()?))
 }
 
 /// Starts containerd in the test's host namespace on the configuration in `dir`, its output

@@ -6,11 +6,9 @@
 //! use, with the field numbers of kubernetes/cri-api's `pkg/apis/runtime/v1/api.proto`. prost
 //! skips the fields it does not know in a response.
 //!
-//! This file is compiled into the containerd tests, the demo's `braid-crictl` example and the
-//! bench's soak only (`#[path]` in `integration/tests/containerd.rs`, `install.rs`, `soak.rs`,
-//! `examples/braid-crictl.rs`, `bench/src/soak.rs`): tonic and prost are dev-dependencies of the
-//! integration crate and dependencies of the bench, which `scripts/build-release.sh` builds apart
-//! from the plugins, so that no build of the plugins ever sees them.
+//! Behind the crate's `cri` feature (tonic, prost and tokio), which the containerd tests, the
+//! demo's `braid-crictl` example and the bench's soak turn on: no build of the plugins ever
+//! sees them.
 #![allow(clippy::panic, clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::HashMap;
@@ -215,6 +213,69 @@ pub struct StatusResponse {
     pub info: HashMap<String, String>,
 }
 
+impl PodSandboxConfig {
+    /// A pod `namespace/name` with these annotations, as the kubelet asks for it: a fresh UID
+    /// (`uid<pid>x<n>`, see [`crate::unique`]; a sweep finds this process's pods by it), no
+    /// labels, attempt 0.
+    pub fn pod(namespace: &str, name: &str, annotations: &[(&str, &str)]) -> PodSandboxConfig {
+        PodSandboxConfig {
+            metadata: Some(PodSandboxMetadata {
+                name: name.into(),
+                uid: crate::unique("uid"),
+                namespace: namespace.into(),
+                attempt: 0,
+            }),
+            hostname: name.into(),
+            labels: HashMap::new(),
+            annotations: annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        }
+    }
+}
+
+impl PodSandboxStatusResponse {
+    /// The pod IP and the additional ones, in the runtime's order.
+    pub fn ips(&self) -> Vec<String> {
+        let Some(net) = self.status.as_ref().and_then(|s| s.network.as_ref()) else { return Vec::new() };
+        std::iter::once(&net.ip)
+            .chain(net.additional_ips.iter().map(|p| &p.ip))
+            .filter(|i| !i.is_empty())
+            .cloned()
+            .collect()
+    }
+
+    /// The pod's network namespace: containerd's verbose `info` holds the sandbox's runtime
+    /// spec, whose network namespace entry names the path. `None` when it does not.
+    pub fn netns(&self) -> Option<PathBuf> {
+        let info: serde_json::Value = serde_json::from_str(self.info.get("info")?).ok()?;
+        info["runtimeSpec"]["linux"]["namespaces"]
+            .as_array()?
+            .iter()
+            .find(|n| n["type"] == "network")
+            .and_then(|n| n["path"].as_str())
+            .map(PathBuf::from)
+    }
+}
+
+impl StatusResponse {
+    /// The runtime reports the condition `NetworkReady`.
+    pub fn network_ready(&self) -> bool {
+        self.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.r#type == "NetworkReady" && c.status))
+    }
+
+    /// The CNI configuration the runtime reports (containerd: verbose `info.cniconfig`, JSON),
+    /// as text: what a test shows when a network never loads.
+    pub fn cni_config(&self) -> &str {
+        self.info.get("cniconfig").map_or("", String::as_str)
+    }
+
+    /// That CNI configuration holds a network `name` (`Networks[].Config.Name`).
+    pub fn network_loaded(&self, name: &str) -> bool {
+        serde_json::from_str::<serde_json::Value>(self.cni_config()).is_ok_and(|v| {
+            v["Networks"].as_array().into_iter().flatten().any(|n| n["Config"]["Name"].as_str() == Some(name))
+        })
+    }
+}
+
 /// A failed CRI call: the gRPC status code and message.
 #[derive(Debug, Clone)]
 pub struct CriError {
@@ -226,7 +287,6 @@ pub struct CriError {
 
 impl CriError {
     /// The message.
-    #[allow(dead_code)] // not every test binary that includes this file asks
     pub fn message(&self) -> &str {
         &self.message
     }
@@ -326,7 +386,6 @@ impl Cri {
     }
 
     /// ListPodSandbox: every sandbox the runtime knows.
-    #[allow(dead_code)] // used by the soak only
     pub fn list_pod_sandboxes(&self) -> Result<Vec<PodSandbox>, CriError> {
         let resp: ListPodSandboxResponse =
             self.unary("/runtime.v1.RuntimeService/ListPodSandbox", ListPodSandboxRequest {})?;

@@ -9,6 +9,12 @@
 #![allow(clippy::print_stderr, clippy::panic)]
 
 pub mod agent;
+#[cfg(feature = "cri")]
+pub mod containerd;
+#[cfg(feature = "cri")]
+pub mod cri;
+#[cfg(feature = "cri")]
+pub mod node;
 pub mod podman;
 pub mod runtime;
 pub mod vm;

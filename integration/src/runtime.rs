@@ -170,17 +170,22 @@ pub fn stop_processes_mentioning(needle: &str, grace: Duration) {
     }
 }
 
-/// Unmounts every mount whose mount point is `dir` or below it, innermost first.
-pub fn unmount_below(dir: &Path) {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return };
+/// The mount points at `dir` or below it (pod namespaces, sandbox root filesystems, shm), from
+/// this process's mountinfo, in its order.
+pub fn mounts_below(dir: &Path) -> Vec<PathBuf> {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
     let prefix = dir.display().to_string();
-    let mut points: Vec<PathBuf> = info
-        .lines()
+    info.lines()
         .filter_map(|l| l.split(' ').nth(4))
         .map(unescape_mount_point)
         .filter(|p| p == &prefix || p.starts_with(&format!("{prefix}/")))
         .map(PathBuf::from)
-        .collect();
+        .collect()
+}
+
+/// Unmounts every mount whose mount point is `dir` or below it, innermost first.
+pub fn unmount_below(dir: &Path) {
+    let mut points = mounts_below(dir);
     points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     points.dedup();
     for p in points {

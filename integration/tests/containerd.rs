@@ -1,16 +1,11 @@
 //! braid under a real Kubernetes runtime: Debian's containerd 1.6 through CRI, the test acting as
 //! the kubelet (RunPodSandbox, PodSandboxStatus, StopPodSandbox, RemovePodSandbox). One daemon per
-//! test in the test's own host namespace (see `integration/src/containerd.rs`).
+//! test in the test's own host namespace (see `braid_integration::containerd`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-#[path = "../src/containerd.rs"]
-mod containerd;
-#[path = "../src/cri.rs"]
-mod cri;
-
+use braid_integration::containerd::{Containerd, COMMANDS};
 use braid_integration::runtime::{addresses_in, libcni_cache_entries, require_root_and};
 use braid_integration::{unique, Harness};
-use containerd::{Containerd, COMMANDS};
 use serde_json::{json, Value};
 
 fn start(test: &str, tag: &str, networks: impl FnOnce(&Harness) -> Vec<Value>, max: usize) -> Option<Containerd> {
@@ -222,7 +217,7 @@ fn containerd_missing_delegate_binary_fails_the_pod_and_leaves_nothing() {
 
 // ---- Kubernetes: per-pod networks from the pod's annotations (issue 14) ----
 
-const NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
+use braid_integration::node::NETWORKS_ANNOTATION as NETWORKS;
 
 /// The delegator with selection on: the cluster bridge (default route via 198.18.148.1) as
 /// eth0, and in its networksDir `default/glob` (bridge + tuning with the `mac` capability,

@@ -4,16 +4,14 @@
 //! installed into its directories by that image.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-#[path = "../src/containerd.rs"]
-mod containerd;
-#[path = "../src/cri.rs"]
-mod cri;
-
 use braid_install::options::{self, Options};
+use braid_integration::containerd::{self, Containerd};
+use braid_integration::node::{
+    add_storage_master, bridge_primary, example_networks, EXAMPLE_SELECTION, NETWORKS_ANNOTATION,
+};
 use braid_integration::podman::{self, Podman};
 use braid_integration::runtime::{addresses_in, libcni_cache_entries, require_root_and, run_ok};
 use braid_integration::unique;
-use containerd::Containerd;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -231,26 +229,6 @@ fn configmap_volume(dir: &Path, version: &str, keys: &[(String, String)]) {
     }
 }
 
-/// The example ConfigMap's keys, with host-local's reservations moved into the test's directory
-/// (never /var/lib/cni/networks).
-fn example_networks(ipam_dir: &Path) -> Vec<(String, String)> {
-    let cm = manifest("networks-configmap.json");
-    cm["data"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, text)| {
-            let mut v: Value = serde_json::from_str(text.as_str().unwrap()).unwrap();
-            for p in v["plugins"].as_array_mut().unwrap() {
-                if p.get("ipam").is_some() {
-                    p["ipam"]["dataDir"] = json!(ipam_dir);
-                }
-            }
-            (k.clone(), serde_json::to_string_pretty(&v).unwrap())
-        })
-        .collect()
-}
-
 fn podman_commands() -> Vec<&'static str> {
     podman::COMMANDS.to_vec()
 }
@@ -371,15 +349,8 @@ fn node(test: &str, tag: &str) -> Option<Node> {
     if !require_root_and(test, &cmds) {
         return None;
     }
-    let nets = |h: &braid_integration::Harness| {
-        vec![json!({"cniVersion": "1.0.0", "name": unique("kcl"), "plugins": [
-            {"type": "bridge", "bridge": unique("br"), "isGateway": true, "ipam": h.host_local(150)},
-            {"type": "tuning", "capabilities": {"mac": true}}]})]
-    };
-    let mut c = Containerd::start(tag, nets, 1);
-    // The example "storage" network's macvlan master, in the test's host namespace only.
-    c.h.host.ip(&["link", "add", "eth1", "type", "veth", "peer", "name", "eth1p"]);
-    c.h.host.ip(&["link", "set", "eth1", "up"]);
+    let mut c = Containerd::start(tag, |h| vec![bridge_primary(h, &unique("kcl"), &unique("br"), 150)], 1);
+    add_storage_master(&c.h);
     let p = Podman::new(&format!("{tag}p"));
     let image = build_image(&p);
     let d = c.h.dir.path().to_path_buf();
@@ -476,7 +447,7 @@ fn containerd_node_with_braid_installed_by_the_image() {
 fn containerd_annotated_pod_gets_the_configmaps_networks() {
     let Some(mut n) = node("containerd_annotated_pod_gets_the_configmaps_networks", "kan") else { return };
     let id =
-        n.c.run_pod("annotated", &[("k8s.v1.cni.cncf.io/networks", "default/isolated, default/storage")])
+        n.c.run_pod("annotated", &[(NETWORKS_ANNOTATION, EXAMPLE_SELECTION)])
             .unwrap_or_else(|e| panic!("RunPodSandbox: {e}\n{}", n.c.log()));
     let ips = n.c.pod_ips(&id);
     assert!(ips.len() == 1 && ips[0].starts_with("198.18.150."), "the pod IP is the cluster network's: {ips:?}");

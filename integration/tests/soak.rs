@@ -11,22 +11,14 @@
 //! no pod namespace mount, no shim. Bounded: a few dozen pods.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-// Shared with the other containerd tests; the soak uses part of them.
-#[allow(dead_code)]
-#[path = "../src/containerd.rs"]
-mod containerd;
-#[allow(dead_code)]
-#[path = "../src/cri.rs"]
-mod cri;
-
-use braid_integration::runtime::{libcni_cache_entries, require_root_and, run_ok};
+use braid_integration::containerd::{self, Containerd};
+use braid_integration::cri::{Cri, PodSandboxConfig};
+use braid_integration::node::{
+    bridge_primary, install_braid, status_interfaces, Braid, EXAMPLE_INTERFACES, EXAMPLE_SELECTION, NETWORKS_ANNOTATION,
+};
+use braid_integration::runtime::{libcni_cache_entries, require_root_and};
 use braid_integration::{build_dir, unique};
-use containerd::Containerd;
-use cri::{Cri, PodSandboxConfig, PodSandboxMetadata};
-use serde_json::{json, Value};
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -37,30 +29,9 @@ const WORKERS: usize = 4;
 /// Pods up (all workers together) before the daemon is killed.
 const KILL_AFTER: usize = 8;
 
-/// The example ConfigMap's keys, host-local's reservations moved into the test's directory.
-fn example_networks(ipam_dir: &Path) -> Vec<(String, String)> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes/base/networks-configmap.json");
-    let cm: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
-    cm["data"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, text)| {
-            let mut v: Value = serde_json::from_str(text.as_str().unwrap()).unwrap();
-            for p in v["plugins"].as_array_mut().unwrap() {
-                if p.get("ipam").is_some() {
-                    p["ipam"]["dataDir"] = json!(ipam_dir);
-                }
-            }
-            (k.clone(), serde_json::to_string_pretty(&v).unwrap())
-        })
-        .collect()
-}
-
 struct Node {
     c: Containerd,
-    state_dir: PathBuf,
-    status_dir: PathBuf,
+    braid: Braid,
 }
 
 /// containerd with a bridge primary, braid installed by `braid-install --once` (the binary of
@@ -71,51 +42,9 @@ fn node(test: &str) -> Option<Node> {
     if !require_root_and(test, &cmds) {
         return None;
     }
-    let nets = |h: &braid_integration::Harness| {
-        vec![json!({"cniVersion": "1.0.0", "name": unique("scl"), "plugins": [
-            {"type": "bridge", "bridge": unique("br"), "isGateway": true, "ipam": h.host_local(150)},
-            {"type": "tuning", "capabilities": {"mac": true}}]})]
-    };
-    let mut c = Containerd::start("soak", nets, 1);
-    // The example "storage" network's macvlan master, in the test's host namespace only.
-    c.h.host.ip(&["link", "add", "eth1", "type", "veth", "peer", "name", "eth1p"]);
-    c.h.host.ip(&["link", "set", "eth1", "up"]);
-    let d = c.h.dir.path().to_path_buf();
-    let (networks_dir, state_dir, status_dir, cm) =
-        (d.join("braid.d"), d.join("state"), d.join("status"), d.join("cm"));
-    std::fs::create_dir_all(&cm).unwrap();
-    for (k, v) in example_networks(&c.h.ipam_dir()) {
-        std::fs::write(cm.join(k), v).unwrap();
-    }
-    let name = unique("braid");
-    let s = |p: &Path| p.display().to_string();
-    let installer = build_dir().join("braid-install");
-    assert!(installer.exists(), "{} is missing: cargo build --workspace --bins", installer.display());
-    run_ok(Command::new(installer).args([
-        "--once",
-        "--host-root",
-        "/",
-        "--source-dir",
-        &s(&build_dir()),
-        "--cni-bin-dir",
-        &s(&c.bin_dir()),
-        "--cni-conf-dir",
-        &s(&c.net_dir()),
-        "--networks-dir",
-        &s(&networks_dir),
-        "--state-dir",
-        &s(&state_dir),
-        "--status-dir",
-        &s(&status_dir),
-        "--name",
-        &name,
-        "--networks-configmap",
-        &s(&cm),
-        "--global-namespaces",
-        "default",
-    ]));
-    c.wait_network_loaded(&name);
-    Some(Node { c, state_dir, status_dir })
+    let mut c = Containerd::start("soak", |h| vec![bridge_primary(h, &unique("scl"), &unique("br"), 150)], 1);
+    let braid = install_braid(&mut c, &build_dir(), &unique("braid"));
+    Some(Node { c, braid })
 }
 
 /// What the workers saw.
@@ -130,35 +59,7 @@ struct Seen {
 }
 
 fn config(name: &str) -> PodSandboxConfig {
-    PodSandboxConfig {
-        metadata: Some(PodSandboxMetadata {
-            name: name.into(),
-            uid: unique("uid"),
-            namespace: "braid-test".into(),
-            attempt: 0,
-        }),
-        hostname: name.into(),
-        labels: HashMap::new(),
-        annotations: [("k8s.v1.cni.cncf.io/networks".to_string(), "default/isolated, default/storage".to_string())]
-            .into_iter()
-            .collect(),
-    }
-}
-
-/// The interfaces the pod's network-status document names (it is written after every ADD).
-fn status_interfaces(dir: &Path, id: &str) -> Vec<String> {
-    let doc = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .find(|e| e.file_name().to_string_lossy().ends_with(&format!("_{id}.json")))
-        .and_then(|e| std::fs::read(e.path()).ok())
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .unwrap_or(Value::Null);
-    let mut v: Vec<String> =
-        doc.as_array().into_iter().flatten().filter_map(|e| e["interface"].as_str().map(str::to_string)).collect();
-    v.sort();
-    v
+    PodSandboxConfig::pod("braid-test", name, &[(NETWORKS_ANNOTATION, EXAMPLE_SELECTION)])
 }
 
 /// How long a worker retries one call while the daemon is down or starting again.
@@ -197,7 +98,7 @@ fn worker(n: &Node, w: usize, up_count: &AtomicUsize, seen: &Mutex<Seen>) {
         };
         let Some(id) = id else { continue };
         seen.lock().unwrap().ids.push(id.clone());
-        let ifs = status_interfaces(&n.status_dir, &id);
+        let ifs = status_interfaces(&n.braid.status_dir, &id);
         seen.lock().unwrap().up.push((id.clone(), ifs));
         up_count.fetch_add(1, Ordering::SeqCst);
         let started = std::time::Instant::now();
@@ -256,7 +157,7 @@ fn churn_with_the_runtime_killed_part_way_leaves_nothing() {
     assert!(left.is_empty(), "sandboxes left: {left:?}");
     // No pod was half-attached: each that came up had its three networks.
     for (id, ifs) in &seen.up {
-        assert_eq!(ifs, &["eth0", "net1", "net2"], "pod {id} came up with {ifs:?}");
+        assert_eq!(ifs, &EXAMPLE_INTERFACES, "pod {id} came up with {ifs:?}");
     }
     // Nothing is left.
     let reservations = n.c.h.reservations();
@@ -304,5 +205,4 @@ fn churn_with_the_runtime_killed_part_way_leaves_nothing() {
         seen.up.len(),
         seen.failures.len()
     );
-    let _ = &n.state_dir;
 }

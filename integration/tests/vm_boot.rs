@@ -1,4 +1,4 @@
-//! The VM test support proves itself (`integration/src/vm.rs`): a QEMU guest booted inside a pod
+//! The VM test support proves itself (`braid_integration::vm`): a QEMU guest booted inside a pod
 //! namespace that Debian's `ptp` plugin attached twice, each pod interface wired to its own tap
 //! the way a VM runtime does it (tc-redirect-tap, done here with iproute2), reaches both of ptp's
 //! gateways on the host side from inside the guest, over IPv4 and IPv6.

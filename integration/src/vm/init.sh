@@ -1,7 +1,8 @@
 #!/bin/busybox sh
-# The guest's /init (see ../vm.rs): static busybox as PID 1's shell. It loads the virtio modules
-# listed in /braid/modules, then sources /braid/guest.sh, the per-boot configuration written by
-# the test: a list of calls to the functions below, arguments validated and quoted on the host.
+# The guest's /init (see mod.rs beside it; guest.rs writes its configuration): static busybox as
+# PID 1's shell. It loads the virtio modules listed in /braid/modules, then sources
+# /braid/guest.sh, the per-boot configuration written by the test: a list of calls to the
+# functions below, arguments validated and quoted on the host.
 # Everything the host parses is a line starting with "BRAID-".
 /bin/busybox mkdir -p /proc /sys /dev /usr/bin /usr/sbin /sbin
 /bin/busybox --install -s
