@@ -76,6 +76,11 @@ pub struct NewTap {
 }
 
 impl NewTap {
+    /// The tap's name, as the kernel named it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Creates the tap `name`; fails with `EBUSY` when a device of that name exists.
     pub fn create(name: &str) -> Result<NewTap, TapError> {
         let file = File::options()
@@ -122,4 +127,26 @@ impl NewTap {
 
 fn ioctl(op: &'static str, name: &str, errno: nix::Error) -> TapError {
     TapError::Ioctl { op, name: name.to_string(), errno }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cni_skel::testing::{require_root, TempNetns};
+
+    /// `TUNSETIFF` is read and written by the kernel: it writes the device's name back into the
+    /// request (`tun_set_iff`, then `copy_to_user` in `__tun_chr_ioctl`), which a name template
+    /// makes visible — `bt%d` becomes `bt0`. The request must be passed as the kernel uses it.
+    #[test]
+    fn the_kernel_writes_the_name_back_into_the_request() {
+        if !require_root("the_kernel_writes_the_name_back_into_the_request") {
+            return;
+        }
+        let ns = TempNetns::new("vmtap-tap");
+        let named = cni_skel::netns::run_in(&ns.path(), || {
+            let tap = NewTap::create("bt%d")?;
+            Ok::<_, TapError>(tap.name().to_string())
+        });
+        assert_eq!(named.unwrap().unwrap(), "bt0");
+    }
 }
