@@ -297,6 +297,7 @@ impl RawExec {
                 env: env.to_vec(),
                 runner_env: self.env.clone(),
                 timeout: self.timeout,
+                communicate: crate::child_io::communicate,
             }),
             Err(e) => {
                 let err = InvokeError::Spawn { path: plugin.to_path_buf(), reason: e.to_string() };
@@ -315,7 +316,13 @@ pub struct Started {
     env: Vec<(String, String)>,
     runner_env: Vec<(String, String)>,
     timeout: Option<Duration>,
+    /// Our side of the child's pipes: [`crate::child_io::communicate`]. A field, so that a test
+    /// can make it fail as a `poll(2)` or `fcntl(2)` of ours would — nothing else can.
+    communicate: Communicate,
 }
+
+/// Feeds a child its stdin and collects its output until it exits or the deadline passes.
+type Communicate = fn(&mut std::process::Child, &[u8], Option<Instant>) -> std::io::Result<crate::child_io::ChildOutput>;
 
 impl Started {
     /// The binary it runs.
@@ -367,7 +374,7 @@ impl Started {
             (t, _) => (t, false),
         };
         let spawn_err = |e: std::io::Error| InvokeError::Spawn { path: plugin.clone(), reason: e.to_string() };
-        let outcome = crate::child_io::communicate(&mut child, stdin, deadline).map_err(spawn_err)?;
+        let outcome = (self.communicate)(&mut child, stdin, deadline).map_err(spawn_err)?;
         let Some(status) = outcome.status else {
             kill_group(pid);
             let _ = crate::child_io::wait_until(&mut child, Some(Instant::now() + Duration::from_secs(2)));
@@ -510,5 +517,39 @@ pub fn version_info(exec: &dyn Exec, plugin: &Path) -> Result<cni_types::version
             })
         }
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::procs::RecordedProcess;
+    use crate::testing::ScriptDir;
+
+    /// Our own `poll(2)` (or `fcntl(2)`, or `waitpid(2)`) failing while the child runs is not the
+    /// child failing to start: it has its stdin, it may have acted. `finish` kills and reaps it
+    /// and says it was started, so that a meta-plugin rolls it back (a DEL follows).
+    #[test]
+    fn our_side_of_the_pipes_failing_kills_the_child_and_counts_as_started() {
+        let dir = ScriptDir::new("pipes-fail").unwrap();
+        let plugin = dir.script("acts", "cat >/dev/null; sleep 60").unwrap();
+        let mut started = RawExec::default().start(&plugin, &[]).unwrap_or_else(|_| unreachable!("start"));
+        started.communicate = |child, input, _| {
+            // The child is sent its stdin, then our poll fails.
+            if let Some(mut w) = child.stdin.take() {
+                let _ = w.write_all(input);
+            }
+            Err(std::io::Error::other("poll: injected failure"))
+        };
+        let pid = started.pid().unwrap();
+        let process = RecordedProcess::of(pid).unwrap();
+        let e = started.finish(b"{}", &|_| {}, None).unwrap_err();
+        let alive = process.alive();
+        let reaped = !std::path::Path::new(&format!("/proc/{pid}")).exists();
+        let _ = process.kill_group(Duration::from_secs(5));
+        assert!(!matches!(e, InvokeError::Spawn { .. }), "reported as never started: {e}");
+        assert!(e.to_string().contains("poll: injected failure"), "{e}");
+        assert!(!alive, "the child (pid {pid}) still runs");
+        assert!(reaped, "the child (pid {pid}) was not reaped");
     }
 }
