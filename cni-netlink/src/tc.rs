@@ -10,7 +10,7 @@
 //! that priority later removes this filter and nothing else.
 
 use crate::{rtm, NetlinkError, Rtnl};
-use netlink_packet_core::{Parseable, NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_core::{EthernetProtocol, Parseable, NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::tc::{
     TcAction, TcActionAttribute, TcActionMirror, TcActionMirrorOption, TcActionOption, TcActionType, TcAttribute,
     TcFilterU32, TcFilterU32Option, TcHandle, TcMessage, TcMirror, TcMirrorActionType, TcOption, TcU32Key,
@@ -18,7 +18,9 @@ use netlink_packet_route::tc::{
 };
 
 /// `ETH_P_ALL`: the filter sees every protocol (`protocol all`).
-const ETH_P_ALL: u16 = 0x0003;
+fn eth_p_all() -> u16 {
+    EthernetProtocol::All.value()
+}
 /// The ingress qdisc's handle, `ffff:`.
 const INGRESS_HANDLE: u32 = 0xffff_0000;
 
@@ -67,7 +69,7 @@ pub fn ingress_qdiscs(rtnl: &mut Rtnl) -> Result<Vec<u32>, NetlinkError> {
 pub fn add_redirect(rtnl: &mut Rtnl, from: (u32, &str), to: (u32, &str)) -> Result<(), NetlinkError> {
     let mut msg = TcMessage::with_index(from.0 as i32);
     msg.header.parent = TcHandle::from(INGRESS_HANDLE);
-    msg.header.info = filter_info(0, ETH_P_ALL);
+    msg.header.info = filter_info(0, eth_p_all());
     msg.attributes.push(TcAttribute::Kind(TcFilterU32::KIND.to_string()));
 
     // One key with mask 0 at offset 0 (`match u8 0 0`): every frame matches.
@@ -196,7 +198,7 @@ mod tests {
     #[test]
     fn filter_info_puts_the_protocol_in_network_order() {
         // `tc filter show` prints "protocol all pref 49152" for 0xc000_0300 on little-endian.
-        let info = filter_info(0xc000, ETH_P_ALL);
+        let info = filter_info(0xc000, eth_p_all());
         assert_eq!(info >> 16, 0xc000);
         assert_eq!((info & 0xffff) as u16, u16::from_ne_bytes([0x00, 0x03]));
     }

@@ -203,9 +203,6 @@ pub struct RawExec {
     pub env: Vec<(String, String)>,
 }
 
-/// `ETXTBSY`: the binary is still open for writing (it is being installed). Go retries.
-const ETXTBSY: i32 = 26;
-
 fn status_text(status: std::process::ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (Some(c), _) => format!("exit status {c}"),
@@ -269,7 +266,8 @@ impl Exec for RawExec {
 /// Why [`RawExec::start`] could not start a plugin.
 #[derive(Debug)]
 pub enum StartError {
-    /// `ETXTBSY`: the binary is still open for writing (being installed); worth another try.
+    /// `ETXTBSY`: the binary is still open for writing (being installed); worth another try, as
+    /// Go's `pkg/invoke` does.
     Busy(InvokeError),
     /// Anything else ([`InvokeError::Spawn`]).
     Other(InvokeError),
@@ -301,7 +299,11 @@ impl RawExec {
             }),
             Err(e) => {
                 let err = InvokeError::Spawn { path: plugin.to_path_buf(), reason: e.to_string() };
-                Err(if e.raw_os_error() == Some(ETXTBSY) { StartError::Busy(err) } else { StartError::Other(err) })
+                Err(if e.raw_os_error() == Some(nix::libc::ETXTBSY) {
+                    StartError::Busy(err)
+                } else {
+                    StartError::Other(err)
+                })
             }
         }
     }
@@ -322,7 +324,8 @@ pub struct Started {
 }
 
 /// Feeds a child its stdin and collects its output until it exits or the deadline passes.
-type Communicate = fn(&mut std::process::Child, &[u8], Option<Instant>) -> std::io::Result<crate::child_io::ChildOutput>;
+type Communicate =
+    fn(&mut std::process::Child, &[u8], Option<Instant>) -> std::io::Result<crate::child_io::ChildOutput>;
 
 impl Started {
     /// The binary it runs.

@@ -86,8 +86,8 @@ fn join(
     }
     let tap = links::links(rtnl)?
         .into_iter()
-        .find(|l| l.name == w.tap)
-        .ok_or_else(|| VmtapError::TapNotListed(w.tap.clone()))?;
+        .find(|l| l.name == new.name())
+        .ok_or_else(|| VmtapError::TapNotListed(new.name().to_string()))?;
     let change = LinkChange { mtu: Some(pod.mtu), up: Some(true), alias: Some(&alias), group: None };
     links::set(rtnl, tap.index, &tap.name, &change)?;
     new.persist()?;
