@@ -56,6 +56,16 @@ pub enum InvokeError {
         /// Whether it had been started.
         started: bool,
     },
+    /// The plugin was started and sent its stdin, then our side of its pipes failed (our
+    /// `poll(2)`, `fcntl(2)` or `waitpid(2)`, not the plugin): it was killed with everything it
+    /// spawned. It may have acted, so it counts as started — a meta-plugin rolls it back.
+    #[error("{} was killed: serving its pipes failed on our side: {reason}", .path.display())]
+    PipesFailed {
+        /// The binary.
+        path: PathBuf,
+        /// Why (the system's error, as text).
+        reason: String,
+    },
     /// The plugin failed with a CNI error object; its code is kept.
     #[error(transparent)]
     Plugin(CniError),
@@ -353,7 +363,8 @@ impl Started {
     /// what it prints, killing it (and everything it spawned) at the executor's timeout or at
     /// `until`, whichever comes first — [`Exec::exec_until`] for a process already started. A
     /// deadline already passed kills it unsent (`DeadlinePassed { started: false }`: it did
-    /// nothing).
+    /// nothing). Should our side of its pipes fail once it has its stdin, it is killed and
+    /// reaped, and the error ([`InvokeError::PipesFailed`]) says it was started.
     pub fn finish(
         mut self,
         stdin: &[u8],
@@ -376,11 +387,15 @@ impl Started {
             (None, Some(u)) => (Some(u), true),
             (t, _) => (t, false),
         };
-        let spawn_err = |e: std::io::Error| InvokeError::Spawn { path: plugin.clone(), reason: e.to_string() };
-        let outcome = (self.communicate)(&mut child, stdin, deadline).map_err(spawn_err)?;
+        let outcome = match (self.communicate)(&mut child, stdin, deadline) {
+            Ok(o) => o,
+            Err(e) => {
+                end(&mut child);
+                return Err(InvokeError::PipesFailed { path: plugin, reason: e.to_string() });
+            }
+        };
         let Some(status) = outcome.status else {
-            kill_group(pid);
-            let _ = crate::child_io::wait_until(&mut child, Some(Instant::now() + Duration::from_secs(2)));
+            end(&mut child);
             forward_stderr(&outcome);
             if by_deadline {
                 return Err(InvokeError::DeadlinePassed { path: plugin, started: true });
@@ -407,12 +422,16 @@ impl Started {
 impl Drop for Started {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            kill_group(child.id());
-            // Bounded like the wait after a timeout: a child the kill cannot reach at once
-            // (in uninterruptible sleep) must not hold its caller past its deadline.
-            let _ = crate::child_io::wait_until(&mut child, Some(Instant::now() + Duration::from_secs(2)));
+            end(&mut child);
         }
     }
+}
+
+/// Kills the child's process group and reaps it. The wait is bounded: a child the kill cannot
+/// reach at once (in uninterruptible sleep) must not hold its caller past its deadline.
+fn end(child: &mut std::process::Child) {
+    kill_group(child.id());
+    let _ = crate::child_io::wait_until(child, Some(Instant::now() + Duration::from_secs(2)));
 }
 
 /// SIGKILL to the process group `pid` leads.
@@ -551,6 +570,7 @@ mod tests {
         let reaped = !std::path::Path::new(&format!("/proc/{pid}")).exists();
         let _ = process.kill_group(Duration::from_secs(5));
         assert!(!matches!(e, InvokeError::Spawn { .. }), "reported as never started: {e}");
+        assert!(matches!(e, InvokeError::PipesFailed { .. }), "{e:?}");
         assert!(e.to_string().contains("poll: injected failure"), "{e}");
         assert!(!alive, "the child (pid {pid}) still runs");
         assert!(reaped, "the child (pid {pid}) was not reaped");
