@@ -406,3 +406,141 @@ fn sigkill_at_any_moment_of_add_then_del_leaves_nothing() {
     h.del(&list, &rt).unwrap();
     assert_eq!(ctr.links(), ["lo"]);
 }
+
+/// A pod interface joined by ptp alone (`eth0`), and vmtap's configuration for it.
+struct Lone {
+    h: Harness,
+    ctr: Netns,
+    rt: RuntimeConf,
+    list: Value,
+    prev: Value,
+}
+
+fn lone(tag: &str, subnet: u8) -> Lone {
+    lone_with(tag, subnet, json!({}))
+}
+
+/// [`lone`], ptp given `keys` besides its IPAM.
+fn lone_with(tag: &str, subnet: u8, keys: Value) -> Lone {
+    let h = Harness::new(tag);
+    let ctr = h.container(tag);
+    let mut ptp = json!({"type": "ptp", "ipam": h.host_local(subnet)});
+    ptp.as_object_mut().unwrap().extend(keys.as_object().unwrap().clone());
+    let list = json!({"cniVersion": "1.0.0", "name": unique(tag), "plugins": [ptp]});
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let prev = h.add(&list, &rt).unwrap().to_value();
+    Lone { h, ctr, rt, list, prev }
+}
+
+impl Lone {
+    /// vmtap's stdin: `keys` with `prevResult` (when given).
+    fn conf(&self, keys: Value, prev: Option<&Value>) -> Vec<u8> {
+        let mut c = json!({"cniVersion": "1.1.0", "name": "x", "type": "vmtap"});
+        c.as_object_mut().unwrap().extend(keys.as_object().unwrap().clone());
+        if let Some(p) = prev {
+            c["prevResult"] = p.clone();
+        }
+        serde_json::to_vec(&c).unwrap()
+    }
+
+    fn vmtap(&self, command: Command, rt: &RuntimeConf, keys: Value, prev: Option<&Value>) -> Result<Vec<u8>, String> {
+        self.h.exec_plugin("vmtap", command, rt, &self.conf(keys, prev)).map_err(|e| e.to_string())
+    }
+
+    /// Every qdisc of `dev` and every filter of its ingress and egress hooks, as `tc` prints them.
+    fn tc_state(&self, dev: &str) -> Value {
+        json!({
+            "qdiscs": tc(&self.ctr, &["qdisc", "show", "dev", dev]),
+            "ingress": tc(&self.ctr, &["filter", "show", "dev", dev, "ingress"]),
+            "egress": tc(&self.ctr, &["filter", "show", "dev", dev, "egress"]),
+        })
+    }
+}
+
+#[test]
+fn a_clsact_qdisc_already_there_is_used_and_left_as_found() {
+    if !require_root("a_clsact_qdisc_already_there_is_used_and_left_as_found") {
+        return;
+    }
+    // eBPF-based CNIs (Cilium, Calico's eBPF data plane) and tools put a clsact qdisc on the pod
+    // interface, with filters of their own: vmtap must join the tap under it and leave it, and
+    // their filters, as it found them.
+    let l = lone("vmtcl", 88);
+    tc_do(&l.ctr, &["qdisc", "add", "dev", "eth0", "clsact"]);
+    for hook in ["ingress", "egress"] {
+        tc_do(
+            &l.ctr,
+            &[
+                "filter",
+                "add",
+                "dev",
+                "eth0",
+                hook,
+                "protocol",
+                "ip",
+                "prio",
+                "7",
+                "u32",
+                "match",
+                "ip",
+                "src",
+                "198.18.99.1/32",
+            ],
+        );
+    }
+    let before = l.tc_state("eth0");
+    let out =
+        l.vmtap(Command::Add, &l.rt, json!({}), Some(&l.prev)).unwrap_or_else(|e| panic!("ADD under clsact: {e}"));
+    let result: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(redirect_targets(&l.ctr, "eth0"), ["tap0"]);
+    assert_eq!(redirect_targets(&l.ctr, "tap0"), ["eth0"]);
+    let qdiscs = tc(&l.ctr, &["qdisc", "show", "dev", "eth0"]);
+    assert!(
+        qdiscs.as_array().unwrap().iter().all(|q| q["kind"] != "ingress"),
+        "vmtap added an ingress qdisc: {qdiscs}"
+    );
+    l.vmtap(Command::Check, &l.rt, json!({}), Some(&result)).unwrap_or_else(|e| panic!("vmtap CHECK: {e}"));
+    let verifier = json!({"cniVersion": "1.1.0", "name": "x", "type": "verifier", "prevResult": result});
+    l.h.exec_plugin("verifier", Command::Check, &l.rt, &serde_json::to_vec(&verifier).unwrap())
+        .unwrap_or_else(|e| panic!("verifier CHECK: {e}"));
+    l.vmtap(Command::Del, &l.rt, json!({}), None).unwrap();
+    assert!(taps(&l.ctr).is_empty(), "{:?}", l.ctr.links());
+    assert_eq!(l.tc_state("eth0"), before, "eth0's clsact qdisc and its filters are not as vmtap found them");
+    l.h.del(&l.list, &l.rt).unwrap();
+    assert_eq!(l.ctr.links(), ["lo"]);
+}
+
+#[test]
+fn two_attachments_on_one_pod_interface_leave_nothing_in_either_order() {
+    if !require_root("two_attachments_on_one_pod_interface_leave_nothing_in_either_order") {
+        return;
+    }
+    for first_made_first_deleted in [true, false] {
+        let l = lone("vmt2a", 89);
+        let before = l.tc_state("eth0");
+        // Two attachments (CNI_IFNAME eth0 and eth9 of one container) join eth0 to a tap each:
+        // the first adds eth0's ingress qdisc, the second finds it.
+        let a = l.rt.clone();
+        let b = RuntimeConf { ifname: "eth9".into(), ..l.rt.clone() };
+        let keys = |tap: &str| json!({"tapNames": {"eth0": tap}});
+        l.vmtap(Command::Add, &a, keys("vm-a"), Some(&l.prev)).unwrap();
+        l.vmtap(Command::Add, &b, keys("vm-b"), Some(&l.prev)).unwrap();
+        let mut targets = redirect_targets(&l.ctr, "eth0");
+        targets.sort();
+        assert_eq!(targets, ["vm-a", "vm-b"]);
+        let order = if first_made_first_deleted { [&a, &b] } else { [&b, &a] };
+        l.vmtap(Command::Del, order[0], json!({}), None).unwrap();
+        assert!(has_ingress(&l.ctr, "eth0"), "the other attachment's filter lost its qdisc");
+        assert_eq!(redirect_targets(&l.ctr, "eth0").len(), 1);
+        l.vmtap(Command::Del, order[1], json!({}), None).unwrap();
+        assert!(taps(&l.ctr).is_empty(), "{:?}", l.ctr.links());
+        assert_eq!(
+            l.tc_state("eth0"),
+            before,
+            "deleted {}: vmtap's ingress qdisc is left on eth0",
+            if first_made_first_deleted { "in creation order" } else { "in reverse order" }
+        );
+        l.h.del(&l.list, &l.rt).unwrap();
+        assert_eq!(l.ctr.links(), ["lo"]);
+    }
+}
