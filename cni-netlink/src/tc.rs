@@ -2,8 +2,10 @@
 //! filter whose action is `mirred egress redirect` to the other — every frame that arrives on
 //! one leaves by the other. This is awslabs' tc-redirect-tap (`internal/netlink.go`,
 //! `AddIngressQdisc`, `AddRedirectFilter`), and what
-//! `tc qdisc add dev X ingress; tc filter add dev X parent ffff: protocol all u32 match u8 0 0
-//! action mirred egress redirect dev Y` does.
+//! `tc qdisc add dev X ingress; tc filter add dev X ingress protocol all u32 match u8 0 0
+//! action mirred egress redirect dev Y` does. A link whose ingress a clsact qdisc serves (eBPF
+//! CNIs put one on pod interfaces) takes the filter as it is: filters go to the ingress hook,
+//! `ffff:fff2`, which both kinds serve.
 //!
 //! The filter is added with priority 0, so the kernel gives it a priority of its own
 //! (`tcf_auto_prio`: below every existing one) and thus a filter chain of its own: deleting
@@ -23,6 +25,15 @@ fn eth_p_all() -> u16 {
 }
 /// The ingress qdisc's handle, `ffff:`.
 const INGRESS_HANDLE: u32 = 0xffff_0000;
+
+/// Where filters on a link's ingress attach: `ffff:fff2` (`TC_H_MAKE(TC_H_CLSACT,
+/// TC_H_MIN_INGRESS)`, what `tc filter … ingress` sends), which an ingress qdisc and a clsact
+/// qdisc both serve. clsact — which eBPF-based CNIs put on pod interfaces — serves only its
+/// two hooks: it refuses a filter for `ffff:0` (`clsact_tcf_block`: no block, `EINVAL`) and
+/// dumps nothing for `ffff:fff1`.
+fn ingress_hook() -> TcHandle {
+    TcHandle { major: 0xffff, minor: TcHandle::MIN_INGRESS }
+}
 
 /// `tcm_info` of a filter: priority in the upper half, the protocol in network byte order in
 /// the lower (`TC_H_MAKE(prio << 16, htons(protocol))` in iproute2's `tc_filter_modify`).
@@ -55,11 +66,13 @@ pub fn delete_ingress(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<(), Net
     rtnl.request(&what, rtm::DELQDISC, &ingress_message(index), 0)
 }
 
-/// The ifindexes of the links of the namespace that have an ingress qdisc.
+/// The ifindexes of the links of the namespace whose ingress hook is served: by an ingress
+/// qdisc, or by a clsact qdisc (which serves ingress and egress; one or the other, never both).
 pub fn ingress_qdiscs(rtnl: &mut Rtnl) -> Result<Vec<u32>, NetlinkError> {
     rtnl.dump("dump qdiscs", rtm::GETQDISC, &TcMessage::default(), |body| {
         let q = TcMessage::parse(body)?;
-        let ingress = q.attributes.iter().any(|a| matches!(a, TcAttribute::Kind(k) if k == "ingress"));
+        let ingress =
+            q.attributes.iter().any(|a| matches!(a, TcAttribute::Kind(k) if k == "ingress" || k == "clsact"));
         Ok(ingress.then_some(q.header.index as u32))
     })
 }
@@ -68,7 +81,7 @@ pub fn ingress_qdiscs(rtnl: &mut Rtnl) -> Result<Vec<u32>, NetlinkError> {
 /// egress of `to` (`action mirred egress redirect`, verdict `stolen`). Names are for messages.
 pub fn add_redirect(rtnl: &mut Rtnl, from: (u32, &str), to: (u32, &str)) -> Result<(), NetlinkError> {
     let mut msg = TcMessage::with_index(from.0 as i32);
-    msg.header.parent = TcHandle::from(INGRESS_HANDLE);
+    msg.header.parent = ingress_hook();
     msg.header.info = filter_info(0, eth_p_all());
     msg.attributes.push(TcAttribute::Kind(TcFilterU32::KIND.to_string()));
 
@@ -115,7 +128,7 @@ pub struct Redirect {
 /// The redirects (u32 filters with a `mirred` action) on the ingress of the link `index`.
 pub fn redirects(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<Vec<Redirect>, NetlinkError> {
     let mut req = TcMessage::with_index(index as i32);
-    req.header.parent = TcHandle::INGRESS;
+    req.header.parent = ingress_hook();
     let filters = rtnl.dump(&format!("dump ingress filters of {name}"), rtm::GETTFILTER, &req, |body| {
         TcMessage::parse(body).map(Some)
     })?;
@@ -152,7 +165,7 @@ pub fn redirects(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<Vec<Redirect
 /// How many filters (of any kind) the link's ingress carries.
 pub fn ingress_filter_count(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<usize, NetlinkError> {
     let mut req = TcMessage::with_index(index as i32);
-    req.header.parent = TcHandle::INGRESS;
+    req.header.parent = ingress_hook();
     let filters = rtnl.dump(&format!("dump ingress filters of {name}"), rtm::GETTFILTER, &req, |_| Ok(Some(())))?;
     Ok(filters.len())
 }
@@ -184,7 +197,7 @@ pub fn delete_filters(
     protocol: u16,
 ) -> Result<(), NetlinkError> {
     let mut msg = TcMessage::with_index(index as i32);
-    msg.header.parent = TcHandle::from(INGRESS_HANDLE);
+    msg.header.parent = ingress_hook();
     msg.header.info = filter_info(priority, protocol);
     msg.attributes.push(TcAttribute::Kind(TcFilterU32::KIND.to_string()));
     let what = format!("delete filter priority {priority} of {name}");

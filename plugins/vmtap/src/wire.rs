@@ -5,8 +5,9 @@
 //! Order of ADD, per interface, so that a crash at any point leaves only what DEL finds:
 //! 1. the tap is created non-persistent (it dies with vmtap's descriptor), owned, given the
 //!    pod interface's MTU, brought up and marked ([`crate::mark`]); then made persistent;
-//! 2. the pod interface gets an ingress qdisc unless it has one (the mark says which), the tap
-//!    gets one;
+//! 2. the pod interface gets an ingress qdisc unless its ingress is served already — by an
+//!    ingress qdisc or a clsact qdisc (eBPF-based CNIs add one), used as it is (the mark says
+//!    which) — and the tap gets one;
 //! 3. the two redirect filters: pod → tap, tap → pod.
 //!
 //! DEL removes, for every tap marked with this attachment, the filters on its pod interface
