@@ -11,8 +11,10 @@
 //! 3. the two redirect filters: pod → tap, tap → pod.
 //!
 //! DEL removes, for every tap marked with this attachment, the filters on its pod interface
-//! that redirect to it, that interface's ingress qdisc if vmtap made it and nothing else uses
-//! it, then the tap (its own qdisc and filter go with it).
+//! that redirect to it, that interface's ingress qdisc if vmtap made it and no filter is left
+//! on it, then the tap (its own qdisc and filter go with it). Several attachments joining one
+//! pod interface share the qdisc the first one made (each mark says vmtap made it), so the
+//! last one deleted removes it, whatever the order.
 
 use crate::config::Owner;
 use crate::error::VmtapError;
@@ -50,7 +52,14 @@ pub fn add(wires: &[Wire], att: Attachment<'_>, owner: Option<Owner>, netns: &st
     let with_ingress = tc::ingress_qdiscs(&mut rtnl)?;
     let mut made = Vec::new();
     for (w, pod) in wires.iter().zip(pods) {
-        match join(&mut rtnl, w, pod, !with_ingress.contains(&pod.index), att, owner) {
+        let qdisc = if !with_ingress.contains(&pod.index) {
+            Qdisc::Add
+        } else if vmtap_made(&all, &pod.name) {
+            Qdisc::Share
+        } else {
+            Qdisc::Keep
+        };
+        match join(&mut rtnl, w, pod, qdisc, att, owner) {
             Ok(m) => made.push(m),
             Err(e) => {
                 // The error that stopped ADD is the one to report; a failing rollback would be
@@ -63,11 +72,29 @@ pub fn add(wires: &[Wire], att: Attachment<'_>, owner: Option<Owner>, netns: &st
     Ok(made)
 }
 
+/// What an ADD does with a pod interface's ingress qdisc.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Qdisc {
+    /// There is none: vmtap adds it, and its mark says vmtap made it.
+    Add,
+    /// Another attachment's vmtap made it: this one's mark says so too. Whichever attachment
+    /// is deleted last finds no filter left on it and removes it — in either order.
+    Share,
+    /// Somebody else's (an ingress qdisc, or a clsact qdisc): used, never removed.
+    Keep,
+}
+
+/// Whether a tap of the namespace (of any attachment) is marked as joined to `pod` with the
+/// ingress qdisc vmtap made.
+fn vmtap_made(all: &[Link], pod: &str) -> bool {
+    all.iter().filter(|l| l.kind == "tun").filter_map(|l| Mark::parse(&l.alias)).any(|m| m.pod == pod && m.made_ingress)
+}
+
 fn join(
     rtnl: &mut Rtnl,
     w: &Wire,
     pod: &Link,
-    make_ingress: bool,
+    qdisc: Qdisc,
     att: Attachment<'_>,
     owner: Option<Owner>,
 ) -> Result<Made, VmtapError> {
@@ -75,7 +102,7 @@ fn join(
         container: att.container.to_string(),
         ifname: att.ifname.to_string(),
         pod: pod.name.clone(),
-        made_ingress: make_ingress,
+        made_ingress: qdisc != Qdisc::Keep,
     };
     let alias = mark.to_alias();
     if alias.len() > MAX_ALIAS {
@@ -93,7 +120,7 @@ fn join(
     links::set(rtnl, tap.index, &tap.name, &change)?;
     new.persist()?;
 
-    if make_ingress {
+    if qdisc == Qdisc::Add {
         tc::add_ingress(rtnl, pod.index, &pod.name)?;
     }
     tc::add_ingress(rtnl, tap.index, &tap.name)?;
