@@ -544,3 +544,95 @@ fn two_attachments_on_one_pod_interface_leave_nothing_in_either_order() {
         assert_eq!(l.ctr.links(), ["lo"]);
     }
 }
+
+/// The verifier's CHECK of a vmtap result: `Ok`, or the details of its mismatch (code 120).
+fn verifier_check(h: &Harness, rt: &RuntimeConf, result: &Value) -> Result<(), String> {
+    let conf = json!({"cniVersion": "1.1.0", "name": "x", "type": "verifier", "prevResult": result});
+    match h.exec_plugin("verifier", Command::Check, rt, &serde_json::to_vec(&conf).unwrap()) {
+        Ok(_) => Ok(()),
+        Err(cni_runtime::invoke::InvokeError::Plugin(e)) if e.code == 120 => Err(e.details),
+        Err(other) => panic!("verifier CHECK: {other}"),
+    }
+}
+
+#[test]
+fn the_verifier_counts_only_redirects_of_every_protocol() {
+    if !require_root("the_verifier_counts_only_redirects_of_every_protocol") {
+        return;
+    }
+    let l = lone("vmtvp", 90);
+    let out = l.vmtap(Command::Add, &l.rt, json!({}), Some(&l.prev)).unwrap();
+    let result: Value = serde_json::from_slice(&out).unwrap();
+    verifier_check(&l.h, &l.rt, &result).unwrap();
+    // tap0's way back replaced by one for IPv4 only: ARP and IPv6 from the VM never reach eth0.
+    tc_do(&l.ctr, &["filter", "del", "dev", "tap0", "ingress"]);
+    tc_do(
+        &l.ctr,
+        &[
+            "filter", "add", "dev", "tap0", "ingress", "protocol", "ip", "u32", "match", "u8", "0", "0", "action",
+            "mirred", "egress", "redirect", "dev", "eth0",
+        ],
+    );
+    let details =
+        verifier_check(&l.h, &l.rt, &result).expect_err("a redirect of IPv4 alone passed for one of every frame");
+    assert!(details.contains("no redirect tap0 -> eth0"), "{details}");
+    // vmtap's own CHECK says the same (one rule for both).
+    let e = l.vmtap(Command::Check, &l.rt, json!({}), Some(&result)).unwrap_err();
+    assert!(e.contains("no filter on tap0's ingress redirects every frame to eth0"), "{e}");
+    l.vmtap(Command::Del, &l.rt, json!({}), None).unwrap();
+    l.h.del(&l.list, &l.rt).unwrap();
+    assert_eq!(l.ctr.links(), ["lo"]);
+}
+
+#[test]
+fn a_vlan_carrying_the_vm_mac_does_not_mislead_the_verifier() {
+    if !require_root("a_vlan_carrying_the_vm_mac_does_not_mislead_the_verifier") {
+        return;
+    }
+    // Links made before the pod's interface (lower ifindexes: listed first) and given the pod
+    // interface's MAC afterwards — as a VLAN on the pod interface, or a macvtap, carries it: a
+    // VLAN and a macvtap on a veth, each where the kernel has the link kind.
+    let h = Harness::new("vmtvl");
+    let ctr = h.container("vmtvl");
+    ctr.ip(&["link", "add", "d0", "type", "veth", "peer", "name", "d1"]);
+    let mut sharing = Vec::new();
+    for (name, kind) in [("v5", &["vlan", "id", "5"][..]), ("mvt5", &["macvtap"][..])] {
+        let made = Process::new("ip")
+            .args(["-n", ctr.name(), "link", "add", "link", "d0", "name", name, "type"])
+            .args(kind)
+            .output()
+            .unwrap();
+        if made.status.success() {
+            sharing.push(name);
+        } else {
+            let why = format!("no {} links ({})", kind[0], String::from_utf8_lossy(&made.stderr).trim());
+            braid_integration::skip_for_kernel(
+                "a_vlan_carrying_the_vm_mac_does_not_mislead_the_verifier, in part",
+                &why,
+            );
+        }
+    }
+    if sharing.is_empty() {
+        return;
+    }
+    let list =
+        json!({"cniVersion": "1.0.0", "name": unique("vmtvl"), "plugins": [{"type": "ptp", "ipam": h.host_local(91)}]});
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let prev = h.add(&list, &rt).unwrap().to_value();
+    let add = json!({"cniVersion": "1.1.0", "name": "x", "type": "vmtap", "prevResult": prev});
+    let out = h.exec_plugin("vmtap", Command::Add, &rt, &serde_json::to_vec(&add).unwrap()).unwrap();
+    let result: Value = serde_json::from_slice(&out).unwrap();
+    let mac = ctr.link("eth0").unwrap()["address"].as_str().unwrap().to_string();
+    let index = |n: &str| ctr.link(n).unwrap()["ifindex"].as_u64().unwrap();
+    for name in &sharing {
+        ctr.ip(&["link", "set", name, "address", &mac]);
+        assert!(index(name) < index("eth0"), "{name} is not listed before eth0");
+    }
+    verifier_check(&h, &rt, &result)
+        .unwrap_or_else(|d| panic!("links sharing the VM's MAC ({sharing:?}) failed the check: {d}"));
+    let del = json!({"cniVersion": "1.1.0", "name": "x", "type": "vmtap"});
+    h.exec_plugin("vmtap", Command::Del, &rt, &serde_json::to_vec(&del).unwrap()).unwrap();
+    h.del(&list, &rt).unwrap();
+    ctr.ip(&["link", "del", "d0"]);
+    assert_eq!(ctr.links(), ["lo"]);
+}

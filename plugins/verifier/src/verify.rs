@@ -880,4 +880,53 @@ mod tests {
         let got = bad(&r, &snap, FULL);
         assert!(got.iter().any(|l| l.ends_with("no interface of /run/netns/pod has that MAC")), "{got:?}");
     }
+
+    /// A VLAN (or macvlan in passthru, macvtap, …) shares its parent's MAC, and may come first
+    /// in the namespace's links: the pod interface is the one the tap is joined to, not the
+    /// first link that carries the VM interface's MAC.
+    #[test]
+    fn a_vlan_carrying_the_vm_mac_is_not_taken_for_the_pod_interface() {
+        let mut v = good();
+        let ifaces = v["interfaces"].as_array_mut().unwrap();
+        ifaces.push(json!({"name": "tap1", "sandbox": NS, "mac": "be:00:00:00:00:01"}));
+        ifaces.push(json!({"name": "tap1", "sandbox": "ctr-id", "mac": "0a:58:00:00:00:02"}));
+        let r = result(v);
+        let mut snap = pod();
+        // Listed before net1, as a link with a lower ifindex is.
+        snap.links.insert(
+            1,
+            Link {
+                index: 5,
+                name: "vlan5".into(),
+                mac: vec![0x0a, 0x58, 0, 0, 0, 2],
+                mtu: 1500,
+                kind: "vlan".into(),
+                ..Link::default()
+            },
+        );
+        snap.links.push(Link {
+            index: 9,
+            name: "tap1".into(),
+            mac: vec![0xbe, 0, 0, 0, 0, 1],
+            mtu: 9000,
+            ..Link::default()
+        });
+        snap.redirects = vec![(3, 9), (9, 3)];
+        let items = run(&r, &snap, FULL);
+        assert!(mismatches(&items).is_empty(), "{:?}", mismatches(&items));
+        assert!(items.iter().any(|i| i.to_string() == "tap1 (VM ctr-id): joined by tc redirects to net1"));
+        // Joined to the VLAN instead: that link carries the MAC too, so the VM is reachable.
+        snap.redirects = vec![(5, 9), (9, 5)];
+        let items = run(&r, &snap, FULL);
+        assert!(
+            items.iter().any(|i| i.to_string() == "tap1 (VM ctr-id): joined by tc redirects to vlan5"),
+            "{items:?}"
+        );
+        // Joined one way only: named against the interface the tap sends to.
+        snap.redirects = vec![(9, 3)];
+        assert_eq!(
+            bad(&r, &snap, FULL),
+            ["tap1 (VM ctr-id): joined by tc redirects to the pod interface with MAC 0a:58:00:00:00:02 no redirect net1 -> tap1 (ingress u32 match-all, mirred egress redirect)"]
+        );
+    }
 }
