@@ -71,8 +71,7 @@ pub fn delete_ingress(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<(), Net
 pub fn ingress_qdiscs(rtnl: &mut Rtnl) -> Result<Vec<u32>, NetlinkError> {
     rtnl.dump("dump qdiscs", rtm::GETQDISC, &TcMessage::default(), |body| {
         let q = TcMessage::parse(body)?;
-        let ingress =
-            q.attributes.iter().any(|a| matches!(a, TcAttribute::Kind(k) if k == "ingress" || k == "clsact"));
+        let ingress = q.attributes.iter().any(|a| matches!(a, TcAttribute::Kind(k) if k == "ingress" || k == "clsact"));
         Ok(ingress.then_some(q.header.index as u32))
     })
 }
@@ -123,6 +122,16 @@ pub struct Redirect {
     pub egress_redirect: bool,
     /// Every key of the filter's selector has mask 0: it matches every frame.
     pub match_all: bool,
+}
+
+impl Redirect {
+    /// Whether it sends every frame that arrives — of every protocol (`protocol all`), matched
+    /// by a selector that matches everything — out of its target (`mirred egress redirect`):
+    /// what joins a tap to a pod interface ([`add_redirect`]). A filter for one protocol
+    /// (`protocol ip`) leaves ARP and IPv6 behind.
+    pub fn passes_every_frame(&self) -> bool {
+        self.egress_redirect && self.match_all && self.protocol == eth_p_all()
+    }
 }
 
 /// The redirects (u32 filters with a `mirred` action) on the ingress of the link `index`.

@@ -206,9 +206,9 @@ pub fn vm_pairs<'r>(
         .collect()
 }
 
-/// A VM interface is reachable when its tap is joined both ways (ingress redirects) to the pod
-/// interface that carries the VM interface's MAC — the frames the pod network sends to that
-/// MAC reach the guest, and the guest's reach the pod network.
+/// A VM interface is reachable when its tap is joined both ways (ingress redirects of every
+/// frame) to a pod interface that carries the VM interface's MAC — the frames the pod network
+/// sends to that MAC reach the guest, and the guest's reach the pod network.
 fn check_vm_pair(s: &Subject<'_>, tap: &Interface, vm: &Interface) -> Item {
     let subject = format!("{} (VM {})", tap.name, vm.sandbox);
     let claim = format!("joined by tc redirects to the pod interface with MAC {}", vm.mac);
@@ -221,11 +221,23 @@ fn check_vm_pair(s: &Subject<'_>, tap: &Interface, vm: &Interface) -> Item {
         );
     };
     let want = Mac::parse(&vm.mac).ok();
-    let pod = snap.links.iter().find(|l| l.index != tap_link.index && want.as_ref() == Some(&Mac::from_bytes(&l.mac)));
+    let has = |from: u32, to: u32| snap.redirects.contains(&(from, to));
+    let tap = tap_link.index;
+    // Several links may carry the MAC — a VLAN or a macvtap shares its parent's — and come
+    // first in the list: the pod interface is the one the tap is joined to (both ways, else
+    // the one the tap sends to, else one that sends to it), and only failing that the first.
+    let carriers: Vec<&kernel::Link> =
+        snap.links.iter().filter(|l| l.index != tap && want.as_ref() == Some(&Mac::from_bytes(&l.mac))).collect();
+    let pod = carriers
+        .iter()
+        .find(|l| has(l.index, tap) && has(tap, l.index))
+        .or_else(|| carriers.iter().find(|l| has(tap, l.index)))
+        .or_else(|| carriers.iter().find(|l| has(l.index, tap)))
+        .or(carriers.first())
+        .copied();
     let Some(pod) = pod else {
         return Item::new(subject, claim, Finding::Mismatch(format!("no interface of {} has that MAC", s.netns)));
     };
-    let has = |from: u32, to: u32| snap.redirects.contains(&(from, to));
     let missing: Vec<String> = [(pod, tap_link), (tap_link, pod)]
         .iter()
         .filter(|(from, to)| !has(from.index, to.index))
@@ -237,7 +249,7 @@ fn check_vm_pair(s: &Subject<'_>, tap: &Interface, vm: &Interface) -> Item {
         Item::new(
             subject,
             claim,
-            Finding::Mismatch(format!("{} (ingress u32 match-all, mirred egress redirect)", missing.join(", "))),
+            Finding::Mismatch(format!("{} (ingress u32 match-all of protocol all, mirred egress redirect)", missing.join(", "))),
         )
     }
 }
@@ -874,7 +886,7 @@ mod tests {
         snap.redirects = vec![(3, 9)];
         assert_eq!(
             bad(&r, &snap, FULL),
-            ["tap1 (VM ctr-id): joined by tc redirects to the pod interface with MAC 0a:58:00:00:00:02 no redirect tap1 -> net1 (ingress u32 match-all, mirred egress redirect)"]
+            ["tap1 (VM ctr-id): joined by tc redirects to the pod interface with MAC 0a:58:00:00:00:02 no redirect tap1 -> net1 (ingress u32 match-all of protocol all, mirred egress redirect)"]
         );
         snap.links.retain(|l| l.name != "net1");
         let got = bad(&r, &snap, FULL);
@@ -926,7 +938,7 @@ mod tests {
         snap.redirects = vec![(9, 3)];
         assert_eq!(
             bad(&r, &snap, FULL),
-            ["tap1 (VM ctr-id): joined by tc redirects to the pod interface with MAC 0a:58:00:00:00:02 no redirect net1 -> tap1 (ingress u32 match-all, mirred egress redirect)"]
+            ["tap1 (VM ctr-id): joined by tc redirects to the pod interface with MAC 0a:58:00:00:00:02 no redirect net1 -> tap1 (ingress u32 match-all of protocol all, mirred egress redirect)"]
         );
     }
 }

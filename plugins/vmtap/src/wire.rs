@@ -244,7 +244,7 @@ pub fn inspect(pairs: &[Pair], att: Attachment<'_>) -> Result<Vec<String>, Vmtap
             }
             let found = tc::redirects(&mut rtnl, from.index, &from.name)?
                 .iter()
-                .any(|r| r.to == to.index && r.egress_redirect && r.match_all && r.protocol == 0x0003);
+                .any(|r| r.to == to.index && r.passes_every_frame());
             if !found {
                 problems.push(format!("no filter on {}'s ingress redirects every frame to {}", from.name, to.name));
             }
