@@ -636,3 +636,76 @@ fn a_vlan_carrying_the_vm_mac_does_not_mislead_the_verifier() {
     ctr.ip(&["link", "del", "d0"]);
     assert_eq!(ctr.links(), ["lo"]);
 }
+
+#[test]
+fn the_mtu_reported_is_the_one_the_kernel_set() {
+    if !require_root("the_mtu_reported_is_the_one_the_kernel_set") {
+        return;
+    }
+    // ptp sets eth0's MTU to 1400 and, speaking 1.0.0, says nothing of it in its result.
+    let l = lone_with("vmtmtu", 92, json!({"mtu": 1400}));
+    assert_eq!(l.ctr.link("eth0").unwrap()["mtu"], 1400);
+    let mtus = |out: &[u8]| -> Vec<(String, String, i64)> {
+        let r: Value = serde_json::from_slice(out).unwrap();
+        r["interfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["name"] == "tap0")
+            .map(|i| {
+                (
+                    i["name"].as_str().unwrap().into(),
+                    i["sandbox"].as_str().unwrap().into(),
+                    i["mtu"].as_i64().unwrap_or(0),
+                )
+            })
+            .collect()
+    };
+    let out = l.vmtap(Command::Add, &l.rt, json!({}), Some(&l.prev)).unwrap();
+    assert_eq!(l.ctr.link("tap0").unwrap()["mtu"], 1400);
+    let want =
+        vec![("tap0".to_string(), l.rt.netns.clone(), 1400), ("tap0".to_string(), l.rt.container_id.clone(), 1400)];
+    assert_eq!(mtus(&out), want, "the tap and the VM interface carry the MTU the kernel has");
+    l.vmtap(Command::Del, &l.rt, json!({}), None).unwrap();
+    // A prevResult that says 9000: the tap gets eth0's real MTU, and the result says so.
+    let mut lying = l.prev.clone();
+    let eth0 = lying["interfaces"].as_array_mut().unwrap().iter_mut().find(|i| i["name"] == "eth0").unwrap();
+    eth0["mtu"] = json!(9000);
+    let out = l.vmtap(Command::Add, &l.rt, json!({}), Some(&lying)).unwrap();
+    assert_eq!(mtus(&out), want);
+    l.vmtap(Command::Del, &l.rt, json!({}), None).unwrap();
+    l.h.del(&l.list, &l.rt).unwrap();
+    assert_eq!(l.ctr.links(), ["lo"]);
+}
+
+#[test]
+fn two_vmtaps_in_one_chain_name_their_taps_apart() {
+    if !require_root("two_vmtaps_in_one_chain_name_their_taps_apart") {
+        return;
+    }
+    // One VMM gets eth0, another net1 (each its own vmtap, say with its own owner).
+    let mut s = merged("vmt2c", "1.1.0", json!({"interfaces": ["eth0"]}));
+    let plugins = s.list["plugins"].as_array_mut().unwrap();
+    plugins.insert(2, json!({"type": "vmtap", "interfaces": ["net1"]}));
+    let r =
+        s.h.add(&s.list, &s.rt)
+            .unwrap_or_else(|e| panic!("ADD of [delegator, vmtap, vmtap, verifier]: {e}"))
+            .to_latest();
+    let vm: Vec<&str> =
+        r.interfaces.iter().filter(|i| i.sandbox == s.rt.container_id).map(|i| i.name.as_str()).collect();
+    assert_eq!(vm, ["tap0", "tap1"]);
+    assert_eq!(redirect_targets(&s.ctr, "eth0"), ["tap0"]);
+    assert_eq!(redirect_targets(&s.ctr, "net1"), ["tap1"]);
+    s.h.check(&s.list, &s.rt).unwrap_or_else(|e| panic!("CHECK: {e}"));
+    s.h.del(&s.list, &s.rt).unwrap();
+    assert_eq!(s.ctr.links(), ["lo"]);
+
+    // Both without keys: the second finds every pod interface handed to a VM already, and says so.
+    let mut s = merged("vmt2d", "1.1.0", json!({}));
+    s.list["plugins"].as_array_mut().unwrap().insert(2, json!({"type": "vmtap"}));
+    let e = s.h.add(&s.list, &s.rt).unwrap_err().to_string();
+    assert!(e.contains("every pod interface of prevResult is handed to a VM already"), "{e}");
+    s.h.del(&s.list, &s.rt).unwrap();
+    assert_eq!(s.ctr.links(), ["lo"]);
+    assert!(s.h.reservations().is_empty());
+}
