@@ -268,7 +268,7 @@ fn gc_deletes_stale_attachments_from_their_state_then_forwards() {
     a.gc(&[], &valid, &mut Logger::recording("test", "GC")).unwrap();
     assert_eq!(a.store.keys().unwrap(), vec![Key::new("keep", "eth0").unwrap()]);
     exec.reply(Err(InvokeError::Plugin(CniError::new(50, "not ready"))));
-    let status = |d: &[Delegate]| braid_attach::status::delegates(&exec, &a.paths, d);
+    let status = |d: &[Delegate]| braid_attach::status::delegates(&exec, &a.paths, d, Deadline::none());
     assert_eq!(status(&modern).unwrap_err().code, 50);
     exec.calls.lock().unwrap().clear();
     assert!(status(&three()[1..]).is_ok(), "delegates below 1.1.0 are not asked for STATUS");
