@@ -62,7 +62,7 @@ fn foreign(dir: &Path, owner: &str, plugin: &str) -> Option<CniError> {
 }
 
 /// Whether `dir` belongs to another braid plugin kind — or holds an owner file ADD could not
-/// read — read without claiming it (STATUS), as [`claim`] reads it: whatever stands there (a
+/// read — read without claiming it (STATUS), as an ADD's claim reads it: whatever stands there (a
 /// FIFO, a symlink, a directory, a huge file), the answer comes at once.
 pub fn foreign_owner(dir: &Path, plugin: &str) -> Option<CniError> {
     let path = dir.join(OWNER_FILE);

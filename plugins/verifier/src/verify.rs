@@ -249,7 +249,10 @@ fn check_vm_pair(s: &Subject<'_>, tap: &Interface, vm: &Interface) -> Item {
         Item::new(
             subject,
             claim,
-            Finding::Mismatch(format!("{} (ingress u32 match-all of protocol all, mirred egress redirect)", missing.join(", "))),
+            Finding::Mismatch(format!(
+                "{} (ingress u32 match-all of protocol all, mirred egress redirect)",
+                missing.join(", ")
+            )),
         )
     }
 }
