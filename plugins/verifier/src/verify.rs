@@ -9,7 +9,7 @@
 use crate::kernel::{self, Snapshot};
 use crate::policy::{self, table_name};
 use cni_types::ip::{IpNet, Mac};
-use cni_types::result::{Interface, Route};
+use cni_types::result::{vm_pairs, Interface, Route};
 use std::fmt;
 use std::net::IpAddr;
 
@@ -181,29 +181,10 @@ pub fn verify(s: &Subject<'_>, opts: Options) -> Vec<Item> {
     for route in &r.routes {
         items.push(check_route(s.container, route, opts.routes));
     }
-    for (tap, vm) in vm_pairs(r, s.is_container) {
-        items.push(check_vm_pair(s, tap, vm));
+    for p in vm_pairs(r, s.is_container) {
+        items.push(check_vm_pair(s, p.tap, p.vm));
     }
     items
-}
-
-/// The tap/VM-interface pairs of a result, by tc-redirect-tap's rule (`internal/cniutil.go`,
-/// `VMTapPair`), which vmtap extends to every interface: a VM interface has a `sandbox` that
-/// is not a namespace path (the container ID), and its tap is the interface of the same name
-/// in the container namespace.
-pub fn vm_pairs<'r>(
-    r: &'r cni_types::CniResult,
-    is_container: &dyn Fn(&str) -> bool,
-) -> Vec<(&'r Interface, &'r Interface)> {
-    r.interfaces
-        .iter()
-        .filter(|vm| !vm.sandbox.is_empty() && !vm.sandbox.starts_with('/') && !is_container(&vm.sandbox))
-        .filter_map(|vm| {
-            let tap =
-                r.interfaces.iter().find(|t| t.name == vm.name && !t.sandbox.is_empty() && is_container(&t.sandbox))?;
-            Some((tap, vm))
-        })
-        .collect()
 }
 
 /// A VM interface is reachable when its tap is joined both ways (ingress redirects of every

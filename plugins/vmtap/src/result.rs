@@ -10,7 +10,8 @@
 //!
 //! and a copy (address and gateway only) of every IP of the pod interface, whose `interface`
 //! points at the VM interface. Everything else is kept as it was. A runtime pairs tap and VM
-//! interface by name: the VM interface is the one whose `sandbox` is the container ID.
+//! interface by name: the VM interface is the one whose `sandbox` is the container ID
+//! (`cni_types::result::vm_pairs`, the rule the verifier reads them by too).
 
 use crate::plan::Wire;
 use cni_skel::cni_types::result::{Interface, IpConfig, Route};
@@ -74,36 +75,10 @@ pub fn routes_of(result: &CniResult, index: usize, first: bool) -> Vec<Route> {
         .collect()
 }
 
-/// A tap and its VM interface, found in a result by tc-redirect-tap's pairing rule
-/// (`internal/cniutil.go`, `VMTapPair`): the VM interface has `sandbox` = the container ID; the
-/// tap is the interface of the same name in the pod namespace.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pair {
-    /// The tap's name (also the VM interface's).
-    pub tap: String,
-    /// The tap's MAC in the result.
-    pub tap_mac: String,
-    /// The VM interface's MAC in the result (the pod interface's).
-    pub vm_mac: String,
-}
-
-/// Every tap/VM-interface pair of a result.
-pub fn pairs(result: &CniResult, container_id: &str, in_pod: &dyn Fn(&str) -> bool) -> Vec<Pair> {
-    result
-        .interfaces
-        .iter()
-        .filter(|vm| vm.sandbox == container_id && !container_id.is_empty())
-        .filter_map(|vm| {
-            let tap =
-                result.interfaces.iter().find(|t| t.name == vm.name && !t.sandbox.is_empty() && in_pod(&t.sandbox))?;
-            Some(Pair { tap: tap.name.clone(), tap_mac: tap.mac.clone(), vm_mac: vm.mac.clone() })
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cni_skel::cni_types::result::vm_pairs;
 
     fn prev() -> CniResult {
         let v = serde_json::json!({
@@ -143,11 +118,11 @@ mod tests {
         let printed = out.convert_to("1.0.0").unwrap().to_value();
         assert_eq!(printed, want);
         let in_pod = |s: &str| s == "/var/run/netns/vm1";
-        let p = pairs(&out, "vm1", &in_pod);
-        assert_eq!(
-            p,
-            vec![Pair { tap: "tap0".into(), tap_mac: "be:ef:be:ef:00:01".into(), vm_mac: "0a:58:c0:a8:01:02".into() }]
-        );
+        let p: Vec<(&str, &str, &str)> = vm_pairs(&out, &in_pod)
+            .iter()
+            .map(|p| (p.tap.name.as_str(), p.tap.mac.as_str(), p.vm.mac.as_str()))
+            .collect();
+        assert_eq!(p, [("tap0", "be:ef:be:ef:00:01", "0a:58:c0:a8:01:02")]);
     }
 
     #[test]
@@ -189,7 +164,7 @@ mod tests {
                 ("2001:db8::7/64".to_string(), Some(6))
             ]
         );
-        assert_eq!(pairs(&out, "vm1", &|s| s == "/var/run/netns/vm1").len(), 2);
+        assert_eq!(vm_pairs(&out, &|s| s == "/var/run/netns/vm1").len(), 2);
     }
 
     #[test]

@@ -20,10 +20,11 @@ use crate::config::Owner;
 use crate::error::VmtapError;
 use crate::mark::{Mark, MAX_ALIAS};
 use crate::plan::Wire;
-use crate::result::{Made, Pair};
+use crate::result::Made;
 use crate::tap::NewTap;
 use cni_netlink::links::{self, Link, LinkChange};
 use cni_netlink::{tc, Rtnl};
+use cni_skel::cni_types::result::VmPair;
 
 /// One attachment: (CNI_CONTAINERID, CNI_IFNAME).
 #[derive(Debug, Clone, Copy)]
@@ -205,37 +206,39 @@ fn unredirect(rtnl: &mut Rtnl, pod: &Link, target: u32) -> Result<(), VmtapError
 
 /// CHECK: every pair of the result has its tap, marked for this attachment, joined both ways
 /// to the pod interface whose MAC the VM interface carries. Returns what differs.
-pub fn inspect(pairs: &[Pair], att: Attachment<'_>) -> Result<Vec<String>, VmtapError> {
+pub fn inspect(pairs: &[VmPair<'_>], att: Attachment<'_>) -> Result<Vec<String>, VmtapError> {
     let mut rtnl = Rtnl::open()?;
     let all = links::links(&mut rtnl)?;
     let with_ingress = tc::ingress_qdiscs(&mut rtnl)?;
     let mut problems = Vec::new();
     for p in pairs {
-        let Some(tap) = all.iter().find(|l| l.name == p.tap) else {
-            problems.push(format!("tap {} is missing", p.tap));
+        let name = &p.tap.name;
+        let Some(tap) = all.iter().find(|l| l.name == *name) else {
+            problems.push(format!("tap {name} is missing"));
             continue;
         };
         let mark = Mark::parse(&tap.alias);
         let Some(mark) = mark.filter(|m| tap.kind == "tun" && m.belongs_to(att.container, att.ifname)) else {
-            problems.push(format!("{} is not a tap made by vmtap for {} {}", p.tap, att.container, att.ifname));
+            problems.push(format!("{name} is not a tap made by vmtap for {} {}", att.container, att.ifname));
             continue;
         };
-        if !p.tap_mac.is_empty() && !p.tap_mac.eq_ignore_ascii_case(&tap.mac_string()) {
-            problems.push(format!("tap {} has MAC {}, the result says {}", p.tap, tap.mac_string(), p.tap_mac));
+        let (tap_mac, vm_mac) = (&p.tap.mac, &p.vm.mac);
+        if !tap_mac.is_empty() && !tap_mac.eq_ignore_ascii_case(&tap.mac_string()) {
+            problems.push(format!("tap {name} has MAC {}, the result says {tap_mac}", tap.mac_string()));
         }
         let Some(pod) = all.iter().find(|l| l.name == mark.pod) else {
-            problems.push(format!("pod interface {} of tap {} is missing", mark.pod, p.tap));
+            problems.push(format!("pod interface {} of tap {name} is missing", mark.pod));
             continue;
         };
-        if !p.vm_mac.eq_ignore_ascii_case(&pod.mac_string()) {
-            let msg = format!("VM interface {} has MAC {}, but {} has {}", p.tap, p.vm_mac, pod.name, pod.mac_string());
+        if !vm_mac.eq_ignore_ascii_case(&pod.mac_string()) {
+            let msg = format!("VM interface {name} has MAC {vm_mac}, but {} has {}", pod.name, pod.mac_string());
             problems.push(msg);
         }
         if tap.mtu != pod.mtu {
-            problems.push(format!("tap {} has MTU {}, {} has {}", p.tap, tap.mtu, pod.name, pod.mtu));
+            problems.push(format!("tap {name} has MTU {}, {} has {}", tap.mtu, pod.name, pod.mtu));
         }
         if !tap.up {
-            problems.push(format!("tap {} is down", p.tap));
+            problems.push(format!("tap {name} is down"));
         }
         for (from, to) in [(pod, tap), (tap, pod)] {
             if !with_ingress.contains(&from.index) {
