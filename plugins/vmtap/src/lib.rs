@@ -46,9 +46,7 @@ impl Plugin for Vmtap {
         let conf = args.conf()?;
         let keys = keys(args)?;
         let prev = conf.require_prev_result()?;
-        let in_pod = netns::sandbox_matcher(&args.netns);
-        let earlier: Vec<String> = vm_pairs(&prev, &in_pod).iter().map(|p| p.tap.name.clone()).collect();
-        let wires = plan::plan(&prev, &keys, &in_pod, &earlier)?;
+        let wires = plan::plan(&prev, &keys, &netns::sandbox_matcher(&args.netns))?;
         let att = Attachment { container: &args.container_id, ifname: &args.ifname };
         let made = netns::run_in(Path::new(&args.netns), || wire::add(&wires, att, keys.owner, &args.netns))??;
         let wired: Vec<_> = wires.into_iter().zip(made).collect();

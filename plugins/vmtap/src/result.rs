@@ -24,18 +24,19 @@ pub struct Made {
     pub tap_mac: String,
     /// The pod interface's MAC, as the kernel has it (authoritative over the result's).
     pub pod_mac: String,
-    /// The pod interface's MTU (the tap's too).
+    /// The tap's MTU, read back from the kernel once it was set (the pod interface's): what
+    /// the result says of the tap and the VM interface, whatever `prevResult` said.
     pub mtu: u32,
 }
 
 /// `prev` with the taps, VM interfaces and copied IPs appended.
 pub fn extend(mut prev: CniResult, wires: &[(Wire, Made)], netns: &str, container_id: &str) -> CniResult {
     for (wire, made) in wires {
-        let pod_mtu = prev.interfaces.get(wire.index).map_or(0, |i| i.mtu);
+        let mtu = i64::from(made.mtu);
         prev.interfaces.push(Interface {
             name: wire.tap.clone(),
             mac: made.tap_mac.clone(),
-            mtu: pod_mtu,
+            mtu,
             sandbox: netns.to_string(),
             ..Interface::default()
         });
@@ -43,7 +44,7 @@ pub fn extend(mut prev: CniResult, wires: &[(Wire, Made)], netns: &str, containe
         prev.interfaces.push(Interface {
             name: wire.tap.clone(),
             mac: made.pod_mac.clone(),
-            mtu: pod_mtu,
+            mtu,
             sandbox: container_id.to_string(),
             ..Interface::default()
         });
@@ -99,14 +100,16 @@ mod tests {
         let wire = Wire { pod: "eth0".into(), index: 1, tap: "tap0".into() };
         let made = Made { tap_mac: "be:ef:be:ef:00:01".into(), pod_mac: "0a:58:c0:a8:01:02".into(), mtu: 1500 };
         let out = extend(prev(), &[(wire, made)], "/var/run/netns/vm1", "vm1");
-        // tc-redirect-tap's README example, with CNI_CONTAINERID=vm1.
+        // tc-redirect-tap's README example, with CNI_CONTAINERID=vm1 — and the tap's MTU as the
+        // kernel has it on the tap and the VM interface (`mtu`, which the 1.0.0 result prints
+        // as Go's types100.Interface does when it is set).
         let want = serde_json::json!({
             "cniVersion": "1.0.0",
             "interfaces": [
                 {"name": "veth1a2b", "mac": "aa:aa:aa:aa:aa:01"},
                 {"name": "eth0", "mac": "0a:58:c0:a8:01:02", "sandbox": "/var/run/netns/vm1"},
-                {"name": "tap0", "mac": "be:ef:be:ef:00:01", "sandbox": "/var/run/netns/vm1"},
-                {"name": "tap0", "mac": "0a:58:c0:a8:01:02", "sandbox": "vm1"}
+                {"name": "tap0", "mac": "be:ef:be:ef:00:01", "mtu": 1500, "sandbox": "/var/run/netns/vm1"},
+                {"name": "tap0", "mac": "0a:58:c0:a8:01:02", "mtu": 1500, "sandbox": "vm1"}
             ],
             "ips": [
                 {"address": "192.168.1.2/24", "gateway": "192.168.1.1", "interface": 1},
@@ -144,7 +147,7 @@ mod tests {
             ),
             (
                 Wire { pod: "net1".into(), index: 2, tap: "tap1".into() },
-                Made { tap_mac: "be:00:00:00:00:02".into(), pod_mac: "02:00:00:00:00:07".into(), mtu: 1500 },
+                Made { tap_mac: "be:00:00:00:00:02".into(), pod_mac: "02:00:00:00:00:07".into(), mtu: 8950 },
             ),
         ];
         let out = extend(p, &wires, "/var/run/netns/vm1", "vm1");
@@ -153,7 +156,8 @@ mod tests {
             names[3..],
             [("tap0", "/var/run/netns/vm1"), ("tap0", "vm1"), ("tap1", "/var/run/netns/vm1"), ("tap1", "vm1")]
         );
-        assert_eq!(out.interfaces[6].mtu, 9000, "the pod interface's mtu is carried to its tap and VM interface");
+        let mtus: Vec<i64> = out.interfaces[3..].iter().map(|i| i.mtu).collect();
+        assert_eq!(mtus, [1500, 1500, 8950, 8950], "the kernel's MTU, not prevResult's (9000)");
         let vm_ips: Vec<(String, Option<i64>)> =
             out.ips[3..].iter().map(|ip| (ip.address.to_string(), ip.interface)).collect();
         assert_eq!(

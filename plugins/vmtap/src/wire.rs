@@ -62,15 +62,30 @@ pub fn add(wires: &[Wire], att: Attachment<'_>, owner: Option<Owner>, netns: &st
         };
         match join(&mut rtnl, w, pod, qdisc, att, owner) {
             Ok(m) => made.push(m),
-            Err(e) => {
-                // The error that stopped ADD is the one to report; a failing rollback would be
-                // found again by DEL, which the runtime sends next.
-                let _ = teardown(&mut rtnl, att);
-                return Err(e);
-            }
+            Err(e) => return Err(rolled_back(&mut rtnl, att, e)),
+        }
+    }
+    // What the kernel made of each tap's MTU (it may refuse or clamp none silently, but the
+    // result reports what is, not what was asked).
+    let now = match links::links(&mut rtnl) {
+        Ok(now) => now,
+        Err(e) => return Err(rolled_back(&mut rtnl, att, e.into())),
+    };
+    for (w, m) in wires.iter().zip(made.iter_mut()) {
+        match now.iter().find(|l| l.name == w.tap) {
+            Some(tap) => m.mtu = tap.mtu,
+            None => return Err(rolled_back(&mut rtnl, att, VmtapError::TapNotListed(w.tap.clone()))),
         }
     }
     Ok(made)
+}
+
+/// Removes what the attachment has in the namespace and returns `e`: the error that stopped
+/// ADD is the one to report; a failing rollback would be found again by DEL, which the runtime
+/// sends next.
+fn rolled_back(rtnl: &mut Rtnl, att: Attachment<'_>, e: VmtapError) -> VmtapError {
+    let _ = teardown(rtnl, att);
+    e
 }
 
 /// What an ADD does with a pod interface's ingress qdisc.
