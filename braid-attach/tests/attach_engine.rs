@@ -7,7 +7,7 @@ use braid_attach::state::{Key, StateStore};
 use braid_attach::Deadline;
 use braid_attach::{Attacher, Delegate, DelegateConfig};
 use cni_runtime::chain::RuntimeConf as Call;
-use cni_runtime::invoke::{Exec, InvokeError};
+use cni_runtime::invoke::{Env, Exec, InvokeError, Watch};
 use cni_runtime::testing::{FakeExec, ScriptDir};
 use cni_skel::log::Logger;
 use cni_types::config::GcAttachment;
@@ -708,19 +708,12 @@ impl Exec for Observing<'_> {
         self.inner.exec(plugin, stdin, env)
     }
 
-    fn exec_until(
-        &self,
-        plugin: &Path,
-        stdin: &[u8],
-        env: &[(String, String)],
-        spawned: &dyn Fn(u32),
-        until: Option<std::time::Instant>,
-    ) -> Result<Vec<u8>, InvokeError> {
+    fn exec_until(&self, plugin: &Path, stdin: &[u8], env: &Env, watch: Watch<'_>) -> Result<Vec<u8>, InvokeError> {
         // This test process stands in for the child: it exists, and has been sent nothing.
-        spawned(std::process::id());
+        (watch.spawned)(std::process::id());
         let held = std::fs::read_to_string(&self.state).unwrap_or_default();
         self.seen.lock().unwrap().push(held);
-        self.inner.exec_until(plugin, stdin, env, &|_| {}, until)
+        self.inner.exec_until(plugin, stdin, env, Watch { until: watch.until, ..Watch::NONE })
     }
 
     fn find(&self, name: &str, paths: &[PathBuf]) -> Result<PathBuf, InvokeError> {
@@ -764,17 +757,11 @@ struct Unsyncable {
 
 impl Exec for Unsyncable {
     fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
-        self.exec_until(plugin, stdin, env, &|_| {}, None)
+        self.exec_until(plugin, stdin, env, Watch::NONE)
     }
 
-    fn exec_until(
-        &self,
-        plugin: &Path,
-        _stdin: &[u8],
-        _env: &[(String, String)],
-        spawned: &dyn Fn(u32),
-        _until: Option<std::time::Instant>,
-    ) -> Result<Vec<u8>, InvokeError> {
+    fn exec_until(&self, plugin: &Path, _stdin: &[u8], _env: &Env, watch: Watch<'_>) -> Result<Vec<u8>, InvokeError> {
+        let spawned = watch.spawned;
         use std::os::unix::process::{CommandExt, ExitStatusExt};
         std::fs::rename(&self.dir, self.dir.with_extension("gone")).unwrap();
         let mut child = std::process::Command::new("sleep").arg("30").process_group(0).spawn().unwrap();

@@ -148,43 +148,41 @@ pub fn find_in_path(name: &str, paths: &[PathBuf]) -> Result<PathBuf, InvokeErro
     Err(InvokeError::NotFound { name: name.to_string(), paths: paths.to_vec() })
 }
 
+/// The variables a call adds to the process environment: its CNI ones, and any other.
+pub type Env = [(String, String)];
+
+/// How a caller watches a plugin process it has an [`Exec`] start.
+#[derive(Clone, Copy)]
+pub struct Watch<'a> {
+    /// Told each child's pid (also its process group) once it exists and before it is sent its
+    /// stdin — a plugin acts only after reading its configuration, so a caller that records the
+    /// pid there can always find what it started, even if it is killed right after.
+    pub spawned: &'a dyn Fn(u32),
+    /// The caller's deadline for its whole command: the child is killed there (with everything
+    /// it spawned) at the latest, on top of any per-call limit, failing with
+    /// [`InvokeError::DeadlinePassed`]; `None` adds no limit.
+    pub until: Option<Instant>,
+}
+
+impl Watch<'static> {
+    /// Nobody is told of a pid; no deadline.
+    pub const NONE: Watch<'static> = Watch { spawned: &ignore_pid, until: None };
+}
+
+fn ignore_pid(_: u32) {}
+
 /// How a plugin binary is run: the real implementation is [`RawExec`]; tests use a fake.
 pub trait Exec {
     /// Runs `plugin` with `stdin` and the process environment plus `env`, and returns its
     /// stdout on success.
-    fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError>;
+    fn exec(&self, plugin: &Path, stdin: &[u8], env: &Env) -> Result<Vec<u8>, InvokeError>;
 
-    /// [`Exec::exec`], telling `spawned` the child's pid (also its process group) once it
-    /// exists and before it is sent its stdin — a plugin acts only after reading its
-    /// configuration, so a caller that records the pid there can always find what it started,
-    /// even if it is killed right after. The default never calls `spawned`.
-    fn exec_observed(
-        &self,
-        plugin: &Path,
-        stdin: &[u8],
-        env: &[(String, String)],
-        spawned: &dyn Fn(u32),
-    ) -> Result<Vec<u8>, InvokeError> {
-        let _ = spawned;
+    /// [`Exec::exec`], the process watched as `watch` says: its pid reported, killed at the
+    /// deadline. The default only refuses to start once the deadline has passed (it reports
+    /// no pid and kills nothing).
+    fn exec_until(&self, plugin: &Path, stdin: &[u8], env: &Env, watch: Watch<'_>) -> Result<Vec<u8>, InvokeError> {
+        before(plugin, watch.until)?;
         self.exec(plugin, stdin, env)
-    }
-
-    /// [`Exec::exec_observed`], with the child killed (with everything it spawned) at `until` at
-    /// the latest — the caller's deadline for its whole command, on top of any per-call limit —
-    /// failing with [`InvokeError::DeadlinePassed`]; `None` adds no limit. The default only
-    /// refuses to start once `until` has passed.
-    fn exec_until(
-        &self,
-        plugin: &Path,
-        stdin: &[u8],
-        env: &[(String, String)],
-        spawned: &dyn Fn(u32),
-        until: Option<Instant>,
-    ) -> Result<Vec<u8>, InvokeError> {
-        if until.is_some_and(|u| Instant::now() >= u) {
-            return Err(InvokeError::DeadlinePassed { path: plugin.to_path_buf(), started: false });
-        }
-        self.exec_observed(plugin, stdin, env, spawned)
     }
 
     /// Finds a plugin binary; the default is [`find_in_path`].
@@ -192,12 +190,23 @@ pub trait Exec {
         find_in_path(name, paths)
     }
 
-    /// Whether [`Exec::exec_observed`] and [`Exec::exec_until`] call their `spawned` for every
-    /// process they start, before it is sent its stdin. A caller may then defer work that
-    /// must precede the plugin's acting (braid's engine makes its plan durable there) until
-    /// the process exists. The default says no; [`RawExec`] says yes.
+    /// Whether [`Exec::exec_until`] tells its watcher of every process it starts, before it is
+    /// sent its stdin. A caller may then defer work that must precede the plugin's acting
+    /// (braid's engine makes its plan durable there) until the process exists. The default
+    /// says no; [`RawExec`] says yes.
     fn reports_spawns(&self) -> bool {
         false
+    }
+}
+
+/// Refuses to start `plugin` once `until` has passed: [`InvokeError::DeadlinePassed`], not
+/// started — it did nothing.
+fn before(plugin: &Path, until: Option<Instant>) -> Result<(), InvokeError> {
+    match until {
+        Some(u) if Instant::now() >= u => {
+            Err(InvokeError::DeadlinePassed { path: plugin.to_path_buf(), started: false })
+        }
+        _ => Ok(()),
     }
 }
 
@@ -223,36 +232,17 @@ fn status_text(status: std::process::ExitStatus) -> String {
 }
 
 impl Exec for RawExec {
-    fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
-        self.exec_observed(plugin, stdin, env, &|_| {})
-    }
-
-    fn exec_observed(
-        &self,
-        plugin: &Path,
-        stdin: &[u8],
-        env: &[(String, String)],
-        spawned: &dyn Fn(u32),
-    ) -> Result<Vec<u8>, InvokeError> {
-        self.exec_until(plugin, stdin, env, spawned, None)
+    fn exec(&self, plugin: &Path, stdin: &[u8], env: &Env) -> Result<Vec<u8>, InvokeError> {
+        self.exec_until(plugin, stdin, env, Watch::NONE)
     }
 
     fn reports_spawns(&self) -> bool {
         true
     }
 
-    fn exec_until(
-        &self,
-        plugin: &Path,
-        stdin: &[u8],
-        env: &[(String, String)],
-        spawned: &dyn Fn(u32),
-        until: Option<Instant>,
-    ) -> Result<Vec<u8>, InvokeError> {
-        let not_started = || InvokeError::DeadlinePassed { path: plugin.to_path_buf(), started: false };
-        if until.is_some_and(|u| Instant::now() >= u) {
-            return Err(not_started());
-        }
+    fn exec_until(&self, plugin: &Path, stdin: &[u8], env: &Env, watch: Watch<'_>) -> Result<Vec<u8>, InvokeError> {
+        let until = watch.until;
+        before(plugin, until)?;
         let mut attempt = 0;
         let started = loop {
             match self.start(plugin, env) {
@@ -262,14 +252,14 @@ impl Exec for RawExec {
                     attempt += 1;
                     let nap = Duration::from_secs(1);
                     if until.is_some_and(|u| Instant::now() + nap >= u) {
-                        return Err(not_started());
+                        return Err(InvokeError::DeadlinePassed { path: plugin.to_path_buf(), started: false });
                     }
                     std::thread::sleep(nap);
                 }
                 Err(StartError::Busy(e) | StartError::Other(e)) => return Err(e),
             }
         };
-        started.finish(stdin, spawned, until)
+        started.finish(stdin, watch)
     }
 }
 
@@ -290,7 +280,7 @@ impl RawExec {
     /// do before a plugin may act (braid's engine: its locks, its plan made durable) can start
     /// the plugin first, and the plugin's own start-up (a Go runtime's) overlaps that work.
     /// No retry here: [`Exec::exec_until`] retries a [`StartError::Busy`] binary.
-    pub fn start(&self, plugin: &Path, env: &[(String, String)]) -> Result<Started, StartError> {
+    pub fn start(&self, plugin: &Path, env: &Env) -> Result<Started, StartError> {
         let mut cmd = std::process::Command::new(plugin);
         cmd.envs(self.env.iter().chain(env).map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
@@ -359,22 +349,16 @@ impl Started {
         self.runner_env == exec.env && self.timeout == exec.timeout
     }
 
-    /// Tells `spawned` its pid (also its process group), then sends it `stdin` and collects
+    /// Tells the watcher its pid (also its process group), then sends it `stdin` and collects
     /// what it prints, killing it (and everything it spawned) at the executor's timeout or at
-    /// `until`, whichever comes first — [`Exec::exec_until`] for a process already started. A
+    /// the watcher's deadline, whichever comes first — [`Exec::exec_until`] for a process already started. A
     /// deadline already passed kills it unsent (`DeadlinePassed { started: false }`: it did
     /// nothing). Should our side of its pipes fail once it has its stdin, it is killed and
     /// reaped, and the error ([`InvokeError::PipesFailed`]) says it was started.
-    pub fn finish(
-        mut self,
-        stdin: &[u8],
-        spawned: &dyn Fn(u32),
-        until: Option<Instant>,
-    ) -> Result<Vec<u8>, InvokeError> {
+    pub fn finish(mut self, stdin: &[u8], watch: Watch<'_>) -> Result<Vec<u8>, InvokeError> {
+        let Watch { spawned, until } = watch;
         let plugin = self.plugin.clone();
-        if until.is_some_and(|u| Instant::now() >= u) {
-            return Err(InvokeError::DeadlinePassed { path: plugin, started: false });
-        }
+        before(&plugin, until)?;
         let Some(mut child) = self.child.take() else {
             return Err(InvokeError::Spawn { path: plugin, reason: "already finished".into() });
         };
@@ -498,13 +482,8 @@ pub fn add(exec: &dyn Exec, plugin: &Path, stdin: &[u8], inv: &Invocation) -> Re
 }
 
 /// [`add`] for a plugin already [started](RawExec::start) with the ADD's environment.
-pub fn add_started(
-    started: Started,
-    stdin: &[u8],
-    spawned: &dyn Fn(u32),
-    until: Option<Instant>,
-) -> Result<AnyResult, InvokeError> {
-    let out = started.finish(stdin, spawned, until)?;
+pub fn add_started(started: Started, stdin: &[u8], watch: Watch<'_>) -> Result<AnyResult, InvokeError> {
+    let out = started.finish(stdin, watch)?;
     add_result(&out, stdin)
 }
 
@@ -565,7 +544,7 @@ mod tests {
         };
         let pid = started.pid().unwrap();
         let process = RecordedProcess::of(pid).unwrap();
-        let e = started.finish(b"{}", &|_| {}, None).unwrap_err();
+        let e = started.finish(b"{}", Watch::NONE).unwrap_err();
         let alive = process.alive();
         let reaped = !std::path::Path::new(&format!("/proc/{pid}")).exists();
         let _ = process.kill_group(Duration::from_secs(5));
