@@ -2,6 +2,10 @@
 //! from configuration, CHECK, GC.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+mod common;
+
+use common::{call, ok_result, World};
+
 use braid_attach::plan::{Phase, Plan};
 use braid_attach::state::{Key, StateStore};
 use braid_attach::Deadline;
@@ -15,40 +19,13 @@ use cni_types::{CniError, NetConf};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
-struct World {
-    dir: std::path::PathBuf,
-}
-
-impl World {
-    fn new(tag: &str) -> World {
-        let dir = std::env::temp_dir().join(format!("braid-attach-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        World { dir }
-    }
-    fn attacher<'a>(&self, exec: &'a (dyn Exec + Sync)) -> Attacher<'a> {
-        Attacher {
-            exec,
-            paths: vec!["/opt/cni/bin".into()],
-            store: StateStore::open(&self.dir).unwrap(),
-            parallel: false,
-            deadline: Deadline::none(),
-        }
-    }
-
-    /// An attacher that has ADDed `three()` successfully, with those calls forgotten.
-    fn added_three<'a>(&self, exec: &'a FakeExec) -> Attacher<'a> {
-        three_replies(exec);
-        let a = self.attacher(exec);
-        a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
-        exec.calls.lock().unwrap().clear();
-        a
-    }
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// An attacher that has ADDed `three()` successfully, with those calls forgotten.
+fn added_three<'a>(w: &World, exec: &'a FakeExec) -> Attacher<'a> {
+    three_replies(exec);
+    let a = w.attacher(exec);
+    a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
+    exec.calls.lock().unwrap().clear();
+    a
 }
 
 fn delegate(ty: &str, version: &str, ifname: &str) -> Delegate {
@@ -61,19 +38,11 @@ fn delegate(ty: &str, version: &str, ifname: &str) -> Delegate {
     Delegate { config: DelegateConfig::Plugin(conf), ifname: ifname.into(), ..Delegate::default() }
 }
 
-fn call() -> Call {
-    Call { container_id: "ctr1".into(), netns: "/run/netns/x".into(), ifname: "eth0".into(), ..Call::default() }
-}
-
 /// Scripts a successful ADD of each of `three()`.
 fn three_replies(exec: &FakeExec) {
     for a in ["198.18.0.2/24", "198.18.1.2/24", "198.18.2.2/24"] {
         exec.reply(ok_result(a));
     }
-}
-
-fn ok_result(addr: &str) -> Result<Vec<u8>, InvokeError> {
-    Ok(json!({"cniVersion": "1.0.0", "ips": [{"address": addr}]}).to_string().into_bytes())
 }
 
 fn calls(exec: &FakeExec) -> Vec<(String, String, String, Value)> {
@@ -162,7 +131,7 @@ fn failure_rolls_back_in_reverse_including_the_failed_one() {
 fn del_replays_state_then_falls_back_to_configuration() {
     let w = World::new("del");
     let exec = FakeExec::default();
-    let a = w.added_three(&exec);
+    let a = added_three(&w, &exec);
     let mut log = Logger::recording("test", "DEL");
     // Today's configuration differs: DEL still undoes what ADD did.
     a.del(&call(), &[delegate("other", "1.0.0", "eth0")], &mut log).unwrap();
@@ -209,7 +178,7 @@ fn del_tries_every_delegate_and_reports_all_failures() {
 fn check_uses_recorded_results_and_skips_old_versions() {
     let w = World::new("check");
     let exec = FakeExec::default();
-    let a = w.added_three(&exec);
+    let a = added_three(&w, &exec);
     let mut log = Logger::recording("test", "CHECK");
     a.check(&call(), &mut log).unwrap();
     let seen = calls(&exec);
@@ -532,7 +501,7 @@ fn a_failed_delegate_whose_del_fails_too_does_not_keep_the_state() {
 fn a_second_add_of_an_attached_container_is_refused_and_touches_nothing() {
     let w = World::new("twice");
     let exec = FakeExec::default();
-    let a = w.added_three(&exec);
+    let a = added_three(&w, &exec);
     let key = Key::new("ctr1", "eth0").unwrap();
     let before = a.store.read(&key).unwrap();
     let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
@@ -639,7 +608,7 @@ fn foreign_state_dirs_are_refused_and_read_only_ones_still_release_the_delegates
     // from the recorded state, and reports the state it could not remove.
     let w = World::new("ro");
     let exec = FakeExec::default();
-    let a = w.added_three(&exec);
+    let a = added_three(&w, &exec);
     let dir = w.dir.to_str().unwrap().to_string();
     let mount = |args: &[&str]| assert!(std::process::Command::new("mount").args(args).status().unwrap().success());
     mount(&["--bind", &dir, &dir]);
