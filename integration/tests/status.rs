@@ -41,6 +41,29 @@ fn calls(log: &Path, command: &str) -> usize {
     std::fs::read_to_string(log).unwrap_or_default().lines().filter(|l| l.contains(&format!("\"{command}\""))).count()
 }
 
+/// Removes a file when dropped: the end of a braid-fault hang (`hangWhile`), also when the
+/// test fails.
+struct Unhang(std::path::PathBuf);
+
+impl Drop for Unhang {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The fault plugin's calls: `(network name, pid)`.
+fn fault_calls(log: &Path) -> Vec<(String, u32)> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| {
+            let conf: Value = serde_json::from_str(v["stdin"].as_str().unwrap()).unwrap();
+            (conf["name"].as_str().unwrap().to_string(), v["pid"].as_u64().unwrap() as u32)
+        })
+        .collect()
+}
+
 #[test]
 fn delegator_and_merger_status_tell_the_truth() {
     if !require_root("delegator_and_merger_status_tell_the_truth") {
@@ -244,29 +267,6 @@ fn installed_braid_without_its_primary_is_not_ready_and_starts_no_pod() {
     assert!(h.state_files().is_empty() && h.reservations().is_empty(), "{:?}", h.dir.files());
 }
 
-/// Removes a file when dropped: the end of a braid-fault hang (`hangWhile`), also when the
-/// test fails.
-struct Unhang(std::path::PathBuf);
-
-impl Drop for Unhang {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// The fault plugin's calls: `(network name, pid)`.
-fn fault_calls(log: &Path) -> Vec<(String, u32)> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .map(|v| {
-            let conf: Value = serde_json::from_str(v["stdin"].as_str().unwrap()).unwrap();
-            (conf["name"].as_str().unwrap().to_string(), v["pid"].as_u64().unwrap() as u32)
-        })
-        .collect()
-}
-
 #[test]
 fn status_answers_within_its_deadline_while_a_delegate_hangs() {
     if !require_root("status_answers_within_its_deadline_while_a_delegate_hangs") {
@@ -315,11 +315,12 @@ fn status_never_blocks_on_what_stands_at_the_owner_file() {
     // Whatever stands at <stateDir>/.braid-owner, STATUS answers at once — 50 with the reason
     // ADD would fail with — and ADD refuses it in the same words.
     let h = Harness::new("stowner");
-    let state = h.dir.path().join("state");
-    let owner = state.join(".braid-owner");
+    let ctr = h.container("stowner");
+    let ptp = json!({"cniVersion": "1.0.0", "name": "side", "type": "ptp", "ipam": h.host_local(173)});
     let elsewhere = h.dir.path().join("merger-owner");
     std::fs::write(&elsewhere, "merger").unwrap();
-    let ptp = json!({"cniVersion": "1.0.0", "name": "side", "type": "ptp", "ipam": h.host_local(173)});
+    let state = h.dir.path().join("state");
+    let owner = state.join(".braid-owner");
     let conf = json!({"stateDir": state, "deadline": 5, "delegates": [ptp]});
     let cases: [(&str, &dyn Fn(), &str); 4] = [
         (
@@ -331,7 +332,6 @@ fn status_never_blocks_on_what_stands_at_the_owner_file() {
         ("a directory", &|| std::fs::create_dir(&owner).unwrap(), "not a regular file"),
         ("a huge file", &|| std::fs::File::create(&owner).unwrap().set_len(1 << 20).unwrap(), "larger than 64 bytes"),
     ];
-    let ctr = h.container("stowner");
     for (what, plant, why) in cases {
         std::fs::create_dir_all(&state).unwrap();
         plant();

@@ -17,9 +17,10 @@ fn tc(ns: &Netns, args: &[&str]) -> Value {
     serde_json::from_str(if text.trim().is_empty() { "[]" } else { &text }).unwrap()
 }
 
-/// `tc` inside a namespace, for changes.
-fn tc_do(ns: &Netns, args: &[&str]) {
-    let out = Process::new("ip").args(["netns", "exec", ns.name(), "tc"]).args(args).output().unwrap();
+/// `tc <line>` inside a namespace, for changes (the line split at spaces).
+fn tc_do(ns: &Netns, line: &str) {
+    let args: Vec<&str> = line.split_whitespace().collect();
+    let out = Process::new("ip").args(["netns", "exec", ns.name(), "tc"]).args(&args).output().unwrap();
     assert!(out.status.success(), "tc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -152,7 +153,7 @@ fn check_names_what_was_tampered_with() {
     let r = s.h.add(&s.list, &s.rt).unwrap().to_value();
     s.h.check(&s.list, &s.rt).unwrap();
     // The tap's way back to net1 removed.
-    tc_do(&s.ctr, &["filter", "del", "dev", "tap1", "ingress"]);
+    tc_do(&s.ctr, "filter del dev tap1 ingress");
     let e = s.h.check(&s.list, &s.rt).unwrap_err().to_string();
     assert!(e.contains("no filter on tap1's ingress redirects every frame to net1"), "{e}");
     // vmtap's own CHECK, as the runtime calls it with the cached result: code 130, one detail each.
@@ -197,26 +198,8 @@ fn del_without_prev_result_finds_its_taps_and_touches_nothing_else() {
         json!({"cniVersion": "1.0.0", "name": "pre", "plugins": [{"type": "ptp", "ipam": s.h.host_local(83)}]});
     let other = s.h.runtime(&s.ctr, &s.rt.container_id, "eth9");
     let ptp_result = s.h.add(&ptp_only, &other).unwrap();
-    tc_do(&s.ctr, &["qdisc", "add", "dev", "eth9", "ingress"]);
-    tc_do(
-        &s.ctr,
-        &[
-            "filter",
-            "add",
-            "dev",
-            "eth9",
-            "ingress",
-            "protocol",
-            "ip",
-            "prio",
-            "7",
-            "u32",
-            "match",
-            "ip",
-            "src",
-            "198.18.99.1/32",
-        ],
-    );
+    tc_do(&s.ctr, "qdisc add dev eth9 ingress");
+    tc_do(&s.ctr, "filter add dev eth9 ingress protocol ip prio 7 u32 match ip src 198.18.99.1/32");
     // (`tc` prints `parent` only while more than one filter chain exists: compare without it.)
     let filters_of_eth9 = || {
         let mut f = tc(&s.ctr, &["filter", "show", "dev", "eth9", "ingress"]);
@@ -447,6 +430,14 @@ impl Lone {
         self.h.exec_plugin("vmtap", command, rt, &self.conf(keys, prev)).map_err(|e| e.to_string())
     }
 
+    /// vmtap's DEL (again, where the test sent it: it finds nothing), then the pod network's:
+    /// nothing is left in the pod namespace but its loopback.
+    fn gone(self) {
+        self.vmtap(Command::Del, &self.rt, json!({}), None).unwrap();
+        self.h.del(&self.list, &self.rt).unwrap();
+        assert_eq!(self.ctr.links(), ["lo"]);
+    }
+
     /// Every qdisc of `dev` and every filter of its ingress and egress hooks, as `tc` prints them.
     fn tc_state(&self, dev: &str) -> Value {
         json!({
@@ -466,27 +457,9 @@ fn a_clsact_qdisc_already_there_is_used_and_left_as_found() {
     // interface, with filters of their own: vmtap must join the tap under it and leave it, and
     // their filters, as it found them.
     let l = lone("vmtcl", 88);
-    tc_do(&l.ctr, &["qdisc", "add", "dev", "eth0", "clsact"]);
+    tc_do(&l.ctr, "qdisc add dev eth0 clsact");
     for hook in ["ingress", "egress"] {
-        tc_do(
-            &l.ctr,
-            &[
-                "filter",
-                "add",
-                "dev",
-                "eth0",
-                hook,
-                "protocol",
-                "ip",
-                "prio",
-                "7",
-                "u32",
-                "match",
-                "ip",
-                "src",
-                "198.18.99.1/32",
-            ],
-        );
+        tc_do(&l.ctr, &format!("filter add dev eth0 {hook} protocol ip prio 7 u32 match ip src 198.18.99.1/32"));
     }
     let before = l.tc_state("eth0");
     let out =
@@ -506,8 +479,7 @@ fn a_clsact_qdisc_already_there_is_used_and_left_as_found() {
     l.vmtap(Command::Del, &l.rt, json!({}), None).unwrap();
     assert!(taps(&l.ctr).is_empty(), "{:?}", l.ctr.links());
     assert_eq!(l.tc_state("eth0"), before, "eth0's clsact qdisc and its filters are not as vmtap found them");
-    l.h.del(&l.list, &l.rt).unwrap();
-    assert_eq!(l.ctr.links(), ["lo"]);
+    l.gone();
 }
 
 #[test]
@@ -540,8 +512,7 @@ fn two_attachments_on_one_pod_interface_leave_nothing_in_either_order() {
             "deleted {}: vmtap's ingress qdisc is left on eth0",
             if first_made_first_deleted { "in creation order" } else { "in reverse order" }
         );
-        l.h.del(&l.list, &l.rt).unwrap();
-        assert_eq!(l.ctr.links(), ["lo"]);
+        l.gone();
     }
 }
 
@@ -565,23 +536,15 @@ fn the_verifier_counts_only_redirects_of_every_protocol() {
     let result: Value = serde_json::from_slice(&out).unwrap();
     verifier_check(&l.h, &l.rt, &result).unwrap();
     // tap0's way back replaced by one for IPv4 only: ARP and IPv6 from the VM never reach eth0.
-    tc_do(&l.ctr, &["filter", "del", "dev", "tap0", "ingress"]);
-    tc_do(
-        &l.ctr,
-        &[
-            "filter", "add", "dev", "tap0", "ingress", "protocol", "ip", "u32", "match", "u8", "0", "0", "action",
-            "mirred", "egress", "redirect", "dev", "eth0",
-        ],
-    );
+    tc_do(&l.ctr, "filter del dev tap0 ingress");
+    tc_do(&l.ctr, "filter add dev tap0 ingress protocol ip u32 match u8 0 0 action mirred egress redirect dev eth0");
     let details =
         verifier_check(&l.h, &l.rt, &result).expect_err("a redirect of IPv4 alone passed for one of every frame");
     assert!(details.contains("no redirect tap0 -> eth0"), "{details}");
     // vmtap's own CHECK says the same (one rule for both).
     let e = l.vmtap(Command::Check, &l.rt, json!({}), Some(&result)).unwrap_err();
     assert!(e.contains("no filter on tap0's ingress redirects every frame to eth0"), "{e}");
-    l.vmtap(Command::Del, &l.rt, json!({}), None).unwrap();
-    l.h.del(&l.list, &l.rt).unwrap();
-    assert_eq!(l.ctr.links(), ["lo"]);
+    l.gone();
 }
 
 #[test]
@@ -673,9 +636,7 @@ fn the_mtu_reported_is_the_one_the_kernel_set() {
     eth0["mtu"] = json!(9000);
     let out = l.vmtap(Command::Add, &l.rt, json!({}), Some(&lying)).unwrap();
     assert_eq!(mtus(&out), want);
-    l.vmtap(Command::Del, &l.rt, json!({}), None).unwrap();
-    l.h.del(&l.list, &l.rt).unwrap();
-    assert_eq!(l.ctr.links(), ["lo"]);
+    l.gone();
 }
 
 #[test]

@@ -234,15 +234,7 @@ mod tests {
     fn routes_in_the_vrf_table_of_their_interface_pass() {
         let r = result(good());
         let mut s = pod();
-        s.links.push(Link {
-            index: 9,
-            name: "blue".into(),
-            mac: Vec::new(),
-            mtu: 65575,
-            master: None,
-            vrf_table: Some(10),
-            ..Link::default()
-        });
+        s.links.push(Link { vrf_table: Some(10), ..link(9, "blue", &[], 65575) });
         s.links[1].master = Some(9);
         for x in s.routes.iter_mut().filter(|x| x.oif == Some(2)) {
             x.table = 10;

@@ -14,6 +14,11 @@ pub fn net(s: &str) -> IpNet {
     IpNet::parse(s).unwrap()
 }
 
+/// A link of the kernel, up, in no group, without master or VRF table.
+pub fn link(index: u32, name: &str, mac: &[u8], mtu: u32) -> Link {
+    Link { index, name: name.into(), mac: mac.to_vec(), mtu, ..Link::default() }
+}
+
 /// A unicast route of the kernel through `oif`.
 pub fn route(table: u32, dst: &str, gw: Option<&str>, oif: u32) -> kernel::Route {
     kernel::Route {
@@ -32,33 +37,9 @@ pub fn route(table: u32, dst: &str, gw: Option<&str>, oif: u32) -> kernel::Route
 pub fn pod() -> Snapshot {
     Snapshot {
         links: vec![
-            Link {
-                index: 1,
-                name: "lo".into(),
-                mac: vec![0; 6],
-                mtu: 65536,
-                master: None,
-                vrf_table: None,
-                ..Link::default()
-            },
-            Link {
-                index: 2,
-                name: "eth0".into(),
-                mac: vec![0x0a, 0x58, 0, 0, 0, 1],
-                mtu: 1500,
-                master: None,
-                vrf_table: None,
-                ..Link::default()
-            },
-            Link {
-                index: 3,
-                name: "net1".into(),
-                mac: vec![0x0a, 0x58, 0, 0, 0, 2],
-                mtu: 9000,
-                master: None,
-                vrf_table: None,
-                ..Link::default()
-            },
+            link(1, "lo", &[0; 6], 65536),
+            link(2, "eth0", &[0x0a, 0x58, 0, 0, 0, 1], 1500),
+            link(3, "net1", &[0x0a, 0x58, 0, 0, 0, 2], 9000),
         ],
         addrs: vec![
             Addr { ifindex: 2, net: net("198.18.0.5/24"), tentative: false, dadfailed: false },

@@ -2,7 +2,7 @@
 
 use super::testkit::*;
 use super::*;
-use crate::kernel::{Addr, Link};
+use crate::kernel::Addr;
 use serde_json::json;
 
 #[test]
@@ -89,18 +89,7 @@ fn host_side_interfaces_use_the_host_view() {
     v["ips"] = json!([{"address": "198.18.0.5/24", "interface": 1}]);
     v["routes"] = json!([]);
     let r = result(v);
-    let host = Snapshot {
-        links: vec![Link {
-            index: 7,
-            name: "cni0".into(),
-            mac: vec![2, 0, 0, 0, 0, 1],
-            mtu: 1500,
-            master: None,
-            vrf_table: None,
-            ..Link::default()
-        }],
-        ..Snapshot::default()
-    };
+    let host = Snapshot { links: vec![link(7, "cni0", &[2, 0, 0, 0, 0, 1], 1500)], ..Snapshot::default() };
     let is_container = |s: &str| s == NS;
     let pod_view = pod();
     let subject = |host| Subject {

@@ -60,28 +60,26 @@ pub(super) fn check_vm_pair(s: &Subject<'_>, tap: &Interface, vm: &Interface) ->
 mod tests {
     use super::super::testkit::*;
     use super::super::{mismatches, Finding};
-    use crate::kernel::Link;
+    use crate::kernel::{Link, Snapshot};
     use serde_json::json;
 
-    #[test]
-    fn a_vm_interface_is_checked_through_its_tap_and_redirects() {
+    /// [`good`] with net1 handed to a VM (tap1, its VM interface with net1's MAC, and a copy of
+    /// net1's IP), and [`pod`] with tap1 joined both ways to net1.
+    fn handed_to_a_vm() -> (cni_types::CniResult, Snapshot) {
         let mut v = good();
         let ifaces = v["interfaces"].as_array_mut().unwrap();
         ifaces.push(json!({"name": "tap1", "sandbox": NS, "mac": "be:00:00:00:00:01"}));
         ifaces.push(json!({"name": "tap1", "sandbox": "ctr-id", "mac": "0a:58:00:00:00:02"}));
         v["ips"].as_array_mut().unwrap().push(json!({"address": "198.19.1.5/24", "interface": 3}));
-        let r = result(v);
         let mut snap = pod();
-        snap.links.push(Link {
-            index: 9,
-            name: "tap1".into(),
-            mac: vec![0xbe, 0, 0, 0, 0, 1],
-            mtu: 9000,
-            master: None,
-            vrf_table: None,
-            ..Link::default()
-        });
+        snap.links.push(link(9, "tap1", &[0xbe, 0, 0, 0, 0, 1], 9000));
         snap.redirects = vec![(3, 9), (9, 3)];
+        (result(v), snap)
+    }
+
+    #[test]
+    fn a_vm_interface_is_checked_through_its_tap_and_redirects() {
+        let (r, mut snap) = handed_to_a_vm();
         let items = run(&r, &snap, FULL);
         assert!(bad(&r, &snap, FULL).is_empty(), "{:?}", bad(&r, &snap, FULL));
         assert!(items.iter().any(|i| i.to_string() == "tap1 (VM ctr-id): joined by tc redirects to net1"));
@@ -103,32 +101,9 @@ mod tests {
     /// first link that carries the VM interface's MAC.
     #[test]
     fn a_vlan_carrying_the_vm_mac_is_not_taken_for_the_pod_interface() {
-        let mut v = good();
-        let ifaces = v["interfaces"].as_array_mut().unwrap();
-        ifaces.push(json!({"name": "tap1", "sandbox": NS, "mac": "be:00:00:00:00:01"}));
-        ifaces.push(json!({"name": "tap1", "sandbox": "ctr-id", "mac": "0a:58:00:00:00:02"}));
-        let r = result(v);
-        let mut snap = pod();
+        let (r, mut snap) = handed_to_a_vm();
         // Listed before net1, as a link with a lower ifindex is.
-        snap.links.insert(
-            1,
-            Link {
-                index: 5,
-                name: "vlan5".into(),
-                mac: vec![0x0a, 0x58, 0, 0, 0, 2],
-                mtu: 1500,
-                kind: "vlan".into(),
-                ..Link::default()
-            },
-        );
-        snap.links.push(Link {
-            index: 9,
-            name: "tap1".into(),
-            mac: vec![0xbe, 0, 0, 0, 0, 1],
-            mtu: 9000,
-            ..Link::default()
-        });
-        snap.redirects = vec![(3, 9), (9, 3)];
+        snap.links.insert(1, Link { kind: "vlan".into(), ..link(5, "vlan5", &[0x0a, 0x58, 0, 0, 0, 2], 1500) });
         let items = run(&r, &snap, FULL);
         assert!(mismatches(&items).is_empty(), "{:?}", mismatches(&items));
         assert!(items.iter().any(|i| i.to_string() == "tap1 (VM ctr-id): joined by tc redirects to net1"));
