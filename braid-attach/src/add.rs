@@ -309,7 +309,11 @@ impl Attacher<'_> {
                 // Not the call this delegate makes now: killed unsent on drop, started anew.
                 let started = started.filter(|s| s.plugin() == path && s.env() == inv.env());
                 let outcome = match started {
-                    Some(s) => invoke::add_started(s, stdin, &record, self.deadline.add_until()),
+                    Some(s) => invoke::add_started(
+                        s,
+                        stdin,
+                        invoke::Watch { spawned: &record, until: self.deadline.add_until() },
+                    ),
                     None => invoke::add(&exec, &path, stdin, &inv),
                 };
                 outcome.map_err(|e| {

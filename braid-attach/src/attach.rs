@@ -58,7 +58,7 @@ impl Exec for Bounded<'_> {
         stdin: &[u8],
         env: &[(String, String)],
     ) -> Result<Vec<u8>, cni_runtime::InvokeError> {
-        self.inner.exec_until(plugin, stdin, env, self.spawned, self.until)
+        self.inner.exec_until(plugin, stdin, env, invoke::Watch { spawned: self.spawned, until: self.until })
     }
     fn find(&self, name: &str, paths: &[PathBuf]) -> Result<PathBuf, cni_runtime::InvokeError> {
         self.inner.find(name, paths)

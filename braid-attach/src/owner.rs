@@ -19,10 +19,9 @@ pub const OWNER_FILE: &str = ".braid-owner";
 /// The owner file is read as state is: never through a symlink, never blocking on a FIFO, at
 /// most a few bytes.
 pub(crate) fn claim(dir: &Path, plugin: &str) -> Result<Option<CniError>, CniError> {
-    const MAX_OWNER: u64 = 64;
     let path = dir.join(OWNER_FILE);
-    let io = |e: std::io::Error| CniError::new(IO_FAILURE, format!("{}: {e}", path.display()));
-    let read = || read_regular(&path, MAX_OWNER, Links::Refuse).map(|b| String::from_utf8_lossy(&b).into_owned());
+    let io = |e: std::io::Error| unreadable(&path, e);
+    let read = || read_owner(&path);
     let owner = match read() {
         Ok(o) => o,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -62,8 +61,26 @@ fn foreign(dir: &Path, owner: &str, plugin: &str) -> Option<CniError> {
     ))
 }
 
-/// Whether `dir` belongs to another braid plugin kind, read without claiming it (STATUS).
+/// Whether `dir` belongs to another braid plugin kind — or holds an owner file ADD could not
+/// read — read without claiming it (STATUS), as an ADD's claim reads it: whatever stands there (a
+/// FIFO, a symlink, a directory, a huge file), the answer comes at once.
 pub fn foreign_owner(dir: &Path, plugin: &str) -> Option<CniError> {
-    let owner = std::fs::read_to_string(dir.join(OWNER_FILE)).ok()?;
-    foreign(dir, &owner, plugin)
+    let path = dir.join(OWNER_FILE);
+    match read_owner(&path) {
+        Ok(owner) => foreign(dir, &owner, plugin),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => Some(unreadable(&path, e)),
+    }
+}
+
+/// The owner file's few bytes: never through a symlink, never blocking on a FIFO, a regular
+/// file of at most 64 bytes (a plugin's name).
+fn read_owner(path: &Path) -> std::io::Result<String> {
+    const MAX_OWNER: u64 = 64;
+    read_regular(path, MAX_OWNER, Links::Refuse).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// The owner file could not be read or written (code 5).
+fn unreadable(path: &Path, e: std::io::Error) -> CniError {
+    CniError::new(IO_FAILURE, format!("{}: {e}", path.display()))
 }

@@ -2,12 +2,16 @@
 //! from configuration, CHECK, GC.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+mod common;
+
+use common::{call, ok_result, World};
+
 use braid_attach::plan::{Phase, Plan};
 use braid_attach::state::{Key, StateStore};
 use braid_attach::Deadline;
 use braid_attach::{Attacher, Delegate, DelegateConfig};
 use cni_runtime::chain::RuntimeConf as Call;
-use cni_runtime::invoke::{Exec, InvokeError};
+use cni_runtime::invoke::{Env, Exec, InvokeError, Watch};
 use cni_runtime::testing::{FakeExec, ScriptDir};
 use cni_skel::log::Logger;
 use cni_types::config::GcAttachment;
@@ -15,40 +19,13 @@ use cni_types::{CniError, NetConf};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
-struct World {
-    dir: std::path::PathBuf,
-}
-
-impl World {
-    fn new(tag: &str) -> World {
-        let dir = std::env::temp_dir().join(format!("braid-attach-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        World { dir }
-    }
-    fn attacher<'a>(&self, exec: &'a (dyn Exec + Sync)) -> Attacher<'a> {
-        Attacher {
-            exec,
-            paths: vec!["/opt/cni/bin".into()],
-            store: StateStore::open(&self.dir).unwrap(),
-            parallel: false,
-            deadline: Deadline::none(),
-        }
-    }
-
-    /// An attacher that has ADDed `three()` successfully, with those calls forgotten.
-    fn added_three<'a>(&self, exec: &'a FakeExec) -> Attacher<'a> {
-        three_replies(exec);
-        let a = self.attacher(exec);
-        a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
-        exec.calls.lock().unwrap().clear();
-        a
-    }
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// An attacher that has ADDed `three()` successfully, with those calls forgotten.
+fn added_three<'a>(w: &World, exec: &'a FakeExec) -> Attacher<'a> {
+    three_replies(exec);
+    let a = w.attacher(exec);
+    a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
+    exec.calls.lock().unwrap().clear();
+    a
 }
 
 fn delegate(ty: &str, version: &str, ifname: &str) -> Delegate {
@@ -61,19 +38,11 @@ fn delegate(ty: &str, version: &str, ifname: &str) -> Delegate {
     Delegate { config: DelegateConfig::Plugin(conf), ifname: ifname.into(), ..Delegate::default() }
 }
 
-fn call() -> Call {
-    Call { container_id: "ctr1".into(), netns: "/run/netns/x".into(), ifname: "eth0".into(), ..Call::default() }
-}
-
 /// Scripts a successful ADD of each of `three()`.
 fn three_replies(exec: &FakeExec) {
     for a in ["198.18.0.2/24", "198.18.1.2/24", "198.18.2.2/24"] {
         exec.reply(ok_result(a));
     }
-}
-
-fn ok_result(addr: &str) -> Result<Vec<u8>, InvokeError> {
-    Ok(json!({"cniVersion": "1.0.0", "ips": [{"address": addr}]}).to_string().into_bytes())
 }
 
 fn calls(exec: &FakeExec) -> Vec<(String, String, String, Value)> {
@@ -162,7 +131,7 @@ fn failure_rolls_back_in_reverse_including_the_failed_one() {
 fn del_replays_state_then_falls_back_to_configuration() {
     let w = World::new("del");
     let exec = FakeExec::default();
-    let a = w.added_three(&exec);
+    let a = added_three(&w, &exec);
     let mut log = Logger::recording("test", "DEL");
     // Today's configuration differs: DEL still undoes what ADD did.
     a.del(&call(), &[delegate("other", "1.0.0", "eth0")], &mut log).unwrap();
@@ -209,7 +178,7 @@ fn del_tries_every_delegate_and_reports_all_failures() {
 fn check_uses_recorded_results_and_skips_old_versions() {
     let w = World::new("check");
     let exec = FakeExec::default();
-    let a = w.added_three(&exec);
+    let a = added_three(&w, &exec);
     let mut log = Logger::recording("test", "CHECK");
     a.check(&call(), &mut log).unwrap();
     let seen = calls(&exec);
@@ -268,7 +237,7 @@ fn gc_deletes_stale_attachments_from_their_state_then_forwards() {
     a.gc(&[], &valid, &mut Logger::recording("test", "GC")).unwrap();
     assert_eq!(a.store.keys().unwrap(), vec![Key::new("keep", "eth0").unwrap()]);
     exec.reply(Err(InvokeError::Plugin(CniError::new(50, "not ready"))));
-    let status = |d: &[Delegate]| braid_attach::status::delegates(&exec, &a.paths, d);
+    let status = |d: &[Delegate]| braid_attach::status::delegates(&exec, &a.paths, d, Deadline::none());
     assert_eq!(status(&modern).unwrap_err().code, 50);
     exec.calls.lock().unwrap().clear();
     assert!(status(&three()[1..]).is_ok(), "delegates below 1.1.0 are not asked for STATUS");
@@ -532,7 +501,7 @@ fn a_failed_delegate_whose_del_fails_too_does_not_keep_the_state() {
 fn a_second_add_of_an_attached_container_is_refused_and_touches_nothing() {
     let w = World::new("twice");
     let exec = FakeExec::default();
-    let a = w.added_three(&exec);
+    let a = added_three(&w, &exec);
     let key = Key::new("ctr1", "eth0").unwrap();
     let before = a.store.read(&key).unwrap();
     let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
@@ -639,7 +608,7 @@ fn foreign_state_dirs_are_refused_and_read_only_ones_still_release_the_delegates
     // from the recorded state, and reports the state it could not remove.
     let w = World::new("ro");
     let exec = FakeExec::default();
-    let a = w.added_three(&exec);
+    let a = added_three(&w, &exec);
     let dir = w.dir.to_str().unwrap().to_string();
     let mount = |args: &[&str]| assert!(std::process::Command::new("mount").args(args).status().unwrap().success());
     mount(&["--bind", &dir, &dir]);
@@ -708,19 +677,12 @@ impl Exec for Observing<'_> {
         self.inner.exec(plugin, stdin, env)
     }
 
-    fn exec_until(
-        &self,
-        plugin: &Path,
-        stdin: &[u8],
-        env: &[(String, String)],
-        spawned: &dyn Fn(u32),
-        until: Option<std::time::Instant>,
-    ) -> Result<Vec<u8>, InvokeError> {
+    fn exec_until(&self, plugin: &Path, stdin: &[u8], env: &Env, watch: Watch<'_>) -> Result<Vec<u8>, InvokeError> {
         // This test process stands in for the child: it exists, and has been sent nothing.
-        spawned(std::process::id());
+        (watch.spawned)(std::process::id());
         let held = std::fs::read_to_string(&self.state).unwrap_or_default();
         self.seen.lock().unwrap().push(held);
-        self.inner.exec_until(plugin, stdin, env, &|_| {}, until)
+        self.inner.exec_until(plugin, stdin, env, Watch { until: watch.until, ..Watch::NONE })
     }
 
     fn find(&self, name: &str, paths: &[PathBuf]) -> Result<PathBuf, InvokeError> {
@@ -764,17 +726,11 @@ struct Unsyncable {
 
 impl Exec for Unsyncable {
     fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
-        self.exec_until(plugin, stdin, env, &|_| {}, None)
+        self.exec_until(plugin, stdin, env, Watch::NONE)
     }
 
-    fn exec_until(
-        &self,
-        plugin: &Path,
-        _stdin: &[u8],
-        _env: &[(String, String)],
-        spawned: &dyn Fn(u32),
-        _until: Option<std::time::Instant>,
-    ) -> Result<Vec<u8>, InvokeError> {
+    fn exec_until(&self, plugin: &Path, _stdin: &[u8], _env: &Env, watch: Watch<'_>) -> Result<Vec<u8>, InvokeError> {
+        let spawned = watch.spawned;
         use std::os::unix::process::{CommandExt, ExitStatusExt};
         std::fs::rename(&self.dir, self.dir.with_extension("gone")).unwrap();
         let mut child = std::process::Command::new("sleep").arg("30").process_group(0).spawn().unwrap();

@@ -3,44 +3,19 @@
 //! (`FakeExec`'s hanging call returns at its deadline, as `RawExec` does when it kills one.)
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use braid_attach::state::{Key, StateStore};
+mod common;
+
+use common::{call, ok_result, World};
+
+use braid_attach::state::Key;
 use braid_attach::Deadline;
-use braid_attach::{Attacher, Delegate, DelegateConfig};
-use cni_runtime::chain::RuntimeConf as Call;
+use braid_attach::{Delegate, DelegateConfig};
 use cni_runtime::invoke::InvokeError;
 use cni_runtime::testing::FakeExec;
 use cni_skel::log::Logger;
 use cni_types::{CniError, NetConf};
 use serde_json::json;
 use std::time::{Duration, Instant};
-
-struct World {
-    dir: std::path::PathBuf,
-}
-
-impl World {
-    fn new(tag: &str) -> World {
-        let dir = std::env::temp_dir().join(format!("braid-deadline-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        World { dir }
-    }
-
-    fn attacher<'a>(&self, exec: &'a FakeExec, parallel: bool, deadline: Deadline) -> Attacher<'a> {
-        Attacher {
-            exec,
-            paths: vec!["/opt/cni/bin".into()],
-            store: StateStore::open(&self.dir).unwrap(),
-            parallel,
-            deadline,
-        }
-    }
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 fn delegate(ty: &str, ifname: &str) -> Delegate {
     let conf =
@@ -51,14 +26,6 @@ fn delegate(ty: &str, ifname: &str) -> Delegate {
 
 fn three() -> Vec<Delegate> {
     vec![delegate("bridge", "eth0"), delegate("ptp", "net1"), delegate("macvlan", "net2")]
-}
-
-fn call() -> Call {
-    Call { container_id: "ctr1".into(), netns: "/run/netns/x".into(), ifname: "eth0".into(), ..Call::default() }
-}
-
-fn ok_result(addr: &str) -> Result<Vec<u8>, InvokeError> {
-    Ok(json!({"cniVersion": "1.0.0", "ips": [{"address": addr}]}).to_string().into_bytes())
 }
 
 /// `type COMMAND ifname` of every call, and the deadline each was given.
@@ -87,7 +54,7 @@ fn a_hanging_delegate_is_killed_at_the_add_deadline_and_everything_rolled_back_i
     exec.reply(ok_result("198.18.0.2/24"));
     exec.hang();
     let d = deadline();
-    let a = w.attacher(&exec, false, d);
+    let a = w.attacher_with(&exec, false, d);
     let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
     assert_eq!(e.code, 11, "{e:?}");
     assert_eq!(
@@ -113,7 +80,7 @@ fn a_slow_rollback_is_cut_at_the_deadline_and_leaves_the_state_for_the_runtimes_
     exec.reply(Ok(Vec::new())); // ptp DEL
     exec.hang(); // bridge DEL
     let d = deadline();
-    let a = w.attacher(&exec, false, d);
+    let a = w.attacher_with(&exec, false, d);
     let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
     assert_eq!(e.code, 11, "{e:?}");
     assert!(
@@ -130,7 +97,7 @@ fn a_slow_rollback_is_cut_at_the_deadline_and_leaves_the_state_for_the_runtimes_
     // The runtime's DEL, a command of its own with a deadline of its own, finishes the job.
     exec.calls.lock().unwrap().clear();
     let d2 = deadline();
-    let a2 = w.attacher(&exec, false, d2);
+    let a2 = w.attacher_with(&exec, false, d2);
     a2.del(&call(), &three(), &mut Logger::recording("test", "DEL")).unwrap();
     let seen = calls(&exec);
     let order: Vec<&str> = seen.iter().map(|c| c.0.as_str()).collect();
@@ -145,7 +112,7 @@ fn a_delegate_failing_by_itself_keeps_its_code_when_the_rollback_finishes() {
     let exec = FakeExec::default();
     exec.reply(ok_result("198.18.0.2/24"));
     exec.reply(Err(InvokeError::Plugin(CniError::new(7, "no master"))));
-    let a = w.attacher(&exec, false, deadline());
+    let a = w.attacher_with(&exec, false, deadline());
     let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
     assert_eq!(
         (e.code, e.msg.as_str()),
@@ -162,7 +129,7 @@ fn hanging_parallel_delegates_are_all_killed_then_rolled_back_in_reverse() {
     exec.hang();
     exec.hang();
     let d = deadline();
-    let a = w.attacher(&exec, true, d);
+    let a = w.attacher_with(&exec, true, d);
     let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
     assert_eq!(e.code, 11, "{e:?}");
     assert!(e.msg.contains("passed while waiting for delegate "), "{}", e.msg);
@@ -185,7 +152,7 @@ fn hanging_parallel_delegates_are_all_killed_then_rolled_back_in_reverse() {
 fn a_held_container_lock_is_waited_for_until_the_deadline_then_named() {
     let w = World::new("lock");
     let exec = FakeExec::default();
-    let a = w.attacher(&exec, false, deadline());
+    let a = w.attacher_with(&exec, false, deadline());
     // Another command of this container holds the lock (here: this test).
     let held = a.store.lock("ctr1").unwrap();
     let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
@@ -202,8 +169,10 @@ fn a_held_container_lock_is_waited_for_until_the_deadline_then_named() {
     );
     assert!(e.msg.ends_with(") at the deadline)"), "{}", e.msg);
     // DEL too: it never deletes without the lock (an ADD of the container may be running).
-    let e =
-        w.attacher(&exec, false, deadline()).del(&call(), &three(), &mut Logger::recording("test", "DEL")).unwrap_err();
+    let e = w
+        .attacher_with(&exec, false, deadline())
+        .del(&call(), &three(), &mut Logger::recording("test", "DEL"))
+        .unwrap_err();
     assert_eq!(e.code, 11, "{e:?}");
     assert!(e.msg.contains("passed while waiting for the lock of container ctr1"), "{}", e.msg);
     assert!(calls(&exec).is_empty(), "nothing may run without the lock");
@@ -211,10 +180,10 @@ fn a_held_container_lock_is_waited_for_until_the_deadline_then_named() {
     // Released, the same commands go through.
     drop(held);
     exec.reply(ok_result("198.18.0.2/24"));
-    w.attacher(&exec, false, deadline())
+    w.attacher_with(&exec, false, deadline())
         .add(&call(), &[delegate("bridge", "eth0")], &mut Logger::recording("test", "ADD"))
         .unwrap();
-    w.attacher(&exec, false, deadline()).del(&call(), &[], &mut Logger::recording("test", "DEL")).unwrap();
+    w.attacher_with(&exec, false, deadline()).del(&call(), &[], &mut Logger::recording("test", "DEL")).unwrap();
     let order: Vec<String> = calls(&exec).into_iter().map(|c| c.0).collect();
     assert_eq!(order, ["bridge ADD eth0", "bridge DEL eth0"]);
 }
@@ -225,7 +194,7 @@ fn a_delegate_a_crashed_add_left_running_is_let_finish_before_del_undoes_it() {
     let w = World::new("leftover");
     let exec = FakeExec::default();
     exec.reply(ok_result("198.18.0.2/24"));
-    let a = w.attacher(&exec, false, deadline());
+    let a = w.attacher_with(&exec, false, deadline());
     a.add(&call(), &[delegate("bridge", "eth0")], &mut Logger::recording("test", "ADD")).unwrap();
     // As if the ADD had crashed while a second delegate ran: its process is recorded, running.
     // It finishes its work only once DEL holds the container's lock, so never before DEL came.

@@ -9,11 +9,14 @@
 //! after another) gives up after a hang guard and is reported as such.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+mod common;
+
+use common::{call, World};
+
 use braid_attach::plan::{Phase, Plan};
 use braid_attach::state::{Key, StateStore};
 use braid_attach::Deadline;
 use braid_attach::{Attacher, Delegate, DelegateConfig};
-use cni_runtime::chain::RuntimeConf as Call;
 use cni_runtime::invoke::{Exec, InvokeError};
 use cni_skel::log::Logger;
 use cni_types::{CniError, NetConf};
@@ -146,34 +149,6 @@ impl Exec for Scripted {
     }
 }
 
-struct World {
-    dir: PathBuf,
-}
-
-impl World {
-    fn new(tag: &str) -> World {
-        let dir = std::env::temp_dir().join(format!("braid-parallel-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        World { dir }
-    }
-
-    fn attacher<'a>(&self, exec: &'a Scripted, parallel: bool) -> Attacher<'a> {
-        Attacher {
-            exec,
-            paths: vec!["/opt/cni/bin".into()],
-            store: StateStore::open(&self.dir).unwrap(),
-            parallel,
-            deadline: Deadline::none(),
-        }
-    }
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 fn delegate(ty: &str, ifname: &str) -> Delegate {
     let conf = NetConf::parse(
         json!({"cniVersion": "1.0.0", "name": format!("{ty}-{ifname}"), "type": ty}).to_string().as_bytes(),
@@ -184,10 +159,6 @@ fn delegate(ty: &str, ifname: &str) -> Delegate {
 
 fn three() -> Vec<Delegate> {
     vec![delegate("bridge", "eth0"), delegate("ptp", "net1"), delegate("macvlan", "net2")]
-}
-
-fn call() -> Call {
-    Call { container_id: "ctr1".into(), netns: "/run/netns/x".into(), ifname: "eth0".into(), ..Call::default() }
 }
 
 fn key() -> Key {
@@ -219,7 +190,7 @@ fn parallel_add_starts_every_delegate_at_once_and_returns_results_in_plan_order(
     // All three in flight at once; the first delegate returns last, and its result still
     // comes first.
     let exec = Scripted::new(None).together("ADD", 3).ending("ADD", &["net2", "net1", "eth0"]).together("DEL", 3);
-    let a = w.attacher(&exec, true);
+    let a = w.attacher_with(&exec, true, Deadline::none());
     let results = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
     assert_eq!(exec.stuck(), Vec::<String>::new());
     assert_eq!(addresses(&results), ["198.18.0.2/24", "198.18.1.2/24", "198.18.2.2/24"]);
@@ -252,7 +223,7 @@ fn parallel_add_starts_every_delegate_at_once_and_returns_results_in_plan_order(
 fn parallel_check_runs_at_once_and_a_sequential_plan_is_written_as_before() {
     let w = World::new("check");
     let exec = Scripted::new(None).together("CHECK", 3);
-    let a = w.attacher(&exec, true);
+    let a = w.attacher_with(&exec, true, Deadline::none());
     a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
     exec.clear();
     a.check(&call(), &mut Logger::recording("test", "CHECK")).unwrap();
@@ -264,7 +235,7 @@ fn parallel_check_runs_at_once_and_a_sequential_plan_is_written_as_before() {
 
     // Sequential: one after another, in plan order, and no trace of the key in the state.
     let exec = Scripted::new(None);
-    let a = w.attacher(&exec, false);
+    let a = w.attacher(&exec);
     a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
     let adds = exec.seen("ADD");
     assert!(one_by_one(&adds), "{adds:?}");
@@ -284,7 +255,7 @@ fn a_failure_while_others_still_run_waits_for_them_then_rolls_all_back_in_revers
     let w = World::new("fail");
     // net1 fails first, while eth0 and net2 are still running.
     let exec = Scripted::new(Some("net1")).together("ADD", 3).ending("ADD", &["net1", "eth0", "net2"]);
-    let a = w.attacher(&exec, true);
+    let a = w.attacher_with(&exec, true, Deadline::none());
     let e = a.add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap_err();
     assert_eq!(exec.stuck(), Vec::<String>::new());
     assert_eq!(e.code, 11, "{e:?}");

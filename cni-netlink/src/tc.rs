@@ -2,15 +2,17 @@
 //! filter whose action is `mirred egress redirect` to the other — every frame that arrives on
 //! one leaves by the other. This is awslabs' tc-redirect-tap (`internal/netlink.go`,
 //! `AddIngressQdisc`, `AddRedirectFilter`), and what
-//! `tc qdisc add dev X ingress; tc filter add dev X parent ffff: protocol all u32 match u8 0 0
-//! action mirred egress redirect dev Y` does.
+//! `tc qdisc add dev X ingress; tc filter add dev X ingress protocol all u32 match u8 0 0
+//! action mirred egress redirect dev Y` does. A link whose ingress a clsact qdisc serves (eBPF
+//! CNIs put one on pod interfaces) takes the filter as it is: filters go to the ingress hook,
+//! `ffff:fff2`, which both kinds serve.
 //!
 //! The filter is added with priority 0, so the kernel gives it a priority of its own
 //! (`tcf_auto_prio`: below every existing one) and thus a filter chain of its own: deleting
 //! that priority later removes this filter and nothing else.
 
 use crate::{rtm, NetlinkError, Rtnl};
-use netlink_packet_core::{Parseable, NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_core::{EthernetProtocol, Parseable, NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::tc::{
     TcAction, TcActionAttribute, TcActionMirror, TcActionMirrorOption, TcActionOption, TcActionType, TcAttribute,
     TcFilterU32, TcFilterU32Option, TcHandle, TcMessage, TcMirror, TcMirrorActionType, TcOption, TcU32Key,
@@ -18,9 +20,20 @@ use netlink_packet_route::tc::{
 };
 
 /// `ETH_P_ALL`: the filter sees every protocol (`protocol all`).
-const ETH_P_ALL: u16 = 0x0003;
+fn eth_p_all() -> u16 {
+    EthernetProtocol::All.value()
+}
 /// The ingress qdisc's handle, `ffff:`.
 const INGRESS_HANDLE: u32 = 0xffff_0000;
+
+/// Where filters on a link's ingress attach: `ffff:fff2` (`TC_H_MAKE(TC_H_CLSACT,
+/// TC_H_MIN_INGRESS)`, what `tc filter … ingress` sends), which an ingress qdisc and a clsact
+/// qdisc both serve. clsact — which eBPF-based CNIs put on pod interfaces — serves only its
+/// two hooks: it refuses a filter for `ffff:0` (`clsact_tcf_block`: no block, `EINVAL`) and
+/// dumps nothing for `ffff:fff1`.
+fn ingress_hook() -> TcHandle {
+    TcHandle { major: 0xffff, minor: TcHandle::MIN_INGRESS }
+}
 
 /// `tcm_info` of a filter: priority in the upper half, the protocol in network byte order in
 /// the lower (`TC_H_MAKE(prio << 16, htons(protocol))` in iproute2's `tc_filter_modify`).
@@ -53,11 +66,12 @@ pub fn delete_ingress(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<(), Net
     rtnl.request(&what, rtm::DELQDISC, &ingress_message(index), 0)
 }
 
-/// The ifindexes of the links of the namespace that have an ingress qdisc.
+/// The ifindexes of the links of the namespace whose ingress hook is served: by an ingress
+/// qdisc, or by a clsact qdisc (which serves ingress and egress; one or the other, never both).
 pub fn ingress_qdiscs(rtnl: &mut Rtnl) -> Result<Vec<u32>, NetlinkError> {
     rtnl.dump("dump qdiscs", rtm::GETQDISC, &TcMessage::default(), |body| {
         let q = TcMessage::parse(body)?;
-        let ingress = q.attributes.iter().any(|a| matches!(a, TcAttribute::Kind(k) if k == "ingress"));
+        let ingress = q.attributes.iter().any(|a| matches!(a, TcAttribute::Kind(k) if k == "ingress" || k == "clsact"));
         Ok(ingress.then_some(q.header.index as u32))
     })
 }
@@ -66,8 +80,8 @@ pub fn ingress_qdiscs(rtnl: &mut Rtnl) -> Result<Vec<u32>, NetlinkError> {
 /// egress of `to` (`action mirred egress redirect`, verdict `stolen`). Names are for messages.
 pub fn add_redirect(rtnl: &mut Rtnl, from: (u32, &str), to: (u32, &str)) -> Result<(), NetlinkError> {
     let mut msg = TcMessage::with_index(from.0 as i32);
-    msg.header.parent = TcHandle::from(INGRESS_HANDLE);
-    msg.header.info = filter_info(0, ETH_P_ALL);
+    msg.header.parent = ingress_hook();
+    msg.header.info = filter_info(0, eth_p_all());
     msg.attributes.push(TcAttribute::Kind(TcFilterU32::KIND.to_string()));
 
     // One key with mask 0 at offset 0 (`match u8 0 0`): every frame matches.
@@ -110,10 +124,20 @@ pub struct Redirect {
     pub match_all: bool,
 }
 
+impl Redirect {
+    /// Whether it sends every frame that arrives — of every protocol (`protocol all`), matched
+    /// by a selector that matches everything — out of its target (`mirred egress redirect`):
+    /// what joins a tap to a pod interface ([`add_redirect`]). A filter for one protocol
+    /// (`protocol ip`) leaves ARP and IPv6 behind.
+    pub fn passes_every_frame(&self) -> bool {
+        self.egress_redirect && self.match_all && self.protocol == eth_p_all()
+    }
+}
+
 /// The redirects (u32 filters with a `mirred` action) on the ingress of the link `index`.
 pub fn redirects(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<Vec<Redirect>, NetlinkError> {
     let mut req = TcMessage::with_index(index as i32);
-    req.header.parent = TcHandle::INGRESS;
+    req.header.parent = ingress_hook();
     let filters = rtnl.dump(&format!("dump ingress filters of {name}"), rtm::GETTFILTER, &req, |body| {
         TcMessage::parse(body).map(Some)
     })?;
@@ -150,7 +174,7 @@ pub fn redirects(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<Vec<Redirect
 /// How many filters (of any kind) the link's ingress carries.
 pub fn ingress_filter_count(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<usize, NetlinkError> {
     let mut req = TcMessage::with_index(index as i32);
-    req.header.parent = TcHandle::INGRESS;
+    req.header.parent = ingress_hook();
     let filters = rtnl.dump(&format!("dump ingress filters of {name}"), rtm::GETTFILTER, &req, |_| Ok(Some(())))?;
     Ok(filters.len())
 }
@@ -182,7 +206,7 @@ pub fn delete_filters(
     protocol: u16,
 ) -> Result<(), NetlinkError> {
     let mut msg = TcMessage::with_index(index as i32);
-    msg.header.parent = TcHandle::from(INGRESS_HANDLE);
+    msg.header.parent = ingress_hook();
     msg.header.info = filter_info(priority, protocol);
     msg.attributes.push(TcAttribute::Kind(TcFilterU32::KIND.to_string()));
     let what = format!("delete filter priority {priority} of {name}");
@@ -196,7 +220,7 @@ mod tests {
     #[test]
     fn filter_info_puts_the_protocol_in_network_order() {
         // `tc filter show` prints "protocol all pref 49152" for 0xc000_0300 on little-endian.
-        let info = filter_info(0xc000, ETH_P_ALL);
+        let info = filter_info(0xc000, eth_p_all());
         assert_eq!(info >> 16, 0xc000);
         assert_eq!((info & 0xffff) as u16, u16::from_ne_bytes([0x00, 0x03]));
     }

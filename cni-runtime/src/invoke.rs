@@ -56,6 +56,16 @@ pub enum InvokeError {
         /// Whether it had been started.
         started: bool,
     },
+    /// The plugin was started and sent its stdin, then our side of its pipes failed (our
+    /// `poll(2)`, `fcntl(2)` or `waitpid(2)`, not the plugin): it was killed with everything it
+    /// spawned. It may have acted, so it counts as started — a meta-plugin rolls it back.
+    #[error("{} was killed: serving its pipes failed on our side: {reason}", .path.display())]
+    PipesFailed {
+        /// The binary.
+        path: PathBuf,
+        /// Why (the system's error, as text).
+        reason: String,
+    },
     /// The plugin failed with a CNI error object; its code is kept.
     #[error(transparent)]
     Plugin(CniError),
@@ -138,43 +148,41 @@ pub fn find_in_path(name: &str, paths: &[PathBuf]) -> Result<PathBuf, InvokeErro
     Err(InvokeError::NotFound { name: name.to_string(), paths: paths.to_vec() })
 }
 
+/// The variables a call adds to the process environment: its CNI ones, and any other.
+pub type Env = [(String, String)];
+
+/// How a caller watches a plugin process it has an [`Exec`] start.
+#[derive(Clone, Copy)]
+pub struct Watch<'a> {
+    /// Told each child's pid (also its process group) once it exists and before it is sent its
+    /// stdin — a plugin acts only after reading its configuration, so a caller that records the
+    /// pid there can always find what it started, even if it is killed right after.
+    pub spawned: &'a dyn Fn(u32),
+    /// The caller's deadline for its whole command: the child is killed there (with everything
+    /// it spawned) at the latest, on top of any per-call limit, failing with
+    /// [`InvokeError::DeadlinePassed`]; `None` adds no limit.
+    pub until: Option<Instant>,
+}
+
+impl Watch<'static> {
+    /// Nobody is told of a pid; no deadline.
+    pub const NONE: Watch<'static> = Watch { spawned: &ignore_pid, until: None };
+}
+
+fn ignore_pid(_: u32) {}
+
 /// How a plugin binary is run: the real implementation is [`RawExec`]; tests use a fake.
 pub trait Exec {
     /// Runs `plugin` with `stdin` and the process environment plus `env`, and returns its
     /// stdout on success.
-    fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError>;
+    fn exec(&self, plugin: &Path, stdin: &[u8], env: &Env) -> Result<Vec<u8>, InvokeError>;
 
-    /// [`Exec::exec`], telling `spawned` the child's pid (also its process group) once it
-    /// exists and before it is sent its stdin — a plugin acts only after reading its
-    /// configuration, so a caller that records the pid there can always find what it started,
-    /// even if it is killed right after. The default never calls `spawned`.
-    fn exec_observed(
-        &self,
-        plugin: &Path,
-        stdin: &[u8],
-        env: &[(String, String)],
-        spawned: &dyn Fn(u32),
-    ) -> Result<Vec<u8>, InvokeError> {
-        let _ = spawned;
+    /// [`Exec::exec`], the process watched as `watch` says: its pid reported, killed at the
+    /// deadline. The default only refuses to start once the deadline has passed (it reports
+    /// no pid and kills nothing).
+    fn exec_until(&self, plugin: &Path, stdin: &[u8], env: &Env, watch: Watch<'_>) -> Result<Vec<u8>, InvokeError> {
+        before(plugin, watch.until)?;
         self.exec(plugin, stdin, env)
-    }
-
-    /// [`Exec::exec_observed`], with the child killed (with everything it spawned) at `until` at
-    /// the latest — the caller's deadline for its whole command, on top of any per-call limit —
-    /// failing with [`InvokeError::DeadlinePassed`]; `None` adds no limit. The default only
-    /// refuses to start once `until` has passed.
-    fn exec_until(
-        &self,
-        plugin: &Path,
-        stdin: &[u8],
-        env: &[(String, String)],
-        spawned: &dyn Fn(u32),
-        until: Option<Instant>,
-    ) -> Result<Vec<u8>, InvokeError> {
-        if until.is_some_and(|u| Instant::now() >= u) {
-            return Err(InvokeError::DeadlinePassed { path: plugin.to_path_buf(), started: false });
-        }
-        self.exec_observed(plugin, stdin, env, spawned)
     }
 
     /// Finds a plugin binary; the default is [`find_in_path`].
@@ -182,12 +190,23 @@ pub trait Exec {
         find_in_path(name, paths)
     }
 
-    /// Whether [`Exec::exec_observed`] and [`Exec::exec_until`] call their `spawned` for every
-    /// process they start, before it is sent its stdin. A caller may then defer work that
-    /// must precede the plugin's acting (braid's engine makes its plan durable there) until
-    /// the process exists. The default says no; [`RawExec`] says yes.
+    /// Whether [`Exec::exec_until`] tells its watcher of every process it starts, before it is
+    /// sent its stdin. A caller may then defer work that must precede the plugin's acting
+    /// (braid's engine makes its plan durable there) until the process exists. The default
+    /// says no; [`RawExec`] says yes.
     fn reports_spawns(&self) -> bool {
         false
+    }
+}
+
+/// Refuses to start `plugin` once `until` has passed: [`InvokeError::DeadlinePassed`], not
+/// started — it did nothing.
+fn before(plugin: &Path, until: Option<Instant>) -> Result<(), InvokeError> {
+    match until {
+        Some(u) if Instant::now() >= u => {
+            Err(InvokeError::DeadlinePassed { path: plugin.to_path_buf(), started: false })
+        }
+        _ => Ok(()),
     }
 }
 
@@ -203,9 +222,6 @@ pub struct RawExec {
     pub env: Vec<(String, String)>,
 }
 
-/// `ETXTBSY`: the binary is still open for writing (it is being installed). Go retries.
-const ETXTBSY: i32 = 26;
-
 fn status_text(status: std::process::ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (Some(c), _) => format!("exit status {c}"),
@@ -216,36 +232,17 @@ fn status_text(status: std::process::ExitStatus) -> String {
 }
 
 impl Exec for RawExec {
-    fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
-        self.exec_observed(plugin, stdin, env, &|_| {})
-    }
-
-    fn exec_observed(
-        &self,
-        plugin: &Path,
-        stdin: &[u8],
-        env: &[(String, String)],
-        spawned: &dyn Fn(u32),
-    ) -> Result<Vec<u8>, InvokeError> {
-        self.exec_until(plugin, stdin, env, spawned, None)
+    fn exec(&self, plugin: &Path, stdin: &[u8], env: &Env) -> Result<Vec<u8>, InvokeError> {
+        self.exec_until(plugin, stdin, env, Watch::NONE)
     }
 
     fn reports_spawns(&self) -> bool {
         true
     }
 
-    fn exec_until(
-        &self,
-        plugin: &Path,
-        stdin: &[u8],
-        env: &[(String, String)],
-        spawned: &dyn Fn(u32),
-        until: Option<Instant>,
-    ) -> Result<Vec<u8>, InvokeError> {
-        let not_started = || InvokeError::DeadlinePassed { path: plugin.to_path_buf(), started: false };
-        if until.is_some_and(|u| Instant::now() >= u) {
-            return Err(not_started());
-        }
+    fn exec_until(&self, plugin: &Path, stdin: &[u8], env: &Env, watch: Watch<'_>) -> Result<Vec<u8>, InvokeError> {
+        let until = watch.until;
+        before(plugin, until)?;
         let mut attempt = 0;
         let started = loop {
             match self.start(plugin, env) {
@@ -255,21 +252,22 @@ impl Exec for RawExec {
                     attempt += 1;
                     let nap = Duration::from_secs(1);
                     if until.is_some_and(|u| Instant::now() + nap >= u) {
-                        return Err(not_started());
+                        return Err(InvokeError::DeadlinePassed { path: plugin.to_path_buf(), started: false });
                     }
                     std::thread::sleep(nap);
                 }
                 Err(StartError::Busy(e) | StartError::Other(e)) => return Err(e),
             }
         };
-        started.finish(stdin, spawned, until)
+        started.finish(stdin, watch)
     }
 }
 
 /// Why [`RawExec::start`] could not start a plugin.
 #[derive(Debug)]
 pub enum StartError {
-    /// `ETXTBSY`: the binary is still open for writing (being installed); worth another try.
+    /// `ETXTBSY`: the binary is still open for writing (being installed); worth another try, as
+    /// Go's `pkg/invoke` does.
     Busy(InvokeError),
     /// Anything else ([`InvokeError::Spawn`]).
     Other(InvokeError),
@@ -282,7 +280,7 @@ impl RawExec {
     /// do before a plugin may act (braid's engine: its locks, its plan made durable) can start
     /// the plugin first, and the plugin's own start-up (a Go runtime's) overlaps that work.
     /// No retry here: [`Exec::exec_until`] retries a [`StartError::Busy`] binary.
-    pub fn start(&self, plugin: &Path, env: &[(String, String)]) -> Result<Started, StartError> {
+    pub fn start(&self, plugin: &Path, env: &Env) -> Result<Started, StartError> {
         let mut cmd = std::process::Command::new(plugin);
         cmd.envs(self.env.iter().chain(env).map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
@@ -297,10 +295,15 @@ impl RawExec {
                 env: env.to_vec(),
                 runner_env: self.env.clone(),
                 timeout: self.timeout,
+                communicate: crate::child_io::communicate,
             }),
             Err(e) => {
                 let err = InvokeError::Spawn { path: plugin.to_path_buf(), reason: e.to_string() };
-                Err(if e.raw_os_error() == Some(ETXTBSY) { StartError::Busy(err) } else { StartError::Other(err) })
+                Err(if e.raw_os_error() == Some(nix::libc::ETXTBSY) {
+                    StartError::Busy(err)
+                } else {
+                    StartError::Other(err)
+                })
             }
         }
     }
@@ -315,7 +318,14 @@ pub struct Started {
     env: Vec<(String, String)>,
     runner_env: Vec<(String, String)>,
     timeout: Option<Duration>,
+    /// Our side of the child's pipes: [`crate::child_io::communicate`]. A field, so that a test
+    /// can make it fail as a `poll(2)` or `fcntl(2)` of ours would — nothing else can.
+    communicate: Communicate,
 }
+
+/// Feeds a child its stdin and collects its output until it exits or the deadline passes.
+type Communicate =
+    fn(&mut std::process::Child, &[u8], Option<Instant>) -> std::io::Result<crate::child_io::ChildOutput>;
 
 impl Started {
     /// The binary it runs.
@@ -339,21 +349,16 @@ impl Started {
         self.runner_env == exec.env && self.timeout == exec.timeout
     }
 
-    /// Tells `spawned` its pid (also its process group), then sends it `stdin` and collects
+    /// Tells the watcher its pid (also its process group), then sends it `stdin` and collects
     /// what it prints, killing it (and everything it spawned) at the executor's timeout or at
-    /// `until`, whichever comes first — [`Exec::exec_until`] for a process already started. A
+    /// the watcher's deadline, whichever comes first — [`Exec::exec_until`] for a process already started. A
     /// deadline already passed kills it unsent (`DeadlinePassed { started: false }`: it did
-    /// nothing).
-    pub fn finish(
-        mut self,
-        stdin: &[u8],
-        spawned: &dyn Fn(u32),
-        until: Option<Instant>,
-    ) -> Result<Vec<u8>, InvokeError> {
+    /// nothing). Should our side of its pipes fail once it has its stdin, it is killed and
+    /// reaped, and the error ([`InvokeError::PipesFailed`]) says it was started.
+    pub fn finish(mut self, stdin: &[u8], watch: Watch<'_>) -> Result<Vec<u8>, InvokeError> {
+        let Watch { spawned, until } = watch;
         let plugin = self.plugin.clone();
-        if until.is_some_and(|u| Instant::now() >= u) {
-            return Err(InvokeError::DeadlinePassed { path: plugin, started: false });
-        }
+        before(&plugin, until)?;
         let Some(mut child) = self.child.take() else {
             return Err(InvokeError::Spawn { path: plugin, reason: "already finished".into() });
         };
@@ -366,11 +371,15 @@ impl Started {
             (None, Some(u)) => (Some(u), true),
             (t, _) => (t, false),
         };
-        let spawn_err = |e: std::io::Error| InvokeError::Spawn { path: plugin.clone(), reason: e.to_string() };
-        let outcome = crate::child_io::communicate(&mut child, stdin, deadline).map_err(spawn_err)?;
+        let outcome = match (self.communicate)(&mut child, stdin, deadline) {
+            Ok(o) => o,
+            Err(e) => {
+                end(&mut child);
+                return Err(InvokeError::PipesFailed { path: plugin, reason: e.to_string() });
+            }
+        };
         let Some(status) = outcome.status else {
-            kill_group(pid);
-            let _ = crate::child_io::wait_until(&mut child, Some(Instant::now() + Duration::from_secs(2)));
+            end(&mut child);
             forward_stderr(&outcome);
             if by_deadline {
                 return Err(InvokeError::DeadlinePassed { path: plugin, started: true });
@@ -397,12 +406,16 @@ impl Started {
 impl Drop for Started {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            kill_group(child.id());
-            // Bounded like the wait after a timeout: a child the kill cannot reach at once
-            // (in uninterruptible sleep) must not hold its caller past its deadline.
-            let _ = crate::child_io::wait_until(&mut child, Some(Instant::now() + Duration::from_secs(2)));
+            end(&mut child);
         }
     }
+}
+
+/// Kills the child's process group and reaps it. The wait is bounded: a child the kill cannot
+/// reach at once (in uninterruptible sleep) must not hold its caller past its deadline.
+fn end(child: &mut std::process::Child) {
+    kill_group(child.id());
+    let _ = crate::child_io::wait_until(child, Some(Instant::now() + Duration::from_secs(2)));
 }
 
 /// SIGKILL to the process group `pid` leads.
@@ -469,13 +482,8 @@ pub fn add(exec: &dyn Exec, plugin: &Path, stdin: &[u8], inv: &Invocation) -> Re
 }
 
 /// [`add`] for a plugin already [started](RawExec::start) with the ADD's environment.
-pub fn add_started(
-    started: Started,
-    stdin: &[u8],
-    spawned: &dyn Fn(u32),
-    until: Option<Instant>,
-) -> Result<AnyResult, InvokeError> {
-    let out = started.finish(stdin, spawned, until)?;
+pub fn add_started(started: Started, stdin: &[u8], watch: Watch<'_>) -> Result<AnyResult, InvokeError> {
+    let out = started.finish(stdin, watch)?;
     add_result(&out, stdin)
 }
 
@@ -510,5 +518,40 @@ pub fn version_info(exec: &dyn Exec, plugin: &Path) -> Result<cni_types::version
             })
         }
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::procs::RecordedProcess;
+    use crate::testing::ScriptDir;
+
+    /// Our own `poll(2)` (or `fcntl(2)`, or `waitpid(2)`) failing while the child runs is not the
+    /// child failing to start: it has its stdin, it may have acted. `finish` kills and reaps it
+    /// and says it was started, so that a meta-plugin rolls it back (a DEL follows).
+    #[test]
+    fn our_side_of_the_pipes_failing_kills_the_child_and_counts_as_started() {
+        let dir = ScriptDir::new("pipes-fail").unwrap();
+        let plugin = dir.script("acts", "cat >/dev/null; sleep 60").unwrap();
+        let mut started = RawExec::default().start(&plugin, &[]).unwrap_or_else(|_| unreachable!("start"));
+        started.communicate = |child, input, _| {
+            // The child is sent its stdin, then our poll fails.
+            if let Some(mut w) = child.stdin.take() {
+                let _ = w.write_all(input);
+            }
+            Err(std::io::Error::other("poll: injected failure"))
+        };
+        let pid = started.pid().unwrap();
+        let process = RecordedProcess::of(pid).unwrap();
+        let e = started.finish(b"{}", Watch::NONE).unwrap_err();
+        let alive = process.alive();
+        let reaped = !std::path::Path::new(&format!("/proc/{pid}")).exists();
+        let _ = process.kill_group(Duration::from_secs(5));
+        assert!(!matches!(e, InvokeError::Spawn { .. }), "reported as never started: {e}");
+        assert!(matches!(e, InvokeError::PipesFailed { .. }), "{e:?}");
+        assert!(e.to_string().contains("poll: injected failure"), "{e}");
+        assert!(!alive, "the child (pid {pid}) still runs");
+        assert!(reaped, "the child (pid {pid}) was not reaped");
     }
 }

@@ -1,7 +1,7 @@
 //! Test seams for code that runs plugins (feature `testing`): a scripted [`Exec`] that records
 //! every call — Go keeps the same kind of fake apart in `pkg/invoke/fakes`.
 
-use crate::invoke::{Exec, InvokeError};
+use crate::invoke::{Env, Exec, InvokeError, Watch};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -57,18 +57,12 @@ impl FakeExec {
 }
 
 impl Exec for FakeExec {
-    fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
-        self.exec_until(plugin, stdin, env, &|_| {}, None)
+    fn exec(&self, plugin: &Path, stdin: &[u8], env: &Env) -> Result<Vec<u8>, InvokeError> {
+        self.exec_until(plugin, stdin, env, Watch::NONE)
     }
 
-    fn exec_until(
-        &self,
-        plugin: &Path,
-        stdin: &[u8],
-        env: &[(String, String)],
-        _spawned: &dyn Fn(u32),
-        until: Option<Instant>,
-    ) -> Result<Vec<u8>, InvokeError> {
+    fn exec_until(&self, plugin: &Path, stdin: &[u8], env: &Env, watch: Watch<'_>) -> Result<Vec<u8>, InvokeError> {
+        let until = watch.until;
         if let Ok(mut c) = self.calls.lock() {
             c.push(FakeCall { plugin: plugin.to_path_buf(), stdin: stdin.to_vec(), env: env.to_vec(), until });
         }

@@ -1,7 +1,7 @@
 //! `invoke` against real child processes (small shell scripts), and `upstream/invoke-tests.json`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use cni_runtime::invoke::{self, find_in_path, Exec, InvokeError, RawExec};
+use cni_runtime::invoke::{self, find_in_path, Exec, InvokeError, RawExec, Watch};
 use cni_runtime::testing::ScriptDir;
 use cni_types::version::Command;
 use cni_types::Invocation as Request;
@@ -205,20 +205,26 @@ fn the_callers_deadline_kills_like_a_timeout_and_is_code_11() {
     // The deadline comes before the per-call timeout: it is what kills.
     let exec = RawExec { timeout: Some(Duration::from_secs(60)), ..RawExec::default() };
     let until = Some(Instant::now() + Duration::from_millis(1500));
-    let e = exec.exec_until(&p, CONF, &req().env(), &|_| {}, until).unwrap_err();
+    let e = exec.exec_until(&p, CONF, &req().env(), Watch { until, ..Watch::NONE }).unwrap_err();
     assert_eq!(e, InvokeError::DeadlinePassed { path: p.clone(), started: true });
     assert_eq!(e.to_string(), format!("{} was killed at the command's deadline", p.display()));
     assert_eq!(cni_types::CniError::from(e).code, 11);
     assert_gone(&marker);
     // A timeout that comes first is still a timeout (code 999).
     let exec = RawExec { timeout: Some(Duration::from_millis(200)), ..RawExec::default() };
-    let e = exec.exec_until(&p, CONF, &req().env(), &|_| {}, Some(Instant::now() + Duration::from_secs(60)));
+    let e = exec.exec_until(
+        &p,
+        CONF,
+        &req().env(),
+        Watch { until: Some(Instant::now() + Duration::from_secs(60)), ..Watch::NONE },
+    );
     assert!(matches!(e, Err(InvokeError::TimedOut { .. })), "{e:?}");
     // Once the deadline has passed nothing is started.
     let ran = s.path.join("ran");
     let q = s.script("quick", &format!("touch {}", ran.display())).unwrap();
     let spawned = std::cell::Cell::new(false);
-    let e = exec.exec_until(&q, CONF, &req().env(), &|_| spawned.set(true), Some(Instant::now())).unwrap_err();
+    let watch = Watch { spawned: &|_| spawned.set(true), until: Some(Instant::now()) };
+    let e = exec.exec_until(&q, CONF, &req().env(), watch).unwrap_err();
     assert_eq!(e, InvokeError::DeadlinePassed { path: q.clone(), started: false });
     assert_eq!(e.to_string(), format!("{} was not started: the command's deadline had passed", q.display()));
     assert!(!spawned.get() && !ran.exists());
@@ -280,7 +286,8 @@ fn a_started_plugin_is_sent_its_stdin_by_finish_after_its_pid_is_reported() {
     assert_eq!(started.env(), env);
     assert!(stdin_unsent(pid), "it was sent something before finish");
     let reported = std::sync::Mutex::new(None);
-    let out = started.finish(CONF, &|p| *reported.lock().unwrap() = Some((p, stdin_unsent(p))), None).unwrap();
+    let report = |p| *reported.lock().unwrap() = Some((p, stdin_unsent(p)));
+    let out = started.finish(CONF, Watch { spawned: &report, until: None }).unwrap();
     assert_eq!(*reported.lock().unwrap(), Some((pid, true)), "the pid, reported before anything was sent");
     assert_eq!(std::fs::read(&got).unwrap(), CONF);
     assert!(String::from_utf8_lossy(&out).contains("198.18.0.3/24"));
@@ -302,7 +309,7 @@ fn a_started_plugin_dropped_unsent_is_killed_and_reaped() {
 fn a_started_plugin_past_the_deadline_is_killed_unsent() {
     let (_s, got, started) = started_copying("late");
     let pid = started.pid().unwrap();
-    let e = started.finish(CONF, &|_| panic!("reported"), Some(Instant::now())).unwrap_err();
+    let e = started.finish(CONF, Watch { spawned: &|_| panic!("reported"), until: Some(Instant::now()) }).unwrap_err();
     assert!(matches!(e, InvokeError::DeadlinePassed { started: false, .. }), "{e:?}");
     assert!(reaped(pid), "pid {pid} was not reaped");
     assert!(!got.exists(), "it was sent a configuration");

@@ -98,7 +98,45 @@ pub fn identity(path: &Path) -> std::io::Result<(u64, u64)> {
     Ok((m.dev(), m.ino()))
 }
 
+/// Whether a result's `sandbox` names the network namespace at `netns` (`CNI_NETNS`): the same
+/// path, or another path of the same namespace — `/var/run/netns/x` and `/run/netns/x`, a bind
+/// mount, `/proc/<pid>/ns/net` — by device and inode. The namespace's identity is read once; a
+/// sandbox that cannot be read is another namespace. The one "same namespace" test of the
+/// plugins that read a result's sandboxes (vmtap, the verifier).
+pub fn sandbox_matcher(netns: &str) -> impl Fn(&str) -> bool + '_ {
+    let target = identity(Path::new(netns)).ok();
+    move |sandbox: &str| sandbox == netns || (target.is_some() && identity(Path::new(sandbox)).ok() == target)
+}
+
 /// The identity of the calling thread's network namespace.
 pub fn current_identity() -> std::io::Result<(u64, u64)> {
     identity(Path::new("/proc/thread-self/ns/net")).or_else(|_| identity(Path::new("/proc/self/ns/net")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Files stand in for namespace files: identity is device and inode, whatever the file.
+    #[test]
+    fn a_sandbox_is_the_namespace_by_path_or_by_identity() {
+        let dir = std::env::temp_dir().join(format!("braid-sandbox-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (ns, other, alias) = (dir.join("pod"), dir.join("other"), dir.join("alias"));
+        std::fs::write(&ns, b"").unwrap();
+        std::fs::write(&other, b"").unwrap();
+        std::os::unix::fs::symlink(&ns, &alias).unwrap();
+        let path = ns.display().to_string();
+        let is_pod = sandbox_matcher(&path);
+        assert!(is_pod(&path));
+        assert!(is_pod(&alias.display().to_string()), "another path of the same namespace");
+        assert!(!is_pod(&other.display().to_string()));
+        assert!(!is_pod("ctr-id") && !is_pod(""));
+        // A namespace that cannot be read matches its own path only.
+        let gone = dir.join("gone").display().to_string();
+        let is_gone = sandbox_matcher(&gone);
+        assert!(is_gone(&gone) && !is_gone(&path));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

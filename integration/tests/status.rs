@@ -41,6 +41,29 @@ fn calls(log: &Path, command: &str) -> usize {
     std::fs::read_to_string(log).unwrap_or_default().lines().filter(|l| l.contains(&format!("\"{command}\""))).count()
 }
 
+/// Removes a file when dropped: the end of a braid-fault hang (`hangWhile`), also when the
+/// test fails.
+struct Unhang(std::path::PathBuf);
+
+impl Drop for Unhang {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The fault plugin's calls: `(network name, pid)`.
+fn fault_calls(log: &Path) -> Vec<(String, u32)> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| {
+            let conf: Value = serde_json::from_str(v["stdin"].as_str().unwrap()).unwrap();
+            (conf["name"].as_str().unwrap().to_string(), v["pid"].as_u64().unwrap() as u32)
+        })
+        .collect()
+}
+
 #[test]
 fn delegator_and_merger_status_tell_the_truth() {
     if !require_root("delegator_and_merger_status_tell_the_truth") {
@@ -242,4 +265,86 @@ fn installed_braid_without_its_primary_is_not_ready_and_starts_no_pod() {
     h.status(&braid).unwrap_or_else(|e| panic!("STATUS with the primary back: {e}"));
     start_and_stop(&pod(3));
     assert!(h.state_files().is_empty() && h.reservations().is_empty(), "{:?}", h.dir.files());
+}
+
+#[test]
+fn status_answers_within_its_deadline_while_a_delegate_hangs() {
+    if !require_root("status_answers_within_its_deadline_while_a_delegate_hangs") {
+        return;
+    }
+    // Two 1.1.0 delegates: the first never answers its STATUS, the second does at once. Both
+    // are asked at once (they meet), the first is killed at the command's deadline and named as
+    // not answering, and STATUS answers — though its per-delegate timeout is ten minutes.
+    let h = Harness::new("sthang");
+    let (flag, log) = (h.dir.path().join("hang"), h.dir.path().join("fault.log"));
+    std::fs::write(&flag, b"").unwrap();
+    let _unhang = Unhang(flag.clone());
+    let fault =
+        |name: &str| json!({"cniVersion": "1.1.0", "name": name, "type": "braid-fault", "log": log, "meetMs": 8000});
+    for plugin in ["delegator", "merger"] {
+        let meeting = h.meeting(plugin, 2);
+        let mut stuck = meeting.join(fault("stuck"), "STATUS");
+        stuck["sleepOn"] = json!("STATUS");
+        stuck["hangWhile"] = json!(flag);
+        let quick = meeting.join(fault("quick"), "STATUS");
+        let conf =
+            json!({"stateDir": h.dir.path().join("state"), "timeout": 600, "deadline": 5, "delegates": [stuck, quick]});
+        let before = fault_calls(&log).len();
+        fails(
+            &format!("{plugin} with a hanging delegate"),
+            status(&h, plugin, &conf),
+            50,
+            "delegate 0 (network \"stuck\"): no answer to STATUS within the command's deadline (5s)",
+        );
+        let calls = &fault_calls(&log)[before..];
+        let mut names: Vec<&str> = calls.iter().map(|c| c.0.as_str()).collect();
+        names.sort();
+        assert_eq!(names, ["quick", "stuck"], "{plugin}: {calls:?}");
+        let stuck_pid = calls.iter().find(|c| c.0 == "stuck").unwrap().1;
+        let stat = std::fs::read_to_string(format!("/proc/{stuck_pid}/stat")).unwrap_or_default();
+        assert!(stat.is_empty() || stat.contains(") Z "), "{plugin}: the hanging STATUS (pid {stuck_pid}) still runs");
+        assert_eq!(meeting.outcome(), (2, 0), "{plugin}: the delegates' STATUS did not run at once");
+    }
+}
+
+#[test]
+fn status_never_blocks_on_what_stands_at_the_owner_file() {
+    if !require_root("status_never_blocks_on_what_stands_at_the_owner_file") {
+        return;
+    }
+    // Whatever stands at <stateDir>/.braid-owner, STATUS answers at once — 50 with the reason
+    // ADD would fail with — and ADD refuses it in the same words.
+    let h = Harness::new("stowner");
+    let ctr = h.container("stowner");
+    let ptp = json!({"cniVersion": "1.0.0", "name": "side", "type": "ptp", "ipam": h.host_local(173)});
+    let elsewhere = h.dir.path().join("merger-owner");
+    std::fs::write(&elsewhere, "merger").unwrap();
+    let state = h.dir.path().join("state");
+    let owner = state.join(".braid-owner");
+    let conf = json!({"stateDir": state, "deadline": 5, "delegates": [ptp]});
+    let cases: [(&str, &dyn Fn(), &str); 4] = [
+        (
+            "a FIFO",
+            &|| assert!(std::process::Command::new("mkfifo").arg(&owner).status().unwrap().success()),
+            "not a regular file",
+        ),
+        ("a symlink", &|| std::os::unix::fs::symlink(&elsewhere, &owner).unwrap(), "Too many levels of symbolic links"),
+        ("a directory", &|| std::fs::create_dir(&owner).unwrap(), "not a regular file"),
+        ("a huge file", &|| std::fs::File::create(&owner).unwrap().set_len(1 << 20).unwrap(), "larger than 64 bytes"),
+    ];
+    for (what, plant, why) in cases {
+        std::fs::create_dir_all(&state).unwrap();
+        plant();
+        let words = format!("{}: {why}", owner.display());
+        for plugin in ["delegator", "merger"] {
+            fails(&format!("{plugin}: {what} at .braid-owner"), status(&h, plugin, &conf), 50, &words);
+        }
+        let mut add = json!({"cniVersion": "1.0.0", "name": unique("stowner"), "plugins": [{"type": "delegator"}]});
+        add["plugins"][0].as_object_mut().unwrap().extend(conf.as_object().unwrap().clone());
+        let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+        let e = h.add(&add, &rt).unwrap_err();
+        assert!(e.to_string().contains(&words), "ADD with {what} at .braid-owner: {e}");
+        assert_eq!(ctr.links(), ["lo"]);
+        std::fs::remove_dir_all(&state).unwrap();
+    }
 }

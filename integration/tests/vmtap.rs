@@ -17,9 +17,10 @@ fn tc(ns: &Netns, args: &[&str]) -> Value {
     serde_json::from_str(if text.trim().is_empty() { "[]" } else { &text }).unwrap()
 }
 
-/// `tc` inside a namespace, for changes.
-fn tc_do(ns: &Netns, args: &[&str]) {
-    let out = Process::new("ip").args(["netns", "exec", ns.name(), "tc"]).args(args).output().unwrap();
+/// `tc <line>` inside a namespace, for changes (the line split at spaces).
+fn tc_do(ns: &Netns, line: &str) {
+    let args: Vec<&str> = line.split_whitespace().collect();
+    let out = Process::new("ip").args(["netns", "exec", ns.name(), "tc"]).args(&args).output().unwrap();
     assert!(out.status.success(), "tc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -152,7 +153,7 @@ fn check_names_what_was_tampered_with() {
     let r = s.h.add(&s.list, &s.rt).unwrap().to_value();
     s.h.check(&s.list, &s.rt).unwrap();
     // The tap's way back to net1 removed.
-    tc_do(&s.ctr, &["filter", "del", "dev", "tap1", "ingress"]);
+    tc_do(&s.ctr, "filter del dev tap1 ingress");
     let e = s.h.check(&s.list, &s.rt).unwrap_err().to_string();
     assert!(e.contains("no filter on tap1's ingress redirects every frame to net1"), "{e}");
     // vmtap's own CHECK, as the runtime calls it with the cached result: code 130, one detail each.
@@ -197,26 +198,8 @@ fn del_without_prev_result_finds_its_taps_and_touches_nothing_else() {
         json!({"cniVersion": "1.0.0", "name": "pre", "plugins": [{"type": "ptp", "ipam": s.h.host_local(83)}]});
     let other = s.h.runtime(&s.ctr, &s.rt.container_id, "eth9");
     let ptp_result = s.h.add(&ptp_only, &other).unwrap();
-    tc_do(&s.ctr, &["qdisc", "add", "dev", "eth9", "ingress"]);
-    tc_do(
-        &s.ctr,
-        &[
-            "filter",
-            "add",
-            "dev",
-            "eth9",
-            "ingress",
-            "protocol",
-            "ip",
-            "prio",
-            "7",
-            "u32",
-            "match",
-            "ip",
-            "src",
-            "198.18.99.1/32",
-        ],
-    );
+    tc_do(&s.ctr, "qdisc add dev eth9 ingress");
+    tc_do(&s.ctr, "filter add dev eth9 ingress protocol ip prio 7 u32 match ip src 198.18.99.1/32");
     // (`tc` prints `parent` only while more than one filter chain exists: compare without it.)
     let filters_of_eth9 = || {
         let mut f = tc(&s.ctr, &["filter", "show", "dev", "eth9", "ingress"]);
@@ -405,4 +388,285 @@ fn sigkill_at_any_moment_of_add_then_del_leaves_nothing() {
     h.exec_plugin("vmtap", Command::Del, &rt, &del).unwrap();
     h.del(&list, &rt).unwrap();
     assert_eq!(ctr.links(), ["lo"]);
+}
+
+/// A pod interface joined by ptp alone (`eth0`), and vmtap's configuration for it.
+struct Lone {
+    h: Harness,
+    ctr: Netns,
+    rt: RuntimeConf,
+    list: Value,
+    prev: Value,
+}
+
+fn lone(tag: &str, subnet: u8) -> Lone {
+    lone_with(tag, subnet, json!({}))
+}
+
+/// [`lone`], ptp given `keys` besides its IPAM.
+fn lone_with(tag: &str, subnet: u8, keys: Value) -> Lone {
+    let h = Harness::new(tag);
+    let ctr = h.container(tag);
+    let mut ptp = json!({"type": "ptp", "ipam": h.host_local(subnet)});
+    ptp.as_object_mut().unwrap().extend(keys.as_object().unwrap().clone());
+    let list = json!({"cniVersion": "1.0.0", "name": unique(tag), "plugins": [ptp]});
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let prev = h.add(&list, &rt).unwrap().to_value();
+    Lone { h, ctr, rt, list, prev }
+}
+
+impl Lone {
+    /// vmtap's stdin: `keys` with `prevResult` (when given).
+    fn conf(&self, keys: Value, prev: Option<&Value>) -> Vec<u8> {
+        let mut c = json!({"cniVersion": "1.1.0", "name": "x", "type": "vmtap"});
+        c.as_object_mut().unwrap().extend(keys.as_object().unwrap().clone());
+        if let Some(p) = prev {
+            c["prevResult"] = p.clone();
+        }
+        serde_json::to_vec(&c).unwrap()
+    }
+
+    fn vmtap(&self, command: Command, rt: &RuntimeConf, keys: Value, prev: Option<&Value>) -> Result<Vec<u8>, String> {
+        self.h.exec_plugin("vmtap", command, rt, &self.conf(keys, prev)).map_err(|e| e.to_string())
+    }
+
+    /// vmtap's DEL (again, where the test sent it: it finds nothing), then the pod network's:
+    /// nothing is left in the pod namespace but its loopback.
+    fn gone(self) {
+        self.vmtap(Command::Del, &self.rt, json!({}), None).unwrap();
+        self.h.del(&self.list, &self.rt).unwrap();
+        assert_eq!(self.ctr.links(), ["lo"]);
+    }
+
+    /// Every qdisc of `dev` and every filter of its ingress and egress hooks, as `tc` prints them.
+    fn tc_state(&self, dev: &str) -> Value {
+        json!({
+            "qdiscs": tc(&self.ctr, &["qdisc", "show", "dev", dev]),
+            "ingress": tc(&self.ctr, &["filter", "show", "dev", dev, "ingress"]),
+            "egress": tc(&self.ctr, &["filter", "show", "dev", dev, "egress"]),
+        })
+    }
+}
+
+#[test]
+fn a_clsact_qdisc_already_there_is_used_and_left_as_found() {
+    if !require_root("a_clsact_qdisc_already_there_is_used_and_left_as_found") {
+        return;
+    }
+    // eBPF-based CNIs (Cilium, Calico's eBPF data plane) and tools put a clsact qdisc on the pod
+    // interface, with filters of their own: vmtap must join the tap under it and leave it, and
+    // their filters, as it found them.
+    let l = lone("vmtcl", 88);
+    tc_do(&l.ctr, "qdisc add dev eth0 clsact");
+    for hook in ["ingress", "egress"] {
+        tc_do(&l.ctr, &format!("filter add dev eth0 {hook} protocol ip prio 7 u32 match ip src 198.18.99.1/32"));
+    }
+    let before = l.tc_state("eth0");
+    let out =
+        l.vmtap(Command::Add, &l.rt, json!({}), Some(&l.prev)).unwrap_or_else(|e| panic!("ADD under clsact: {e}"));
+    let result: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(redirect_targets(&l.ctr, "eth0"), ["tap0"]);
+    assert_eq!(redirect_targets(&l.ctr, "tap0"), ["eth0"]);
+    let qdiscs = tc(&l.ctr, &["qdisc", "show", "dev", "eth0"]);
+    assert!(
+        qdiscs.as_array().unwrap().iter().all(|q| q["kind"] != "ingress"),
+        "vmtap added an ingress qdisc: {qdiscs}"
+    );
+    l.vmtap(Command::Check, &l.rt, json!({}), Some(&result)).unwrap_or_else(|e| panic!("vmtap CHECK: {e}"));
+    let verifier = json!({"cniVersion": "1.1.0", "name": "x", "type": "verifier", "prevResult": result});
+    l.h.exec_plugin("verifier", Command::Check, &l.rt, &serde_json::to_vec(&verifier).unwrap())
+        .unwrap_or_else(|e| panic!("verifier CHECK: {e}"));
+    l.vmtap(Command::Del, &l.rt, json!({}), None).unwrap();
+    assert!(taps(&l.ctr).is_empty(), "{:?}", l.ctr.links());
+    assert_eq!(l.tc_state("eth0"), before, "eth0's clsact qdisc and its filters are not as vmtap found them");
+    l.gone();
+}
+
+#[test]
+fn two_attachments_on_one_pod_interface_leave_nothing_in_either_order() {
+    if !require_root("two_attachments_on_one_pod_interface_leave_nothing_in_either_order") {
+        return;
+    }
+    for first_made_first_deleted in [true, false] {
+        let l = lone("vmt2a", 89);
+        let before = l.tc_state("eth0");
+        // Two attachments (CNI_IFNAME eth0 and eth9 of one container) join eth0 to a tap each:
+        // the first adds eth0's ingress qdisc, the second finds it.
+        let a = l.rt.clone();
+        let b = RuntimeConf { ifname: "eth9".into(), ..l.rt.clone() };
+        let keys = |tap: &str| json!({"tapNames": {"eth0": tap}});
+        l.vmtap(Command::Add, &a, keys("vm-a"), Some(&l.prev)).unwrap();
+        l.vmtap(Command::Add, &b, keys("vm-b"), Some(&l.prev)).unwrap();
+        let mut targets = redirect_targets(&l.ctr, "eth0");
+        targets.sort();
+        assert_eq!(targets, ["vm-a", "vm-b"]);
+        let order = if first_made_first_deleted { [&a, &b] } else { [&b, &a] };
+        l.vmtap(Command::Del, order[0], json!({}), None).unwrap();
+        assert!(has_ingress(&l.ctr, "eth0"), "the other attachment's filter lost its qdisc");
+        assert_eq!(redirect_targets(&l.ctr, "eth0").len(), 1);
+        l.vmtap(Command::Del, order[1], json!({}), None).unwrap();
+        assert!(taps(&l.ctr).is_empty(), "{:?}", l.ctr.links());
+        assert_eq!(
+            l.tc_state("eth0"),
+            before,
+            "deleted {}: vmtap's ingress qdisc is left on eth0",
+            if first_made_first_deleted { "in creation order" } else { "in reverse order" }
+        );
+        l.gone();
+    }
+}
+
+/// The verifier's CHECK of a vmtap result: `Ok`, or the details of its mismatch (code 120).
+fn verifier_check(h: &Harness, rt: &RuntimeConf, result: &Value) -> Result<(), String> {
+    let conf = json!({"cniVersion": "1.1.0", "name": "x", "type": "verifier", "prevResult": result});
+    match h.exec_plugin("verifier", Command::Check, rt, &serde_json::to_vec(&conf).unwrap()) {
+        Ok(_) => Ok(()),
+        Err(cni_runtime::invoke::InvokeError::Plugin(e)) if e.code == 120 => Err(e.details),
+        Err(other) => panic!("verifier CHECK: {other}"),
+    }
+}
+
+#[test]
+fn the_verifier_counts_only_redirects_of_every_protocol() {
+    if !require_root("the_verifier_counts_only_redirects_of_every_protocol") {
+        return;
+    }
+    let l = lone("vmtvp", 90);
+    let out = l.vmtap(Command::Add, &l.rt, json!({}), Some(&l.prev)).unwrap();
+    let result: Value = serde_json::from_slice(&out).unwrap();
+    verifier_check(&l.h, &l.rt, &result).unwrap();
+    // tap0's way back replaced by one for IPv4 only: ARP and IPv6 from the VM never reach eth0.
+    tc_do(&l.ctr, "filter del dev tap0 ingress");
+    tc_do(&l.ctr, "filter add dev tap0 ingress protocol ip u32 match u8 0 0 action mirred egress redirect dev eth0");
+    let details =
+        verifier_check(&l.h, &l.rt, &result).expect_err("a redirect of IPv4 alone passed for one of every frame");
+    assert!(details.contains("no redirect tap0 -> eth0"), "{details}");
+    // vmtap's own CHECK says the same (one rule for both).
+    let e = l.vmtap(Command::Check, &l.rt, json!({}), Some(&result)).unwrap_err();
+    assert!(e.contains("no filter on tap0's ingress redirects every frame to eth0"), "{e}");
+    l.gone();
+}
+
+#[test]
+fn a_vlan_carrying_the_vm_mac_does_not_mislead_the_verifier() {
+    if !require_root("a_vlan_carrying_the_vm_mac_does_not_mislead_the_verifier") {
+        return;
+    }
+    // Links made before the pod's interface (lower ifindexes: listed first) and given the pod
+    // interface's MAC afterwards — as a VLAN on the pod interface, or a macvtap, carries it: a
+    // VLAN and a macvtap on a veth, each where the kernel has the link kind.
+    let h = Harness::new("vmtvl");
+    let ctr = h.container("vmtvl");
+    ctr.ip(&["link", "add", "d0", "type", "veth", "peer", "name", "d1"]);
+    let mut sharing = Vec::new();
+    for (name, kind) in [("v5", &["vlan", "id", "5"][..]), ("mvt5", &["macvtap"][..])] {
+        let made = Process::new("ip")
+            .args(["-n", ctr.name(), "link", "add", "link", "d0", "name", name, "type"])
+            .args(kind)
+            .output()
+            .unwrap();
+        if made.status.success() {
+            sharing.push(name);
+        } else {
+            let why = format!("no {} links ({})", kind[0], String::from_utf8_lossy(&made.stderr).trim());
+            braid_integration::skip_for_kernel(
+                "a_vlan_carrying_the_vm_mac_does_not_mislead_the_verifier, in part",
+                &why,
+            );
+        }
+    }
+    if sharing.is_empty() {
+        return;
+    }
+    let list =
+        json!({"cniVersion": "1.0.0", "name": unique("vmtvl"), "plugins": [{"type": "ptp", "ipam": h.host_local(91)}]});
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let prev = h.add(&list, &rt).unwrap().to_value();
+    let add = json!({"cniVersion": "1.1.0", "name": "x", "type": "vmtap", "prevResult": prev});
+    let out = h.exec_plugin("vmtap", Command::Add, &rt, &serde_json::to_vec(&add).unwrap()).unwrap();
+    let result: Value = serde_json::from_slice(&out).unwrap();
+    let mac = ctr.link("eth0").unwrap()["address"].as_str().unwrap().to_string();
+    let index = |n: &str| ctr.link(n).unwrap()["ifindex"].as_u64().unwrap();
+    for name in &sharing {
+        ctr.ip(&["link", "set", name, "address", &mac]);
+        assert!(index(name) < index("eth0"), "{name} is not listed before eth0");
+    }
+    verifier_check(&h, &rt, &result)
+        .unwrap_or_else(|d| panic!("links sharing the VM's MAC ({sharing:?}) failed the check: {d}"));
+    let del = json!({"cniVersion": "1.1.0", "name": "x", "type": "vmtap"});
+    h.exec_plugin("vmtap", Command::Del, &rt, &serde_json::to_vec(&del).unwrap()).unwrap();
+    h.del(&list, &rt).unwrap();
+    ctr.ip(&["link", "del", "d0"]);
+    assert_eq!(ctr.links(), ["lo"]);
+}
+
+#[test]
+fn the_mtu_reported_is_the_one_the_kernel_set() {
+    if !require_root("the_mtu_reported_is_the_one_the_kernel_set") {
+        return;
+    }
+    // ptp sets eth0's MTU to 1400 and, speaking 1.0.0, says nothing of it in its result.
+    let l = lone_with("vmtmtu", 92, json!({"mtu": 1400}));
+    assert_eq!(l.ctr.link("eth0").unwrap()["mtu"], 1400);
+    let mtus = |out: &[u8]| -> Vec<(String, String, i64)> {
+        let r: Value = serde_json::from_slice(out).unwrap();
+        r["interfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["name"] == "tap0")
+            .map(|i| {
+                (
+                    i["name"].as_str().unwrap().into(),
+                    i["sandbox"].as_str().unwrap().into(),
+                    i["mtu"].as_i64().unwrap_or(0),
+                )
+            })
+            .collect()
+    };
+    let out = l.vmtap(Command::Add, &l.rt, json!({}), Some(&l.prev)).unwrap();
+    assert_eq!(l.ctr.link("tap0").unwrap()["mtu"], 1400);
+    let want =
+        vec![("tap0".to_string(), l.rt.netns.clone(), 1400), ("tap0".to_string(), l.rt.container_id.clone(), 1400)];
+    assert_eq!(mtus(&out), want, "the tap and the VM interface carry the MTU the kernel has");
+    l.vmtap(Command::Del, &l.rt, json!({}), None).unwrap();
+    // A prevResult that says 9000: the tap gets eth0's real MTU, and the result says so.
+    let mut lying = l.prev.clone();
+    let eth0 = lying["interfaces"].as_array_mut().unwrap().iter_mut().find(|i| i["name"] == "eth0").unwrap();
+    eth0["mtu"] = json!(9000);
+    let out = l.vmtap(Command::Add, &l.rt, json!({}), Some(&lying)).unwrap();
+    assert_eq!(mtus(&out), want);
+    l.gone();
+}
+
+#[test]
+fn two_vmtaps_in_one_chain_name_their_taps_apart() {
+    if !require_root("two_vmtaps_in_one_chain_name_their_taps_apart") {
+        return;
+    }
+    // One VMM gets eth0, another net1 (each its own vmtap, say with its own owner).
+    let mut s = merged("vmt2c", "1.1.0", json!({"interfaces": ["eth0"]}));
+    let plugins = s.list["plugins"].as_array_mut().unwrap();
+    plugins.insert(2, json!({"type": "vmtap", "interfaces": ["net1"]}));
+    let r =
+        s.h.add(&s.list, &s.rt)
+            .unwrap_or_else(|e| panic!("ADD of [delegator, vmtap, vmtap, verifier]: {e}"))
+            .to_latest();
+    let vm: Vec<&str> =
+        r.interfaces.iter().filter(|i| i.sandbox == s.rt.container_id).map(|i| i.name.as_str()).collect();
+    assert_eq!(vm, ["tap0", "tap1"]);
+    assert_eq!(redirect_targets(&s.ctr, "eth0"), ["tap0"]);
+    assert_eq!(redirect_targets(&s.ctr, "net1"), ["tap1"]);
+    s.h.check(&s.list, &s.rt).unwrap_or_else(|e| panic!("CHECK: {e}"));
+    s.h.del(&s.list, &s.rt).unwrap();
+    assert_eq!(s.ctr.links(), ["lo"]);
+
+    // Both without keys: the second finds every pod interface handed to a VM already, and says so.
+    let mut s = merged("vmt2d", "1.1.0", json!({}));
+    s.list["plugins"].as_array_mut().unwrap().insert(2, json!({"type": "vmtap"}));
+    let e = s.h.add(&s.list, &s.rt).unwrap_err().to_string();
+    assert!(e.contains("every pod interface of prevResult is handed to a VM already"), "{e}");
+    s.h.del(&s.list, &s.rt).unwrap();
+    assert_eq!(s.ctr.links(), ["lo"]);
+    assert!(s.h.reservations().is_empty());
 }

@@ -8,12 +8,14 @@
 //! follows the Go library's conversion graph edge for edge.
 //!
 //! One job a file: the model (`model.rs`), decoding (`parse.rs`, [`AnyResult::create`]),
-//! conversion (`convert.rs`) and printing with Go's key order (`wire.rs`,
-//! [`AnyResult::to_json_pretty`]).
+//! conversion (`convert.rs`), printing with Go's key order (`wire.rs`,
+//! [`AnyResult::to_json_pretty`]) and which interfaces are a VM's NIC and its tap (`vm.rs`,
+//! [`vm_pairs`]).
 
 mod convert;
 mod model;
 mod parse;
+mod vm;
 mod wire;
 
 pub use convert::ConvertError;
@@ -22,3 +24,4 @@ pub use model::{
     Route,
 };
 pub use parse::CreateError;
+pub use vm::{is_vm_interface, vm_pairs, VmPair};

@@ -72,7 +72,7 @@ fn read_input(bytes: &[u8]) -> Result<(cni_types::CniResult, Option<String>), St
 }
 
 fn default_ifname(result: &cni_types::CniResult, netns: &str) -> String {
-    let in_netns = crate::inspect::sandbox_matcher(netns);
+    let in_netns = cni_skel::netns::sandbox_matcher(netns);
     result.interfaces.iter().find(|i| in_netns(&i.sandbox)).map_or_else(|| "eth0".to_string(), |i| i.name.clone())
 }
 

@@ -66,10 +66,10 @@ pub fn inspect(
     settle: Settle,
 ) -> Result<Report, InspectError> {
     let deadline = Instant::now() + settle.limit;
-    let is_container = sandbox_matcher(netns_path);
+    let is_container = netns::sandbox_matcher(netns_path);
     let wants_host = options.check_host && result.interfaces.iter().any(|i| i.sandbox.is_empty());
     // A tap/VM-interface pair (vmtap, tc-redirect-tap) is checked through its tc redirects.
-    let wants_redirects = !verify::vm_pairs(result, &is_container).is_empty();
+    let wants_redirects = !cni_types::result::vm_pairs(result, &is_container).is_empty();
     let mut readings = 0;
     loop {
         readings += 1;
@@ -91,15 +91,6 @@ pub fn inspect(
             return Ok(Report { items, readings });
         }
         std::thread::sleep(RETRY_PAUSE.min(deadline - now));
-    }
-}
-
-/// Whether a result's `sandbox` names the namespace at `netns_path`: the same path, or the same
-/// namespace by device and inode (`/proc/<pid>/ns/net` and `/run/netns/x` may be one).
-pub fn sandbox_matcher(netns_path: &str) -> impl Fn(&str) -> bool + '_ {
-    let target = netns::identity(Path::new(netns_path)).ok();
-    move |sandbox: &str| {
-        sandbox == netns_path || (target.is_some() && netns::identity(Path::new(sandbox)).ok() == target)
     }
 }
 

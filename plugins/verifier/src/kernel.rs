@@ -24,9 +24,11 @@ pub struct Snapshot {
     pub routes: Vec<Route>,
     /// Every policy routing rule of both families, in the kernel's order (by priority).
     pub rules: Vec<Rule>,
-    /// tc redirects on links' ingress (`from` ifindex, `to` ifindex): match-all u32 filters
-    /// with `mirred egress redirect`, as vmtap and tc-redirect-tap join a tap to a pod
-    /// interface. Read only when asked ([`redirects`]).
+    /// tc redirects on links' ingress (`from` ifindex, `to` ifindex) that pass every frame:
+    /// match-all u32 filters of every protocol with `mirred egress redirect`, as vmtap and
+    /// tc-redirect-tap join a tap to a pod interface (`cni_netlink::tc::Redirect::
+    /// passes_every_frame`, the rule vmtap's CHECK applies too). Read only when asked
+    /// ([`redirects`]).
     pub redirects: Vec<(u32, u32)>,
 }
 
@@ -90,13 +92,13 @@ pub fn snapshot() -> Result<Snapshot, KernelError> {
 }
 
 /// The tc redirects of the calling thread's namespace (see [`Snapshot::redirects`]): for each
-/// link with an ingress qdisc, its match-all egress redirects.
+/// link whose ingress is served (an ingress or a clsact qdisc), its redirects of every frame.
 pub fn redirects() -> Result<Vec<(u32, u32)>, NetlinkError> {
     let mut rtnl = Rtnl::open()?;
     let mut out = Vec::new();
     for index in cni_netlink::tc::ingress_qdiscs(&mut rtnl)? {
         for r in cni_netlink::tc::redirects(&mut rtnl, index, &format!("#{index}"))? {
-            if r.egress_redirect && r.match_all {
+            if r.passes_every_frame() {
                 out.push((r.from, r.to));
             }
         }

@@ -42,6 +42,11 @@ impl Keys {
         let mut seen = BTreeMap::new();
         for (pod, tap) in &self.tap_names {
             validate::interface_name(tap).map_err(|e| invalid(format!("tapNames.{pod}: {:?}: {}", tap, e.msg)))?;
+            if tap.contains('%') {
+                // The tun driver reads `%d` as a template (`tap%d`: the first free `tap<N>`).
+                let msg = format!("tapNames.{pod}: {tap:?}: a tap name with % is a kernel name template, not a name");
+                return Err(invalid(msg));
+            }
             if let Some(other) = seen.insert(tap.as_str(), pod.as_str()) {
                 return Err(invalid(format!("tapNames: {other} and {pod} both name the tap {tap:?}")));
             }
@@ -81,6 +86,11 @@ mod tests {
         assert_eq!(k.validate().unwrap_err().msg, "tapNames: eth0 and net1 both name the tap \"t\"");
         let k = keys(serde_json::json!({"tapNames": {"eth0": "averyveryverylongname"}}));
         assert_eq!(k.validate().unwrap_err().code, 7);
+        let k = keys(serde_json::json!({"tapNames": {"eth0": "tap%d"}}));
+        assert_eq!(
+            k.validate().unwrap_err().msg,
+            "tapNames.eth0: \"tap%d\": a tap name with % is a kernel name template, not a name"
+        );
     }
 
     #[test]

@@ -18,24 +18,13 @@ pub mod wire;
 use crate::config::Keys;
 use crate::error::VmtapError;
 use crate::wire::Attachment;
+use cni_skel::cni_types::result::vm_pairs;
 use cni_skel::netns;
 use cni_skel::prelude::*;
 use std::path::Path;
 
 /// The plugin.
 pub struct Vmtap;
-
-/// Whether a result's `sandbox` names the pod namespace `CNI_NETNS`: the same path, or another
-/// path of the same namespace (`/var/run/netns/x` and `/run/netns/x`, a bind mount).
-fn same_netns(sandbox: &str, netns: &str) -> bool {
-    if sandbox == netns {
-        return true;
-    }
-    match (netns::identity(Path::new(sandbox)), netns::identity(Path::new(netns))) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
-}
 
 fn keys(args: &CmdArgs) -> Result<Keys, CniError> {
     let keys: Keys = args.conf()?.plugin_config()?;
@@ -57,10 +46,7 @@ impl Plugin for Vmtap {
         let conf = args.conf()?;
         let keys = keys(args)?;
         let prev = conf.require_prev_result()?;
-        let in_pod = |s: &str| same_netns(s, &args.netns);
-        let earlier: Vec<String> =
-            result::pairs(&prev, &args.container_id, &in_pod).into_iter().map(|p| p.tap).collect();
-        let wires = plan::plan(&prev, &keys, &in_pod, &earlier)?;
+        let wires = plan::plan(&prev, &keys, &netns::sandbox_matcher(&args.netns))?;
         let att = Attachment { container: &args.container_id, ifname: &args.ifname };
         let made = netns::run_in(Path::new(&args.netns), || wire::add(&wires, att, keys.owner, &args.netns))??;
         let wired: Vec<_> = wires.into_iter().zip(made).collect();
@@ -101,7 +87,7 @@ impl Plugin for Vmtap {
         let conf = args.conf()?;
         let keys = keys(args)?;
         let prev = conf.require_prev_result()?;
-        let pairs = result::pairs(&prev, &args.container_id, &|s| same_netns(s, &args.netns));
+        let pairs = vm_pairs(&prev, &netns::sandbox_matcher(&args.netns));
         let att = Attachment { container: &args.container_id, ifname: &args.ifname };
         let mut problems = if pairs.is_empty() {
             vec![format!("prevResult has no tap/VM interface pair for container {}", args.container_id)]

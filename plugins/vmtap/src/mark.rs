@@ -22,7 +22,8 @@ pub struct Mark {
     pub ifname: String,
     /// The pod interface it is joined to.
     pub pod: String,
-    /// vmtap added the pod interface's ingress qdisc (and so removes it once it is empty).
+    /// vmtap added the pod interface's ingress qdisc — this attachment, or another one whose
+    /// tap is joined to the same pod interface — and so removes it once no filter is left.
     pub made_ingress: bool,
 }
 

@@ -2,6 +2,7 @@
 //! result and the keys alone, before the namespace is touched.
 
 use crate::config::{invalid, Keys};
+use cni_skel::cni_types::result::{vm_pairs, Interface};
 use cni_skel::cni_types::{CniError, CniResult};
 
 /// One pod interface to hand to the VM.
@@ -16,42 +17,57 @@ pub struct Wire {
 }
 
 /// The interfaces to redirect, in result order. `in_pod` says whether an interface's `sandbox`
-/// is the pod namespace (`CNI_NETNS`); `taps` are the taps the result already has (an earlier
-/// vmtap's), which are not pod interfaces to redirect.
+/// is the pod namespace (`CNI_NETNS`). The taps the result has already — an earlier vmtap's in
+/// the chain, or tc-redirect-tap's ([`vm_pairs`]) — are not pod interfaces, and the pod
+/// interfaces whose MAC their VM interfaces carry are handed to a VM already: left out unless
+/// named in `interfaces`, which refuses them. A tap not named in `tapNames` is the first
+/// `tap<N>` (N from 0) that names no interface of the result in the pod namespace and no tap
+/// of `tapNames`.
 ///
 /// Refused (code 7, naming the key or interface): an `interfaces` entry that is not a pod
-/// interface of the result; a `tapNames` key that is not one of the redirected interfaces; a
-/// tap name that is also the name of a pod interface; no pod interface at all.
-pub fn plan(
-    prev: &CniResult,
-    keys: &Keys,
-    in_pod: &dyn Fn(&str) -> bool,
-    taps: &[String],
-) -> Result<Vec<Wire>, CniError> {
-    let pod: Vec<(usize, &str)> = prev
-        .interfaces
-        .iter()
-        .enumerate()
-        .filter(|(_, i)| !i.sandbox.is_empty() && in_pod(&i.sandbox) && !taps.contains(&i.name))
-        .map(|(n, i)| (n, i.name.as_str()))
-        .collect();
-    for (k, (_, name)) in pod.iter().enumerate() {
-        if pod[..k].iter().any(|(_, other)| other == name) {
-            return Err(invalid(format!("prevResult names the pod interface {name} twice")));
-        }
-    }
-    if let Some(list) = &keys.interfaces {
-        for name in list {
-            if !pod.iter().any(|(_, p)| p == name) {
-                let msg = format!("interfaces: {name:?} is not an interface of prevResult in the pod namespace");
-                return Err(invalid(msg).context_details(&pod));
-            }
-        }
-    }
-    let chosen: Vec<(usize, &str)> = match &keys.interfaces {
-        Some(list) => pod.into_iter().filter(|(_, p)| list.iter().any(|n| n == p)).collect(),
-        None => pod,
+/// interface of the result, or one handed to a VM already; a `tapNames` key that is not one of
+/// the redirected interfaces; a tap name that is also the name of a pod interface; no pod
+/// interface left to redirect.
+pub fn plan(prev: &CniResult, keys: &Keys, in_pod: &dyn Fn(&str) -> bool) -> Result<Vec<Wire>, CniError> {
+    let earlier = vm_pairs(prev, in_pod);
+    let is_tap = |name: &str| earlier.iter().any(|p| p.tap.name == name);
+    // A pod interface handed to a VM already, and the tap it went to.
+    let handed = |mac: &str| {
+        earlier.iter().find(|p| !mac.is_empty() && p.vm.mac.eq_ignore_ascii_case(mac)).map(|p| p.tap.name.as_str())
     };
+    let in_namespace: Vec<(usize, &Interface)> =
+        prev.interfaces.iter().enumerate().filter(|(_, i)| !i.sandbox.is_empty() && in_pod(&i.sandbox)).collect();
+    let pod: Vec<(usize, &Interface)> = in_namespace.iter().copied().filter(|(_, i)| !is_tap(&i.name)).collect();
+    for (k, (_, i)) in pod.iter().enumerate() {
+        if pod[..k].iter().any(|(_, other)| other.name == i.name) {
+            return Err(invalid(format!("prevResult names the pod interface {} twice", i.name)));
+        }
+    }
+    let chosen: Vec<(usize, &Interface)> = match &keys.interfaces {
+        Some(list) => {
+            for name in list {
+                let Some((_, i)) = pod.iter().find(|(_, p)| p.name == *name) else {
+                    let msg = format!("interfaces: {name:?} is not an interface of prevResult in the pod namespace");
+                    return Err(invalid(msg).context_details(&pod));
+                };
+                if let Some(tap) = handed(&i.mac) {
+                    return Err(invalid(format!(
+                        "interfaces: {name:?} is handed to a VM already (by the tap {tap} of an earlier plugin in the chain)"
+                    )));
+                }
+            }
+            pod.iter().copied().filter(|(_, p)| list.contains(&p.name)).collect()
+        }
+        None => pod.iter().copied().filter(|(_, p)| handed(&p.mac).is_none()).collect(),
+    };
+    if chosen.is_empty() && !pod.is_empty() {
+        let taps: Vec<&str> = earlier.iter().map(|p| p.tap.name.as_str()).collect();
+        return Err(invalid(format!(
+            "every pod interface of prevResult is handed to a VM already (by the taps {} of an earlier plugin in the chain): \
+             name the ones this vmtap takes in interfaces, and leave them out of the earlier one's",
+            taps.join(", ")
+        )));
+    }
     if chosen.is_empty() {
         return Err(invalid(
             "prevResult has no interface in the pod namespace (sandbox = CNI_NETNS) to hand to a VM: \
@@ -59,21 +75,30 @@ pub fn plan(
         ));
     }
     for key in keys.tap_names.keys() {
-        if !chosen.iter().any(|(_, p)| p == key) {
+        if !chosen.iter().any(|(_, p)| p.name == *key) {
             return Err(invalid(format!("tapNames: {key:?} is not one of the interfaces vmtap redirects")));
         }
     }
-    let wires: Vec<Wire> = chosen
-        .iter()
-        .enumerate()
-        .map(|(k, (index, name))| Wire {
-            pod: name.to_string(),
-            index: *index,
-            tap: keys.tap_names.get(*name).cloned().unwrap_or_else(|| format!("tap{k}")),
-        })
-        .collect();
+    // Default names skip every name of the pod namespace in the result and every tapNames tap.
+    let mut taken: Vec<&str> = in_namespace.iter().map(|(_, i)| i.name.as_str()).collect();
+    taken.extend(keys.tap_names.values().map(String::as_str));
+    let mut next = 0usize;
+    let mut wires: Vec<Wire> = Vec::with_capacity(chosen.len());
+    for (index, i) in &chosen {
+        let tap = match keys.tap_names.get(&i.name) {
+            Some(t) => t.clone(),
+            None => loop {
+                let t = format!("tap{next}");
+                next += 1;
+                if !taken.contains(&t.as_str()) {
+                    break t;
+                }
+            },
+        };
+        wires.push(Wire { pod: i.name.clone(), index: *index, tap });
+    }
     for w in &wires {
-        if prev.interfaces.iter().any(|i| i.name == w.tap && !i.sandbox.is_empty() && in_pod(&i.sandbox)) {
+        if in_namespace.iter().any(|(_, i)| i.name == w.tap) {
             return Err(invalid(format!(
                 "the tap name {} is the name of a pod interface of prevResult: choose another in tapNames",
                 w.tap
@@ -87,13 +112,13 @@ pub fn plan(
 }
 
 trait Details {
-    fn context_details(self, pod: &[(usize, &str)]) -> CniError;
+    fn context_details(self, pod: &[(usize, &Interface)]) -> CniError;
 }
 
 impl Details for CniError {
     /// Lists the interfaces that could have been named.
-    fn context_details(mut self, pod: &[(usize, &str)]) -> CniError {
-        let names: Vec<&str> = pod.iter().map(|(_, n)| *n).collect();
+    fn context_details(mut self, pod: &[(usize, &Interface)]) -> CniError {
+        let names: Vec<&str> = pod.iter().map(|(_, i)| i.name.as_str()).collect();
         self.details = format!("pod interfaces of prevResult: {}", names.join(", "));
         self
     }
@@ -102,7 +127,6 @@ impl Details for CniError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cni_skel::cni_types::result::Interface;
 
     fn prev(ifaces: &[(&str, &str)]) -> CniResult {
         CniResult {
@@ -126,7 +150,7 @@ mod tests {
     #[test]
     fn every_pod_interface_in_result_order_gets_tap_n() {
         let p = prev(&[("veth1", ""), ("eth0", "/run/netns/pod"), ("br0", ""), ("net1", "/run/netns/pod")]);
-        let w = plan(&p, &Keys::default(), &in_pod, &[]).unwrap();
+        let w = plan(&p, &Keys::default(), &in_pod).unwrap();
         assert_eq!(
             w,
             vec![
@@ -140,7 +164,7 @@ mod tests {
     fn interfaces_and_tap_names_select_and_name() {
         let p = prev(&[("eth0", "/run/netns/pod"), ("net1", "/run/netns/pod"), ("net2", "/run/netns/pod")]);
         let k = keys(serde_json::json!({"interfaces": ["net2", "net1"], "tapNames": {"net2": "vm-storage"}}));
-        let w = plan(&p, &k, &in_pod, &[]).unwrap();
+        let w = plan(&p, &k, &in_pod).unwrap();
         assert_eq!(w[0], Wire { pod: "net1".into(), index: 1, tap: "tap0".into() });
         assert_eq!(w[1], Wire { pod: "net2".into(), index: 2, tap: "vm-storage".into() });
     }
@@ -148,20 +172,69 @@ mod tests {
     #[test]
     fn refusals_name_the_key_and_the_interface() {
         let p = prev(&[("eth0", "/run/netns/pod"), ("veth9", "")]);
-        let e = plan(&p, &keys(serde_json::json!({"interfaces": ["veth9"]})), &in_pod, &[]).unwrap_err();
+        let e = plan(&p, &keys(serde_json::json!({"interfaces": ["veth9"]})), &in_pod).unwrap_err();
         assert_eq!(e.code, 7);
         assert_eq!(e.msg, "interfaces: \"veth9\" is not an interface of prevResult in the pod namespace");
         assert_eq!(e.details, "pod interfaces of prevResult: eth0");
-        let e = plan(&p, &keys(serde_json::json!({"tapNames": {"net1": "t"}})), &in_pod, &[]).unwrap_err();
+        let e = plan(&p, &keys(serde_json::json!({"tapNames": {"net1": "t"}})), &in_pod).unwrap_err();
         assert_eq!(e.msg, "tapNames: \"net1\" is not one of the interfaces vmtap redirects");
-        let e = plan(&prev(&[("veth9", "")]), &Keys::default(), &in_pod, &[]).unwrap_err();
+        let e = plan(&prev(&[("veth9", "")]), &Keys::default(), &in_pod).unwrap_err();
         assert!(e.msg.starts_with("prevResult has no interface in the pod namespace"));
-        let e = plan(&p, &keys(serde_json::json!({"tapNames": {"eth0": "eth0"}})), &in_pod, &[]).unwrap_err();
+        let e = plan(&p, &keys(serde_json::json!({"tapNames": {"eth0": "eth0"}})), &in_pod).unwrap_err();
         assert!(e.msg.starts_with("the tap name eth0 is the name of a pod interface"));
         let two = prev(&[("tap1", "/run/netns/pod"), ("net1", "/run/netns/pod")]);
-        let e = plan(&two, &keys(serde_json::json!({"tapNames": {"tap1": "x"}})), &in_pod, &[]).unwrap_err();
+        let e = plan(&two, &keys(serde_json::json!({"tapNames": {"net1": "tap1"}})), &in_pod).unwrap_err();
         assert!(e.msg.starts_with("the tap name tap1 is the name of a pod interface"), "{}", e.msg);
-        let e = plan(&prev(&[("eth0", "/run/netns/pod"), ("eth0", "/run/netns/pod")]), &Keys::default(), &in_pod, &[]);
+        let e = plan(&prev(&[("eth0", "/run/netns/pod"), ("eth0", "/run/netns/pod")]), &Keys::default(), &in_pod);
         assert_eq!(e.unwrap_err().msg, "prevResult names the pod interface eth0 twice");
+    }
+
+    /// A pod interface called like a default tap, or a tap a key names, is skipped over.
+    #[test]
+    fn default_tap_names_skip_names_taken() {
+        let p = prev(&[("tap1", "/run/netns/pod"), ("net1", "/run/netns/pod"), ("net2", "/run/netns/pod")]);
+        let w = plan(&p, &keys(serde_json::json!({"tapNames": {"net2": "tap0"}})), &in_pod).unwrap();
+        let taps: Vec<(&str, &str)> = w.iter().map(|w| (w.pod.as_str(), w.tap.as_str())).collect();
+        assert_eq!(taps, [("tap1", "tap2"), ("net1", "tap3"), ("net2", "tap0")]);
+    }
+
+    /// What an earlier vmtap (or tc-redirect-tap) of the chain did: its taps are no pod
+    /// interfaces, its names are taken, and the pod interfaces it handed to a VM (by MAC) are
+    /// not handed again.
+    #[test]
+    fn an_earlier_vmtap_in_the_chain_is_taken_into_account() {
+        let mut p = prev(&[
+            ("eth0", "/run/netns/pod"),
+            ("net1", "/run/netns/pod"),
+            ("tap0", "/run/netns/pod"),
+            ("tap0", "ctr"),
+        ]);
+        for (i, mac) in
+            [(0, "0a:00:00:00:00:01"), (1, "0a:00:00:00:00:02"), (2, "be:00:00:00:00:01"), (3, "0A:00:00:00:00:01")]
+        {
+            p.interfaces[i].mac = mac.into();
+        }
+        let w = plan(&p, &Keys::default(), &in_pod).unwrap();
+        assert_eq!(w, vec![Wire { pod: "net1".into(), index: 1, tap: "tap1".into() }]);
+        let e = plan(&p, &keys(serde_json::json!({"interfaces": ["eth0"]})), &in_pod).unwrap_err();
+        assert_eq!(
+            e.msg,
+            "interfaces: \"eth0\" is handed to a VM already (by the tap tap0 of an earlier plugin in the chain)"
+        );
+        p.interfaces.truncate(1);
+        p.interfaces.push(Interface { name: "tap0".into(), sandbox: "/run/netns/pod".into(), ..Interface::default() });
+        p.interfaces.push(Interface {
+            name: "tap0".into(),
+            sandbox: "ctr".into(),
+            mac: "0a:00:00:00:00:01".into(),
+            ..Interface::default()
+        });
+        let e = plan(&p, &Keys::default(), &in_pod).unwrap_err();
+        assert_eq!(e.code, 7);
+        assert!(
+            e.msg.starts_with("every pod interface of prevResult is handed to a VM already (by the taps tap0 of"),
+            "{}",
+            e.msg
+        );
     }
 }

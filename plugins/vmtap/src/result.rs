@@ -10,7 +10,8 @@
 //!
 //! and a copy (address and gateway only) of every IP of the pod interface, whose `interface`
 //! points at the VM interface. Everything else is kept as it was. A runtime pairs tap and VM
-//! interface by name: the VM interface is the one whose `sandbox` is the container ID.
+//! interface by name: the VM interface is the one whose `sandbox` is the container ID
+//! (`cni_types::result::vm_pairs`, the rule the verifier reads them by too).
 
 use crate::plan::Wire;
 use cni_skel::cni_types::result::{Interface, IpConfig, Route};
@@ -23,18 +24,19 @@ pub struct Made {
     pub tap_mac: String,
     /// The pod interface's MAC, as the kernel has it (authoritative over the result's).
     pub pod_mac: String,
-    /// The pod interface's MTU (the tap's too).
+    /// The tap's MTU, read back from the kernel once it was set (the pod interface's): what
+    /// the result says of the tap and the VM interface, whatever `prevResult` said.
     pub mtu: u32,
 }
 
 /// `prev` with the taps, VM interfaces and copied IPs appended.
 pub fn extend(mut prev: CniResult, wires: &[(Wire, Made)], netns: &str, container_id: &str) -> CniResult {
     for (wire, made) in wires {
-        let pod_mtu = prev.interfaces.get(wire.index).map_or(0, |i| i.mtu);
+        let mtu = i64::from(made.mtu);
         prev.interfaces.push(Interface {
             name: wire.tap.clone(),
             mac: made.tap_mac.clone(),
-            mtu: pod_mtu,
+            mtu,
             sandbox: netns.to_string(),
             ..Interface::default()
         });
@@ -42,7 +44,7 @@ pub fn extend(mut prev: CniResult, wires: &[(Wire, Made)], netns: &str, containe
         prev.interfaces.push(Interface {
             name: wire.tap.clone(),
             mac: made.pod_mac.clone(),
-            mtu: pod_mtu,
+            mtu,
             sandbox: container_id.to_string(),
             ..Interface::default()
         });
@@ -74,36 +76,10 @@ pub fn routes_of(result: &CniResult, index: usize, first: bool) -> Vec<Route> {
         .collect()
 }
 
-/// A tap and its VM interface, found in a result by tc-redirect-tap's pairing rule
-/// (`internal/cniutil.go`, `VMTapPair`): the VM interface has `sandbox` = the container ID; the
-/// tap is the interface of the same name in the pod namespace.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pair {
-    /// The tap's name (also the VM interface's).
-    pub tap: String,
-    /// The tap's MAC in the result.
-    pub tap_mac: String,
-    /// The VM interface's MAC in the result (the pod interface's).
-    pub vm_mac: String,
-}
-
-/// Every tap/VM-interface pair of a result.
-pub fn pairs(result: &CniResult, container_id: &str, in_pod: &dyn Fn(&str) -> bool) -> Vec<Pair> {
-    result
-        .interfaces
-        .iter()
-        .filter(|vm| vm.sandbox == container_id && !container_id.is_empty())
-        .filter_map(|vm| {
-            let tap =
-                result.interfaces.iter().find(|t| t.name == vm.name && !t.sandbox.is_empty() && in_pod(&t.sandbox))?;
-            Some(Pair { tap: tap.name.clone(), tap_mac: tap.mac.clone(), vm_mac: vm.mac.clone() })
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cni_skel::cni_types::result::vm_pairs;
 
     fn prev() -> CniResult {
         let v = serde_json::json!({
@@ -124,14 +100,16 @@ mod tests {
         let wire = Wire { pod: "eth0".into(), index: 1, tap: "tap0".into() };
         let made = Made { tap_mac: "be:ef:be:ef:00:01".into(), pod_mac: "0a:58:c0:a8:01:02".into(), mtu: 1500 };
         let out = extend(prev(), &[(wire, made)], "/var/run/netns/vm1", "vm1");
-        // tc-redirect-tap's README example, with CNI_CONTAINERID=vm1.
+        // tc-redirect-tap's README example, with CNI_CONTAINERID=vm1 — and the tap's MTU as the
+        // kernel has it on the tap and the VM interface (`mtu`, which the 1.0.0 result prints
+        // as Go's types100.Interface does when it is set).
         let want = serde_json::json!({
             "cniVersion": "1.0.0",
             "interfaces": [
                 {"name": "veth1a2b", "mac": "aa:aa:aa:aa:aa:01"},
                 {"name": "eth0", "mac": "0a:58:c0:a8:01:02", "sandbox": "/var/run/netns/vm1"},
-                {"name": "tap0", "mac": "be:ef:be:ef:00:01", "sandbox": "/var/run/netns/vm1"},
-                {"name": "tap0", "mac": "0a:58:c0:a8:01:02", "sandbox": "vm1"}
+                {"name": "tap0", "mac": "be:ef:be:ef:00:01", "mtu": 1500, "sandbox": "/var/run/netns/vm1"},
+                {"name": "tap0", "mac": "0a:58:c0:a8:01:02", "mtu": 1500, "sandbox": "vm1"}
             ],
             "ips": [
                 {"address": "192.168.1.2/24", "gateway": "192.168.1.1", "interface": 1},
@@ -143,11 +121,11 @@ mod tests {
         let printed = out.convert_to("1.0.0").unwrap().to_value();
         assert_eq!(printed, want);
         let in_pod = |s: &str| s == "/var/run/netns/vm1";
-        let p = pairs(&out, "vm1", &in_pod);
-        assert_eq!(
-            p,
-            vec![Pair { tap: "tap0".into(), tap_mac: "be:ef:be:ef:00:01".into(), vm_mac: "0a:58:c0:a8:01:02".into() }]
-        );
+        let p: Vec<(&str, &str, &str)> = vm_pairs(&out, &in_pod)
+            .iter()
+            .map(|p| (p.tap.name.as_str(), p.tap.mac.as_str(), p.vm.mac.as_str()))
+            .collect();
+        assert_eq!(p, [("tap0", "be:ef:be:ef:00:01", "0a:58:c0:a8:01:02")]);
     }
 
     #[test]
@@ -169,7 +147,7 @@ mod tests {
             ),
             (
                 Wire { pod: "net1".into(), index: 2, tap: "tap1".into() },
-                Made { tap_mac: "be:00:00:00:00:02".into(), pod_mac: "02:00:00:00:00:07".into(), mtu: 1500 },
+                Made { tap_mac: "be:00:00:00:00:02".into(), pod_mac: "02:00:00:00:00:07".into(), mtu: 8950 },
             ),
         ];
         let out = extend(p, &wires, "/var/run/netns/vm1", "vm1");
@@ -178,7 +156,8 @@ mod tests {
             names[3..],
             [("tap0", "/var/run/netns/vm1"), ("tap0", "vm1"), ("tap1", "/var/run/netns/vm1"), ("tap1", "vm1")]
         );
-        assert_eq!(out.interfaces[6].mtu, 9000, "the pod interface's mtu is carried to its tap and VM interface");
+        let mtus: Vec<i64> = out.interfaces[3..].iter().map(|i| i.mtu).collect();
+        assert_eq!(mtus, [1500, 1500, 8950, 8950], "the kernel's MTU, not prevResult's (9000)");
         let vm_ips: Vec<(String, Option<i64>)> =
             out.ips[3..].iter().map(|ip| (ip.address.to_string(), ip.interface)).collect();
         assert_eq!(
@@ -189,7 +168,7 @@ mod tests {
                 ("2001:db8::7/64".to_string(), Some(6))
             ]
         );
-        assert_eq!(pairs(&out, "vm1", &|s| s == "/var/run/netns/vm1").len(), 2);
+        assert_eq!(vm_pairs(&out, &|s| s == "/var/run/netns/vm1").len(), 2);
     }
 
     #[test]

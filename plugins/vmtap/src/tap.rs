@@ -6,48 +6,41 @@
 //! opener's), so this runs inside `cni_skel::netns::run_in`. It stays non-persistent — gone
 //! when the descriptor closes, also when the process is killed — until [`NewTap::persist`].
 
+use nix::libc;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 
-/// `IFF_TAP`: an Ethernet device (not IP-level `IFF_TUN`).
-const IFF_TAP: i16 = 0x0002;
-/// `IFF_NO_PI`: frames without the 4-byte packet-information header.
-const IFF_NO_PI: i16 = 0x1000;
-/// `IFF_VNET_HDR`: virtio-net headers, as QEMU and firecracker open it (tc-redirect-tap sets it too).
-const IFF_VNET_HDR: i16 = 0x4000;
-/// `IFF_TUN_EXCL`: fail with `EBUSY` rather than attach to an existing device of that name.
-const IFF_TUN_EXCL: i16 = 0x8000_u16 as i16;
-
-/// `struct ifreq` as `TUNSETIFF` reads it: the name, then the flags (the union is 24 bytes).
-#[repr(C)]
-struct IfReq {
-    name: [u8; 16],
-    flags: i16,
-    _pad: [u8; 22],
-}
-
-const TUN_MAGIC: u8 = b'T';
-nix::ioctl_write_ptr_bad!(
-    /// `TUNSETIFF`: create (or, without `IFF_TUN_EXCL`, attach to) the device named in the request.
+nix::ioctl_readwrite_bad!(
+    /// `TUNSETIFF`: create (or, without `IFF_TUN_EXCL`, attach to) the device named in the
+    /// request. The kernel reads the `struct ifreq` and writes it back with the device's name
+    /// (`__tun_chr_ioctl`: `copy_to_user` after `tun_set_iff`), so it is passed writable —
+    /// although `linux/if_tun.h` numbers it `_IOW` (the number is the kernel's, as is).
     tunsetiff,
-    nix::request_code_write!(TUN_MAGIC, 202, size_of::<nix::libc::c_int>()),
-    IfReq
+    libc::TUNSETIFF,
+    libc::ifreq
 );
 nix::ioctl_write_int_bad!(
     /// `TUNSETPERSIST`: keep the device when its last descriptor closes.
     tunsetpersist,
-    nix::request_code_write!(TUN_MAGIC, 203, size_of::<nix::libc::c_int>())
+    libc::TUNSETPERSIST
 );
 nix::ioctl_write_int_bad!(
     /// `TUNSETOWNER`: the user who may attach without `CAP_NET_ADMIN`.
     tunsetowner,
-    nix::request_code_write!(TUN_MAGIC, 204, size_of::<nix::libc::c_int>())
+    libc::TUNSETOWNER
 );
 nix::ioctl_write_int_bad!(
     /// `TUNSETGROUP`: the group whose members may attach.
     tunsetgroup,
-    nix::request_code_write!(TUN_MAGIC, 206, size_of::<nix::libc::c_int>())
+    libc::TUNSETGROUP
 );
+
+/// The flags of the request: an Ethernet device (`IFF_TAP`, not IP-level `IFF_TUN`), frames
+/// without the 4-byte packet-information header (`IFF_NO_PI`), with virtio-net headers as QEMU
+/// and firecracker open it (`IFF_VNET_HDR`; tc-redirect-tap sets it too), and `EBUSY` rather
+/// than attaching to an existing device of that name (`IFF_TUN_EXCL`). `ifr_flags` is a
+/// `short`; `IFF_TUN_EXCL` (0x8000) is its sign bit.
+const FLAGS: libc::c_int = libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR | libc::IFF_TUN_EXCL;
 
 /// Why a tap could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -76,23 +69,33 @@ pub struct NewTap {
 }
 
 impl NewTap {
-    /// Creates the tap `name`; fails with `EBUSY` when a device of that name exists.
+    /// The tap's name, as the kernel named it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Creates the tap `name`; fails with `EBUSY` when a device of that name exists. Its name is
+    /// the one the kernel writes back.
     pub fn create(name: &str) -> Result<NewTap, TapError> {
         let file = File::options()
             .read(true)
             .write(true)
             .open("/dev/net/tun")
             .map_err(|e| TapError::Open(name.to_string(), e))?;
-        let mut req = IfReq { name: [0; 16], flags: IFF_TAP | IFF_NO_PI | IFF_VNET_HDR | IFF_TUN_EXCL, _pad: [0; 22] };
+        // SAFETY: `ifreq` is plain old data (a name and a union of integers, addresses and a
+        // pointer): all zeros is a valid value of it, an empty name and no flags.
+        let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
         // Names are checked to be at most 15 bytes (cni_types::validate::interface_name): the
         // 16th byte stays the terminating NUL.
-        let bytes = name.as_bytes();
-        let n = bytes.len().min(15);
-        req.name[..n].copy_from_slice(&bytes[..n]);
+        for (slot, byte) in req.ifr_name.iter_mut().zip(name.bytes().take(libc::IFNAMSIZ - 1)) {
+            *slot = byte as libc::c_char;
+        }
+        req.ifr_ifru.ifru_flags = FLAGS as libc::c_short;
         // SAFETY: `file` is an open /dev/net/tun descriptor and `req` a live, initialised
-        // `struct ifreq`-shaped value the kernel reads (and may write the name back into).
-        unsafe { tunsetiff(file.as_raw_fd(), &req) }.map_err(|errno| ioctl("TUNSETIFF", name, errno))?;
-        Ok(NewTap { file, name: name.to_string() })
+        // `struct ifreq` the kernel reads and writes back, borrowed mutably for the call.
+        unsafe { tunsetiff(file.as_raw_fd(), &mut req) }.map_err(|errno| ioctl("TUNSETIFF", name, errno))?;
+        let written: Vec<u8> = req.ifr_name.iter().take_while(|c| **c != 0).map(|c| *c as u8).collect();
+        Ok(NewTap { file, name: String::from_utf8_lossy(&written).into_owned() })
     }
 
     /// Lets user `uid` and/or group `gid` open the tap (an unprivileged VMM).
@@ -122,4 +125,26 @@ impl NewTap {
 
 fn ioctl(op: &'static str, name: &str, errno: nix::Error) -> TapError {
     TapError::Ioctl { op, name: name.to_string(), errno }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cni_skel::testing::{require_root, TempNetns};
+
+    /// `TUNSETIFF` is read and written by the kernel: it writes the device's name back into the
+    /// request (`tun_set_iff`, then `copy_to_user` in `__tun_chr_ioctl`), which a name template
+    /// makes visible — `bt%d` becomes `bt0`. The request must be passed as the kernel uses it.
+    #[test]
+    fn the_kernel_writes_the_name_back_into_the_request() {
+        if !require_root("the_kernel_writes_the_name_back_into_the_request") {
+            return;
+        }
+        let ns = TempNetns::new("vmtap-tap");
+        let named = cni_skel::netns::run_in(&ns.path(), || {
+            let tap = NewTap::create("bt%d")?;
+            Ok::<_, TapError>(tap.name().to_string())
+        });
+        assert_eq!(named.unwrap().unwrap(), "bt0");
+    }
 }

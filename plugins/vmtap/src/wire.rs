@@ -5,22 +5,26 @@
 //! Order of ADD, per interface, so that a crash at any point leaves only what DEL finds:
 //! 1. the tap is created non-persistent (it dies with vmtap's descriptor), owned, given the
 //!    pod interface's MTU, brought up and marked ([`crate::mark`]); then made persistent;
-//! 2. the pod interface gets an ingress qdisc unless it has one (the mark says which), the tap
-//!    gets one;
+//! 2. the pod interface gets an ingress qdisc unless its ingress is served already — by an
+//!    ingress qdisc or a clsact qdisc (eBPF-based CNIs add one), used as it is (the mark says
+//!    which) — and the tap gets one;
 //! 3. the two redirect filters: pod → tap, tap → pod.
 //!
 //! DEL removes, for every tap marked with this attachment, the filters on its pod interface
-//! that redirect to it, that interface's ingress qdisc if vmtap made it and nothing else uses
-//! it, then the tap (its own qdisc and filter go with it).
+//! that redirect to it, that interface's ingress qdisc if vmtap made it and no filter is left
+//! on it, then the tap (its own qdisc and filter go with it). Several attachments joining one
+//! pod interface share the qdisc the first one made (each mark says vmtap made it), so the
+//! last one deleted removes it, whatever the order.
 
 use crate::config::Owner;
 use crate::error::VmtapError;
 use crate::mark::{Mark, MAX_ALIAS};
 use crate::plan::Wire;
-use crate::result::{Made, Pair};
+use crate::result::Made;
 use crate::tap::NewTap;
 use cni_netlink::links::{self, Link, LinkChange};
 use cni_netlink::{tc, Rtnl};
+use cni_skel::cni_types::result::VmPair;
 
 /// One attachment: (CNI_CONTAINERID, CNI_IFNAME).
 #[derive(Debug, Clone, Copy)]
@@ -49,24 +53,64 @@ pub fn add(wires: &[Wire], att: Attachment<'_>, owner: Option<Owner>, netns: &st
     let with_ingress = tc::ingress_qdiscs(&mut rtnl)?;
     let mut made = Vec::new();
     for (w, pod) in wires.iter().zip(pods) {
-        match join(&mut rtnl, w, pod, !with_ingress.contains(&pod.index), att, owner) {
+        let qdisc = if !with_ingress.contains(&pod.index) {
+            Qdisc::Add
+        } else if vmtap_made(&all, &pod.name) {
+            Qdisc::Share
+        } else {
+            Qdisc::Keep
+        };
+        match join(&mut rtnl, w, pod, qdisc, att, owner) {
             Ok(m) => made.push(m),
-            Err(e) => {
-                // The error that stopped ADD is the one to report; a failing rollback would be
-                // found again by DEL, which the runtime sends next.
-                let _ = teardown(&mut rtnl, att);
-                return Err(e);
-            }
+            Err(e) => return Err(rolled_back(&mut rtnl, att, e)),
+        }
+    }
+    // What the kernel made of each tap's MTU (it may refuse or clamp none silently, but the
+    // result reports what is, not what was asked).
+    let now = match links::links(&mut rtnl) {
+        Ok(now) => now,
+        Err(e) => return Err(rolled_back(&mut rtnl, att, e.into())),
+    };
+    for (w, m) in wires.iter().zip(made.iter_mut()) {
+        match now.iter().find(|l| l.name == w.tap) {
+            Some(tap) => m.mtu = tap.mtu,
+            None => return Err(rolled_back(&mut rtnl, att, VmtapError::TapNotListed(w.tap.clone()))),
         }
     }
     Ok(made)
+}
+
+/// Removes what the attachment has in the namespace and returns `e`: the error that stopped
+/// ADD is the one to report; a failing rollback would be found again by DEL, which the runtime
+/// sends next.
+fn rolled_back(rtnl: &mut Rtnl, att: Attachment<'_>, e: VmtapError) -> VmtapError {
+    let _ = teardown(rtnl, att);
+    e
+}
+
+/// What an ADD does with a pod interface's ingress qdisc.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Qdisc {
+    /// There is none: vmtap adds it, and its mark says vmtap made it.
+    Add,
+    /// Another attachment's vmtap made it: this one's mark says so too. Whichever attachment
+    /// is deleted last finds no filter left on it and removes it — in either order.
+    Share,
+    /// Somebody else's (an ingress qdisc, or a clsact qdisc): used, never removed.
+    Keep,
+}
+
+/// Whether a tap of the namespace (of any attachment) is marked as joined to `pod` with the
+/// ingress qdisc vmtap made.
+fn vmtap_made(all: &[Link], pod: &str) -> bool {
+    all.iter().filter(|l| l.kind == "tun").filter_map(|l| Mark::parse(&l.alias)).any(|m| m.pod == pod && m.made_ingress)
 }
 
 fn join(
     rtnl: &mut Rtnl,
     w: &Wire,
     pod: &Link,
-    make_ingress: bool,
+    qdisc: Qdisc,
     att: Attachment<'_>,
     owner: Option<Owner>,
 ) -> Result<Made, VmtapError> {
@@ -74,7 +118,7 @@ fn join(
         container: att.container.to_string(),
         ifname: att.ifname.to_string(),
         pod: pod.name.clone(),
-        made_ingress: make_ingress,
+        made_ingress: qdisc != Qdisc::Keep,
     };
     let alias = mark.to_alias();
     if alias.len() > MAX_ALIAS {
@@ -86,13 +130,13 @@ fn join(
     }
     let tap = links::links(rtnl)?
         .into_iter()
-        .find(|l| l.name == w.tap)
-        .ok_or_else(|| VmtapError::TapNotListed(w.tap.clone()))?;
+        .find(|l| l.name == new.name())
+        .ok_or_else(|| VmtapError::TapNotListed(new.name().to_string()))?;
     let change = LinkChange { mtu: Some(pod.mtu), up: Some(true), alias: Some(&alias), group: None };
     links::set(rtnl, tap.index, &tap.name, &change)?;
     new.persist()?;
 
-    if make_ingress {
+    if qdisc == Qdisc::Add {
         tc::add_ingress(rtnl, pod.index, &pod.name)?;
     }
     tc::add_ingress(rtnl, tap.index, &tap.name)?;
@@ -177,37 +221,39 @@ fn unredirect(rtnl: &mut Rtnl, pod: &Link, target: u32) -> Result<(), VmtapError
 
 /// CHECK: every pair of the result has its tap, marked for this attachment, joined both ways
 /// to the pod interface whose MAC the VM interface carries. Returns what differs.
-pub fn inspect(pairs: &[Pair], att: Attachment<'_>) -> Result<Vec<String>, VmtapError> {
+pub fn inspect(pairs: &[VmPair<'_>], att: Attachment<'_>) -> Result<Vec<String>, VmtapError> {
     let mut rtnl = Rtnl::open()?;
     let all = links::links(&mut rtnl)?;
     let with_ingress = tc::ingress_qdiscs(&mut rtnl)?;
     let mut problems = Vec::new();
     for p in pairs {
-        let Some(tap) = all.iter().find(|l| l.name == p.tap) else {
-            problems.push(format!("tap {} is missing", p.tap));
+        let name = &p.tap.name;
+        let Some(tap) = all.iter().find(|l| l.name == *name) else {
+            problems.push(format!("tap {name} is missing"));
             continue;
         };
         let mark = Mark::parse(&tap.alias);
         let Some(mark) = mark.filter(|m| tap.kind == "tun" && m.belongs_to(att.container, att.ifname)) else {
-            problems.push(format!("{} is not a tap made by vmtap for {} {}", p.tap, att.container, att.ifname));
+            problems.push(format!("{name} is not a tap made by vmtap for {} {}", att.container, att.ifname));
             continue;
         };
-        if !p.tap_mac.is_empty() && !p.tap_mac.eq_ignore_ascii_case(&tap.mac_string()) {
-            problems.push(format!("tap {} has MAC {}, the result says {}", p.tap, tap.mac_string(), p.tap_mac));
+        let (tap_mac, vm_mac) = (&p.tap.mac, &p.vm.mac);
+        if !tap_mac.is_empty() && !tap_mac.eq_ignore_ascii_case(&tap.mac_string()) {
+            problems.push(format!("tap {name} has MAC {}, the result says {tap_mac}", tap.mac_string()));
         }
         let Some(pod) = all.iter().find(|l| l.name == mark.pod) else {
-            problems.push(format!("pod interface {} of tap {} is missing", mark.pod, p.tap));
+            problems.push(format!("pod interface {} of tap {name} is missing", mark.pod));
             continue;
         };
-        if !p.vm_mac.eq_ignore_ascii_case(&pod.mac_string()) {
-            let msg = format!("VM interface {} has MAC {}, but {} has {}", p.tap, p.vm_mac, pod.name, pod.mac_string());
+        if !vm_mac.eq_ignore_ascii_case(&pod.mac_string()) {
+            let msg = format!("VM interface {name} has MAC {vm_mac}, but {} has {}", pod.name, pod.mac_string());
             problems.push(msg);
         }
         if tap.mtu != pod.mtu {
-            problems.push(format!("tap {} has MTU {}, {} has {}", p.tap, tap.mtu, pod.name, pod.mtu));
+            problems.push(format!("tap {name} has MTU {}, {} has {}", tap.mtu, pod.name, pod.mtu));
         }
         if !tap.up {
-            problems.push(format!("tap {} is down", p.tap));
+            problems.push(format!("tap {name} is down"));
         }
         for (from, to) in [(pod, tap), (tap, pod)] {
             if !with_ingress.contains(&from.index) {
@@ -216,7 +262,7 @@ pub fn inspect(pairs: &[Pair], att: Attachment<'_>) -> Result<Vec<String>, Vmtap
             }
             let found = tc::redirects(&mut rtnl, from.index, &from.name)?
                 .iter()
-                .any(|r| r.to == to.index && r.egress_redirect && r.match_all && r.protocol == 0x0003);
+                .any(|r| r.to == to.index && r.passes_every_frame());
             if !found {
                 problems.push(format!("no filter on {}'s ingress redirects every frame to {}", from.name, to.name));
             }
