@@ -241,7 +241,9 @@ fn the_image_is_small_and_installs_braid_into_a_host() {
     let p = Podman::new("img");
     let tag = build_image(&p);
     let size: u64 = podman_ok(&p, &["image", "inspect", &tag, "--format", "{{.Size}}"]).trim().parse().unwrap();
-    assert!(size < 5_000_000, "the image is {size} bytes");
+    // The four static binaries: the plugins (about 1 MB each) and the installer, whose
+    // Kubernetes client, TLS and runtime for --kubernetes-api are about 4.9 MB of it.
+    assert!(size < 10_000_000, "the image is {size} bytes");
     eprintln!("image {tag}: {size} bytes");
 
     let host = p.h.dir.path().join("host");
