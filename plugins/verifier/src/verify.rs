@@ -480,16 +480,7 @@ mod tests {
     }
 
     fn route(table: u32, dst: &str, gw: Option<&str>, oif: u32) -> kernel::Route {
-        kernel::Route {
-            table,
-            dst: net(dst).network(),
-            gw: gw.map(|g| g.parse().unwrap()),
-            oif: Some(oif),
-            priority: 0,
-            scope: 0,
-            mtu: 0,
-            kind: 1,
-        }
+        kernel::Route { table, ..kernel::Route::unicast(net(dst).network(), gw.map(|g| g.parse().unwrap()), oif) }
     }
 
     fn pod() -> Snapshot {

@@ -75,17 +75,7 @@ pub fn move_default_routes(
     for gw in gateways {
         let any: IpAddr = if gw.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
         let Some(dst) = IpNet::new(any, 0) else { continue };
-        let route = Route {
-            table: MAIN_TABLE,
-            dst,
-            gw: Some(*gw),
-            oif: Some(oif),
-            priority: 0,
-            scope: 0, // RT_SCOPE_UNIVERSE
-            mtu: 0,
-            kind: 1, // RTN_UNICAST
-        };
-        match routes::add(rtnl, &route, ifname) {
+        match routes::add(rtnl, &Route::unicast(dst, Some(*gw), oif), ifname) {
             Err(e) if !e.is_exists() => return Err(nl(e)),
             _ => {}
         }
