@@ -145,7 +145,53 @@ mod tests {
         // An unreachable gateway and an unknown interface are named.
         let e = move_default_routes(rtnl, &path, "rtb", &[], &["198.18.250.1".parse().unwrap()]).unwrap_err();
         assert!(e.to_string().contains("via 198.18.250.1 on rtb"), "{e}");
+        // With the kernel's own words for it.
+        assert!(e.to_string().ends_with(": Nexthop has invalid gateway"), "{e}");
         let e = move_default_routes(rtnl, &path, "nosuch", &[], &[]).unwrap_err();
         assert!(e.to_string().contains("interface nosuch is not in netns"), "{e}");
+    }
+
+    #[test]
+    fn a_default_route_gone_before_its_deletion_is_not_an_error() {
+        if !require_root("a_default_route_gone_before_its_deletion_is_not_an_error") {
+            return;
+        }
+        let ns = TempNetns::new("routes-gone");
+        for (a, b, net) in [("rta", "rtap", "198.18.203"), ("rtb", "rtbp", "198.18.204"), ("rtc", "rtcp", "198.18.205")]
+        {
+            ns.ip(&["link", "add", a, "type", "veth", "peer", "name", b]);
+            ns.ip(&["link", "set", a, "up"]);
+            ns.ip(&["link", "set", b, "up"]);
+            ns.ip(&["addr", "add", &format!("{net}.2/24"), "dev", a]);
+        }
+        // One IPv4 default route over two of the other attachments' interfaces: the dump
+        // lists it once per hop, and the kernel deletes it whole with the first hop (its
+        // fib_nh_match compares a deletion with the first next hop only) — so the second hop
+        // is gone by the time it is deleted, and the kernel says ESRCH. The same as a route
+        // that another process removes between the dump and the deletion.
+        ns.ip(&[
+            "route",
+            "add",
+            "default",
+            "nexthop",
+            "via",
+            "198.18.203.1",
+            "dev",
+            "rta",
+            "nexthop",
+            "via",
+            "198.18.204.1",
+            "dev",
+            "rtb",
+        ]);
+        let path = ns.path();
+        let mut pod = PodNetns::new(&path.to_string_lossy());
+        let rtnl = pod.rtnl().unwrap();
+        let others = ["rta".to_string(), "rtb".to_string()];
+        let removed = move_default_routes(rtnl, &path, "rtc", &others, &["198.18.205.1".parse().unwrap()]).unwrap();
+        let mut from: Vec<&str> = removed.iter().map(|r| r.ifname.as_str()).collect();
+        from.sort_unstable();
+        assert_eq!(from, ["rta", "rtb"], "{removed:?}");
+        assert_eq!(defaults(&ns), [("rtc".to_string(), "198.18.205.1".to_string())]);
     }
 }
