@@ -406,3 +406,43 @@ fn sigkill_at_any_moment_of_add_then_del_leaves_nothing() {
     h.del(&list, &rt).unwrap();
     assert_eq!(ctr.links(), ["lo"]);
 }
+
+#[test]
+fn a_mark_of_255_bytes_is_kept_and_a_longer_one_refused_by_name() {
+    if !require_root("a_mark_of_255_bytes_is_kept_and_a_longer_one_refused_by_name") {
+        return;
+    }
+    // The mark is the tap's alias; the kernel keeps IFALIASZ − 1 = 255 bytes. A container ID
+    // that makes the mark exactly 255 bytes works; one byte more is vmtap's own error.
+    let h = Harness::new("vmtm");
+    let ctr = h.container("vmtm");
+    let list =
+        json!({"cniVersion": "1.0.0", "name": unique("vmtm"), "plugins": [{"type": "ptp", "ipam": h.host_local(88)}]});
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let prev = h.add(&list, &rt).unwrap().to_value();
+    let add =
+        serde_json::to_vec(&json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap", "prevResult": prev})).unwrap();
+    let del = serde_json::to_vec(&json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap"})).unwrap();
+    let frame = "vmtap container= ifname=eth0 pod=eth0 ingress=made".len();
+    let id = |len: usize| -> String { (0..len).map(|i| char::from(b'a' + (i % 26) as u8)).collect() };
+    let longest = RuntimeConf { container_id: id(255 - frame), ..rt.clone() };
+    h.exec_plugin("vmtap", Command::Add, &longest, &add).unwrap_or_else(|e| panic!("a 255-byte mark: {e}"));
+    let alias = ctr.link("tap0").unwrap()["ifalias"].as_str().unwrap().to_string();
+    assert_eq!(alias, format!("vmtap container={} ifname=eth0 pod=eth0 ingress=made", longest.container_id));
+    assert_eq!(alias.len(), 255);
+    h.exec_plugin("vmtap", Command::Del, &longest, &del).unwrap();
+    assert!(taps(&ctr).is_empty(), "{:?}", ctr.links());
+
+    let too_long = RuntimeConf { container_id: id(256 - frame), ..rt.clone() };
+    match h.exec_plugin("vmtap", Command::Add, &too_long, &add) {
+        Err(cni_runtime::invoke::InvokeError::Plugin(e)) => {
+            assert_eq!(e.code, 7, "{e:?}");
+            assert!(e.msg.contains("cannot mark tap tap0 for eth0") && e.msg.contains("256 bytes"), "{e:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(taps(&ctr).is_empty(), "{:?}", ctr.links());
+    assert!(!has_ingress(&ctr, "eth0"));
+    h.del(&list, &rt).unwrap();
+    assert_eq!(ctr.links(), ["lo"]);
+}
