@@ -15,6 +15,16 @@ fn net(s: &str) -> IpNet {
     IpNet::parse(s).unwrap()
 }
 
+/// A namespace with a veth pair `a`–`b`, both up, and `addr` on `a`.
+fn veth_ns(tag: &str, (a, b): (&str, &str), addr: &str) -> TempNetns {
+    let ns = TempNetns::new(tag);
+    ns.ip(&["link", "add", a, "type", "veth", "peer", "name", b]);
+    ns.ip(&["link", "set", a, "up"]);
+    ns.ip(&["link", "set", b, "up"]);
+    ns.ip(&["addr", "add", addr, "dev", a]);
+    ns
+}
+
 /// Runs `work` on a socket of the namespace.
 fn inside<T: Send>(ns: &TempNetns, work: impl FnOnce(&mut Rtnl) -> Result<T, NetlinkError> + Send) -> T {
     run_in(&ns.path(), || work(&mut Rtnl::open()?)).unwrap().unwrap()
@@ -83,11 +93,7 @@ fn addresses_routes_and_rules_are_read_and_routes_changed() {
     if !require_root("addresses_routes_and_rules_are_read_and_routes_changed") {
         return;
     }
-    let ns = TempNetns::new("nl-routes");
-    ns.ip(&["link", "add", "rta", "type", "veth", "peer", "name", "rtb"]);
-    ns.ip(&["link", "set", "rta", "up"]);
-    ns.ip(&["link", "set", "rtb", "up"]);
-    ns.ip(&["addr", "add", "198.18.210.2/24", "dev", "rta"]);
+    let ns = veth_ns("nl-routes", ("rta", "rtb"), "198.18.210.2/24");
     ns.ip(&["-6", "addr", "add", "2001:db8:210::2/64", "dev", "rta", "nodad"]);
     ns.ip(&["route", "add", "198.18.211.0/24", "via", "198.18.210.1", "dev", "rta", "table", "1000", "metric", "5"]);
     ns.ip(&["rule", "add", "from", "198.18.210.2", "lookup", "1000", "priority", "100"]);
@@ -146,10 +152,7 @@ fn the_kernels_explanation_of_a_refusal_is_in_the_error() {
     if !require_root("the_kernels_explanation_of_a_refusal_is_in_the_error") {
         return;
     }
-    let ns = TempNetns::new("nl-extack");
-    ns.ip(&["link", "add", "xa", "type", "veth", "peer", "name", "xb"]);
-    ns.ip(&["link", "set", "xa", "up"]);
-    ns.ip(&["addr", "add", "198.18.213.2/24", "dev", "xa"]);
+    let ns = veth_ns("nl-extack", ("xa", "xb"), "198.18.213.2/24");
     let (unreachable, again) = inside(&ns, |r| {
         let xa = links::links(r)?.into_iter().find(|l| l.name == "xa").unwrap();
         // A gateway off every subnet of the link: the kernel's fib_check_nh says why it

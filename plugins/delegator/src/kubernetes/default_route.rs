@@ -111,19 +111,24 @@ mod tests {
         now
     }
 
-    #[test]
-    fn default_routes_move_to_the_chosen_interface_and_others_stay() {
-        if !require_root("default_routes_move_to_the_chosen_interface_and_others_stay") {
-            return;
-        }
-        let ns = TempNetns::new("routes");
-        for (a, b, net) in [("rta", "rtap", "198.18.200"), ("rtb", "rtbp", "198.18.201"), ("rtc", "rtcp", "198.18.202")]
-        {
+    /// A namespace with veths rta, rtb and rtc, up, with x.2/24 of each of `subnets`.
+    fn three_links(tag: &str, subnets: [&str; 3]) -> TempNetns {
+        let ns = TempNetns::new(tag);
+        for ((a, b), net) in [("rta", "rtap"), ("rtb", "rtbp"), ("rtc", "rtcp")].into_iter().zip(subnets) {
             ns.ip(&["link", "add", a, "type", "veth", "peer", "name", b]);
             ns.ip(&["link", "set", a, "up"]);
             ns.ip(&["link", "set", b, "up"]);
             ns.ip(&["addr", "add", &format!("{net}.2/24"), "dev", a]);
         }
+        ns
+    }
+
+    #[test]
+    fn default_routes_move_to_the_chosen_interface_and_others_stay() {
+        if !require_root("default_routes_move_to_the_chosen_interface_and_others_stay") {
+            return;
+        }
+        let ns = three_links("routes", ["198.18.200", "198.18.201", "198.18.202"]);
         ns.ip(&["-6", "addr", "add", "2001:db8:200::2/64", "dev", "rta", "nodad"]);
         ns.ip(&["route", "add", "default", "via", "198.18.200.1", "dev", "rta"]);
         ns.ip(&["-6", "route", "add", "default", "via", "2001:db8:200::1", "dev", "rta"]);
@@ -156,14 +161,7 @@ mod tests {
         if !require_root("a_default_route_gone_before_its_deletion_is_not_an_error") {
             return;
         }
-        let ns = TempNetns::new("routes-gone");
-        for (a, b, net) in [("rta", "rtap", "198.18.203"), ("rtb", "rtbp", "198.18.204"), ("rtc", "rtcp", "198.18.205")]
-        {
-            ns.ip(&["link", "add", a, "type", "veth", "peer", "name", b]);
-            ns.ip(&["link", "set", a, "up"]);
-            ns.ip(&["link", "set", b, "up"]);
-            ns.ip(&["addr", "add", &format!("{net}.2/24"), "dev", a]);
-        }
+        let ns = three_links("routes-gone", ["198.18.203", "198.18.204", "198.18.205"]);
         // One IPv4 default route over two of the other attachments' interfaces: the dump
         // lists it once per hop, and the kernel deletes it whole with the first hop (its
         // fib_nh_match compares a deletion with the first next hop only) — so the second hop
