@@ -97,7 +97,7 @@ pub(crate) fn secs(d: Duration) -> String {
 
 /// `v` (finite, not negative) in tenths, rounded as `format!("{:.1}", v)` rounds — the exact
 /// binary value, ties to even — in integers: the only `{:.1}` of a float in the plugins would
-/// otherwise link the float formatting machinery (~5 KB of the delegator's 1 MB budget).
+/// otherwise link the float formatting machinery (~5 KB of the delegator's 1.2 MB budget).
 fn tenths(v: f64) -> u128 {
     let bits = v.to_bits();
     let exp = ((bits >> 52) & 0x7ff) as i32;

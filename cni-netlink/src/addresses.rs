@@ -1,9 +1,9 @@
 //! The addresses of a namespace, decoded with netlink-packet-route's `AddressMessage`.
 
-use crate::{rtm, NetlinkError, Rtnl};
+use crate::{NetlinkError, Rtnl};
 use cni_types::ip::IpNet;
-use netlink_packet_core::Parseable;
 use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressHeader, AddressMessage};
+use netlink_packet_route::RouteNetlinkMessage;
 
 /// An address on a link.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +46,5 @@ impl Addr {
 
 /// Every address of the namespace, both families.
 pub fn addresses(rtnl: &mut Rtnl) -> Result<Vec<Addr>, NetlinkError> {
-    rtnl.dump("dump addresses", rtm::GETADDR, &AddressHeader::default(), |body| {
-        Ok(Addr::from_message(&AddressMessage::parse(body)?))
-    })
+    rtnl.dump("dump addresses", RouteNetlinkMessage::GetAddress, &AddressHeader::default(), |m| Addr::from_message(&m))
 }

@@ -1,32 +1,16 @@
-//! The links of a namespace, and the changes plugins make to them.
-//!
-//! A link is read from netlink-packet-route's `LinkHeader` and the few attributes this crate
-//! reports, walked with netlink-packet-core's `NlasIterator` and decoded with its parsers;
-//! changes are a `LinkHeader` with `DefaultNla`s. netlink-packet-route's full `LinkMessage`
-//! codec knows every attribute of every link kind (bond, vxlan, …): 0.34 MB in each plugin
-//! binary that reads its links (measured on the delegator), for the ten fields kept here.
-//! Attribute numbers are those of `linux/if_link.h`.
+//! The links of a namespace, and the changes plugins make to them, as netlink-packet-route's
+//! `LinkMessage`s.
 
-use crate::socket::Body;
-use crate::{rtm, NetlinkError, Rtnl};
-use netlink_packet_core::{parse_string, parse_u32, DecodeError, DefaultNla, Emitable, NlasIterator};
-use netlink_packet_route::link::{LinkFlags, LinkHeader};
+use crate::{NetlinkError, Rtnl};
+use netlink_packet_core::{DefaultNla, Emitable, Nla};
+use netlink_packet_route::link::{
+    InfoData, InfoVrf, LinkAttribute, LinkExtentMask, LinkFlags, LinkHeader, LinkInfo, LinkMessage,
+};
+use netlink_packet_route::RouteNetlinkMessage;
 
-const IFLA_ADDRESS: u16 = 1;
-const IFLA_IFNAME: u16 = 3;
-const IFLA_MTU: u16 = 4;
-const IFLA_MASTER: u16 = 10;
-const IFLA_LINKINFO: u16 = 18;
-const IFLA_IFALIAS: u16 = 20;
-const IFLA_GROUP: u16 = 27;
-const IFLA_EXT_MASK: u16 = 29;
-/// In `IFLA_LINKINFO`.
-const IFLA_INFO_KIND: u16 = 1;
-const IFLA_INFO_DATA: u16 = 2;
-/// In the `IFLA_INFO_DATA` of a VRF device (`linux/if_link.h`, `IFLA_VRF_*`).
-const IFLA_VRF_TABLE: u16 = 1;
-/// `IFLA_EXT_MASK` flag: leave the per-link statistics out (a third of each message).
-const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
+/// The longest alias the kernel keeps: `IFALIASZ` − 1 bytes (`linux/if.h`: `IFALIASZ` is 256;
+/// the kernel's policy for `IFLA_IFALIAS` and its `dev_set_alias` refuse anything longer).
+pub const MAX_ALIAS: usize = 255;
 
 /// A link as the kernel reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -66,32 +50,26 @@ impl Link {
         out
     }
 
-    /// Decodes the body of an `RTM_NEWLINK`.
-    pub fn decode(body: &[u8]) -> Result<Link, DecodeError> {
-        let header = LinkHeader::parse(body)?;
-        let mut link = Link { index: header.index, up: header.flags.contains(LinkFlags::Up), ..Link::default() };
-        for nla in NlasIterator::new(&body[header.buffer_len()..]) {
-            let nla = nla?;
-            let value = nla.value();
-            match nla.kind() {
-                IFLA_IFNAME => link.name = parse_string(value)?,
-                IFLA_ADDRESS => link.mac = value.to_vec(),
-                IFLA_MTU => link.mtu = parse_u32(value)?,
-                IFLA_MASTER => link.master = Some(parse_u32(value)?),
-                IFLA_IFALIAS => link.alias = parse_string(value)?,
-                IFLA_GROUP => link.group = parse_u32(value)?,
-                IFLA_LINKINFO => {
-                    for info in NlasIterator::new(value) {
-                        let info = info?;
-                        match info.kind() {
-                            IFLA_INFO_KIND => link.kind = parse_string(info.value())?,
-                            IFLA_INFO_DATA if link.kind == "vrf" => {
-                                for data in NlasIterator::new(info.value()) {
-                                    let data = data?;
-                                    if data.kind() == IFLA_VRF_TABLE {
-                                        link.vrf_table = Some(parse_u32(data.value())?);
-                                    }
-                                }
+    /// The link an `RTM_NEWLINK` reports.
+    pub fn from_message(m: LinkMessage) -> Link {
+        let mut link = Link { index: m.header.index, up: m.header.flags.contains(LinkFlags::Up), ..Link::default() };
+        for a in m.attributes {
+            match a {
+                LinkAttribute::IfName(name) => link.name = name,
+                LinkAttribute::Address(mac) => link.mac = mac,
+                LinkAttribute::Mtu(mtu) => link.mtu = mtu,
+                LinkAttribute::Controller(master) => link.master = Some(master),
+                LinkAttribute::IfAlias(alias) => link.alias = alias,
+                LinkAttribute::Group(group) => link.group = group,
+                LinkAttribute::LinkInfo(info) => {
+                    for i in info {
+                        match i {
+                            LinkInfo::Kind(kind) => link.kind = kind.to_string(),
+                            LinkInfo::Data(InfoData::Vrf(vrf)) => {
+                                link.vrf_table = vrf.iter().find_map(|v| match v {
+                                    InfoVrf::TableId(t) => Some(*t),
+                                    _ => None,
+                                })
                             }
                             _ => {}
                         }
@@ -100,15 +78,50 @@ impl Link {
                 _ => {}
             }
         }
-        Ok(link)
+        link
     }
+}
+
+/// A link message for the link `index` (0: none).
+fn message(index: u32, attributes: Vec<LinkAttribute>) -> LinkMessage {
+    let mut m = LinkMessage::default();
+    m.header = LinkHeader { index, ..LinkHeader::default() };
+    m.attributes = attributes;
+    m
 }
 
 /// Every link of the namespace (per-link statistics left out: a third of each message).
 pub fn links(rtnl: &mut Rtnl) -> Result<Vec<Link>, NetlinkError> {
-    let mask = DefaultNla::new(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS.to_ne_bytes().to_vec());
-    let request = Body { header: LinkHeader::default(), attributes: vec![mask] };
-    rtnl.dump("dump links", rtm::GETLINK, &request, |body| Link::decode(body).map(Some))
+    let request = HeaderAnd { header: LinkHeader::default(), attribute: skip_stats() };
+    rtnl.dump("dump links", RouteNetlinkMessage::GetLink, &request, |m| Some(Link::from_message(m)))
+}
+
+/// `IFLA_EXT_MASK` with `RTEXT_FILTER_SKIP_STATS`: the kernel leaves each link's statistics
+/// out of a dump (a third of each message, parsed for nothing). Number and flag are
+/// netlink-packet-route's; the attribute is not sent as its `LinkAttribute::ExtMask` because
+/// encoding a `LinkAttribute` links the encoder of every link attribute (about 40 KB) into
+/// plugins that never change a link.
+fn skip_stats() -> DefaultNla {
+    let kind = LinkAttribute::ExtMask(Vec::new()).kind();
+    DefaultNla::new(kind, u32::from(LinkExtentMask::SkipStats).to_ne_bytes().to_vec())
+}
+
+/// A request of a header and one attribute.
+struct HeaderAnd<H> {
+    header: H,
+    attribute: DefaultNla,
+}
+
+impl<H: Emitable> Emitable for HeaderAnd<H> {
+    fn buffer_len(&self) -> usize {
+        self.header.buffer_len() + self.attribute.buffer_len()
+    }
+
+    fn emit(&self, buffer: &mut [u8]) {
+        let at = self.header.buffer_len();
+        self.header.emit(&mut buffer[..at]);
+        self.attribute.emit(&mut buffer[at..]);
+    }
 }
 
 /// What [`set`] changes on a link; `None` leaves it as it is.
@@ -118,16 +131,18 @@ pub struct LinkChange<'a> {
     pub mtu: Option<u32>,
     /// Bring the link up (`true`) or down (`false`).
     pub up: Option<bool>,
-    /// A new `IFLA_IFALIAS`.
+    /// A new `IFLA_IFALIAS`, at most [`MAX_ALIAS`] bytes (empty: none).
     pub alias: Option<&'a str>,
     /// A new device group (`IFLA_GROUP`).
     pub group: Option<u32>,
 }
 
 /// Changes a link (`RTM_SETLINK` on its index: the kernel's `rtnl_setlink`, which changes and
-/// never creates). `name` is only for messages.
+/// never creates). `name` is for messages. An alias longer than [`MAX_ALIAS`] is refused
+/// before anything is sent, naming the link.
 pub fn set(rtnl: &mut Rtnl, index: u32, name: &str, change: &LinkChange<'_>) -> Result<(), NetlinkError> {
-    let mut msg = Body { header: LinkHeader { index, ..LinkHeader::default() }, attributes: Vec::new() };
+    let what = format!("set link {name}");
+    let mut msg = message(index, Vec::new());
     if let Some(up) = change.up {
         msg.header.change_mask = LinkFlags::Up;
         if up {
@@ -135,22 +150,35 @@ pub fn set(rtnl: &mut Rtnl, index: u32, name: &str, change: &LinkChange<'_>) -> 
         }
     }
     if let Some(mtu) = change.mtu {
-        msg.attributes.push(DefaultNla::new(IFLA_MTU, mtu.to_ne_bytes().to_vec()));
+        msg.attributes.push(LinkAttribute::Mtu(mtu));
     }
     if let Some(alias) = change.alias {
-        // NUL-terminated, as iproute2 and netlink-packet-route send strings.
-        msg.attributes.push(DefaultNla::new(IFLA_IFALIAS, [alias.as_bytes(), &[0]].concat()));
+        msg.attributes.push(alias_attribute(alias).map_err(|why| NetlinkError::Refused(what.clone(), why))?);
     }
     if let Some(group) = change.group {
-        msg.attributes.push(DefaultNla::new(IFLA_GROUP, group.to_ne_bytes().to_vec()));
+        msg.attributes.push(LinkAttribute::Group(group));
     }
-    rtnl.request(&format!("set link {name}"), rtm::SETLINK, &msg, 0)
+    rtnl.request(&what, RouteNetlinkMessage::SetLink, msg, 0)
+}
+
+/// `IFLA_IFALIAS` without the NUL that netlink-packet-route's `LinkAttribute::IfAlias` appends.
+/// The kernel takes the attribute's bytes as they are: its policy is a binary of at most
+/// `IFALIASZ` − 1 bytes (`ifla_policy` in `net/core/rtnetlink.c`; binary, so that an empty one
+/// removes the alias), and `do_setlink` hands the whole length to `dev_set_alias`. A NUL would
+/// count as one of those bytes — an alias of 255 would be refused ("Attribute failed policy
+/// validation") — and an empty alias would become a NUL rather than none. iproute2's
+/// `ip link set alias` sends the text alone too.
+fn alias_attribute(alias: &str) -> Result<LinkAttribute, String> {
+    if alias.len() > MAX_ALIAS {
+        return Err(format!("alias of {} bytes is longer than the kernel's limit of {MAX_ALIAS}", alias.len()));
+    }
+    let kind = LinkAttribute::IfAlias(String::new()).kind();
+    Ok(LinkAttribute::Other(DefaultNla::new(kind, alias.as_bytes().to_vec())))
 }
 
 /// Deletes a link; one that is already gone is success.
 pub fn delete(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<(), NetlinkError> {
-    let header = LinkHeader { index, ..LinkHeader::default() };
-    match rtnl.request(&format!("delete link {name}"), rtm::DELLINK, &header, 0) {
+    match rtnl.request(&format!("delete link {name}"), RouteNetlinkMessage::DelLink, message(index, Vec::new()), 0) {
         Err(e) if e.is_not_found() => Ok(()),
         other => other,
     }
@@ -161,12 +189,12 @@ pub fn delete(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<(), NetlinkErro
 /// kernel's wait for RCU grace periods — most of what deleting a device costs — is paid once
 /// rather than once per link. Never use it with group 0, which every link starts in.
 pub fn delete_group(rtnl: &mut Rtnl, group: u32) -> Result<(), NetlinkError> {
+    let what = format!("delete device group {group}");
     if group == 0 {
-        return Err(NetlinkError::Decode("delete device group 0".into(), "refused: every link is in group 0".into()));
+        return Err(NetlinkError::Refused(what, "every link is in group 0".into()));
     }
-    let group_nla = DefaultNla::new(IFLA_GROUP, group.to_ne_bytes().to_vec());
-    let msg = Body { header: LinkHeader::default(), attributes: vec![group_nla] };
-    match rtnl.request(&format!("delete device group {group}"), rtm::DELLINK, &msg, 0) {
+    let msg = message(0, vec![LinkAttribute::Group(group)]);
+    match rtnl.request(&what, RouteNetlinkMessage::DelLink, msg, 0) {
         Err(e) if e.is_not_found() => Ok(()),
         other => other,
     }
@@ -176,12 +204,17 @@ pub fn delete_group(rtnl: &mut Rtnl, group: u32) -> Result<(), NetlinkError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::socket::emitted;
     use netlink_packet_core::Parseable;
-    use netlink_packet_route::link::{InfoData, InfoKind, InfoVrf, LinkAttribute, LinkInfo, LinkMessage};
+    use netlink_packet_route::link::InfoKind;
+
+    fn emitted(m: &impl Emitable) -> Vec<u8> {
+        let mut buf = vec![0; m.buffer_len()];
+        m.emit(&mut buf);
+        buf
+    }
 
     #[test]
-    fn links_decode_as_netlink_packet_route_encodes_them() {
+    fn a_link_is_read_from_its_message() {
         let mut m = LinkMessage::default();
         m.header.index = 7;
         m.header.flags = LinkFlags::Up | LinkFlags::Broadcast;
@@ -197,7 +230,7 @@ mod tests {
                 LinkInfo::Data(InfoData::Vrf(vec![InfoVrf::TableId(10)])),
             ]),
         ];
-        let link = Link::decode(&emitted(&m)).unwrap();
+        let link = Link::from_message(m.clone());
         let want = Link {
             index: 7,
             name: "blue".into(),
@@ -216,22 +249,28 @@ mod tests {
         m.attributes =
             vec![LinkAttribute::Address(vec![0xa0; 20]), LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Tun)])];
         m.header.flags = LinkFlags::empty();
-        let link = Link::decode(&emitted(&m)).unwrap();
+        let link = Link::from_message(m);
         assert_eq!((link.mac.len(), link.kind.as_str(), link.up, link.vrf_table), (20, "tun", false, None));
-        // A truncated message is an error, not a link.
-        let bytes = emitted(&m);
-        assert!(Link::decode(&bytes[..bytes.len() - 2]).is_err());
-        assert!(Link::decode(&bytes[..10]).is_err());
     }
 
     #[test]
-    fn a_change_reads_back_as_netlink_packet_route_reads_it() {
-        let mut msg = Body { header: LinkHeader::default(), attributes: Vec::new() };
-        msg.header.index = 4;
-        msg.attributes.push(DefaultNla::new(IFLA_MTU, 1500u32.to_ne_bytes().to_vec()));
-        msg.attributes.push(DefaultNla::new(IFLA_IFALIAS, [b"x".as_slice(), &[0]].concat()));
-        let theirs = LinkMessage::parse(&emitted(&msg)).unwrap();
-        assert_eq!(theirs.header.index, 4);
-        assert_eq!(theirs.attributes, [LinkAttribute::Mtu(1500), LinkAttribute::IfAlias("x".into())]);
+    fn a_link_dump_asks_for_no_statistics() {
+        let request = HeaderAnd { header: LinkHeader::default(), attribute: skip_stats() };
+        let theirs = LinkMessage::parse(&emitted(&request)).unwrap();
+        assert_eq!(theirs.attributes, [LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats])]);
+    }
+
+    #[test]
+    fn the_alias_goes_without_a_nul_and_at_most_max_alias_bytes() {
+        let alias = "a".repeat(MAX_ALIAS);
+        let attribute = alias_attribute(&alias).unwrap();
+        // The kernel counts what it gets: exactly the alias's bytes.
+        assert_eq!(attribute.value_len(), MAX_ALIAS);
+        // netlink-packet-route reads it back as the alias it is.
+        let bytes = emitted(&message(4, vec![attribute]));
+        assert_eq!(LinkMessage::parse(&bytes).unwrap().attributes, [LinkAttribute::IfAlias(alias)]);
+        assert_eq!(alias_attribute("").unwrap().value_len(), 0);
+        let too_long = alias_attribute(&"a".repeat(MAX_ALIAS + 1)).unwrap_err();
+        assert!(too_long.contains("256 bytes") && too_long.contains("255"), "{too_long}");
     }
 }

@@ -1,34 +1,15 @@
-//! The routes of a namespace (every table, both families), and adding or deleting one.
-//!
-//! As for links, a route is read from netlink-packet-route's `RouteHeader` and the attributes
-//! this crate reports, walked with netlink-packet-core's `NlasIterator` and decoded with its
-//! parsers, and written as a `RouteHeader` with `DefaultNla`s: netlink-packet-route's
-//! `RouteMessage` codec (every encapsulation, MPLS, multicast statistics) would add 60 KB to a
-//! plugin that moves a default route (measured on the delegator). Attribute numbers are those of
-//! `linux/rtnetlink.h`.
+//! The routes of a namespace (every table, both families), and adding or deleting one, as
+//! netlink-packet-route's `RouteMessage`s.
 
-use crate::socket::Body;
-use crate::{rtm, NetlinkError, Rtnl};
+use crate::{NetlinkError, Rtnl};
 use cni_types::ip::IpNet;
-use netlink_packet_core::{
-    parse_ip, parse_u32, DecodeError, DefaultNla, Emitable, NlaBuffer, NlasIterator, NLM_F_CREATE, NLM_F_EXCL,
+use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric, RouteProtocol, RouteScope,
+    RouteType,
 };
-use netlink_packet_route::route::{RouteFlags, RouteHeader, RouteProtocol, RouteScope, RouteType};
-use netlink_packet_route::AddressFamily;
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-
-const RTA_DST: u16 = 1;
-const RTA_OIF: u16 = 4;
-const RTA_GATEWAY: u16 = 5;
-const RTA_PRIORITY: u16 = 6;
-const RTA_METRICS: u16 = 8;
-const RTA_MULTIPATH: u16 = 9;
-const RTA_TABLE: u16 = 15;
-/// In `RTA_METRICS`.
-const RTAX_MTU: u16 = 2;
-/// `sizeof(int)`: the interface index that opens a `struct rtnexthop` after its length, flags
-/// and hops.
-const RTNH_IFINDEX: usize = 4;
 
 /// A route (one entry per gateway for multipath routes).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,44 +41,56 @@ pub fn is_unicast(kind: u8) -> bool {
 }
 
 impl Route {
-    /// Decodes the body of an `RTM_NEWROUTE`: one route per next hop, none for cached clones
+    /// A unicast route of the main table, scope universe, no metric: what `ip route add <dst>
+    /// via <gw> dev <oif>` makes.
+    pub fn unicast(dst: IpNet, gw: Option<IpAddr>, oif: u32) -> Route {
+        Route {
+            table: MAIN_TABLE,
+            dst,
+            gw,
+            oif: Some(oif),
+            priority: 0,
+            scope: RouteScope::Universe.into(),
+            mtu: 0,
+            kind: RouteType::Unicast.into(),
+        }
+    }
+
+    /// The routes an `RTM_NEWROUTE` reports: one per next hop, none for cached clones
     /// (`RTM_F_CLONED`) or families other than IPv4 and IPv6.
-    pub fn decode(body: &[u8]) -> Result<Vec<Route>, DecodeError> {
-        let header = RouteHeader::parse(body)?;
+    pub fn from_message(m: &RouteMessage) -> Vec<Route> {
+        let header = &m.header;
         if header.flags.contains(RouteFlags::Cloned) {
-            return Ok(Vec::new());
+            return Vec::new();
         }
         let mut dst: IpAddr = match header.address_family {
             AddressFamily::Inet => Ipv4Addr::UNSPECIFIED.into(),
             AddressFamily::Inet6 => Ipv6Addr::UNSPECIFIED.into(),
-            _ => return Ok(Vec::new()),
+            _ => return Vec::new(),
         };
         let (mut table, mut gw, mut oif, mut priority, mut mtu) = (u32::from(header.table), None, None, 0, 0);
         let mut hops = Vec::new();
-        for nla in NlasIterator::new(&body[header.buffer_len()..]) {
-            let nla = nla?;
-            let value = nla.value();
-            match nla.kind() {
-                RTA_TABLE => table = parse_u32(value)?,
-                RTA_DST => dst = parse_ip(value)?,
-                RTA_GATEWAY => gw = Some(parse_ip(value)?),
-                RTA_OIF => oif = Some(parse_u32(value)?),
-                RTA_PRIORITY => priority = parse_u32(value)?,
-                RTA_METRICS => {
-                    for metric in NlasIterator::new(value) {
-                        let metric = metric?;
-                        if metric.kind() == RTAX_MTU {
-                            mtu = parse_u32(metric.value())?;
+        for a in &m.attributes {
+            match a {
+                RouteAttribute::Table(t) => table = *t,
+                RouteAttribute::Destination(d) => dst = ip(d).unwrap_or(dst),
+                RouteAttribute::Gateway(g) => gw = ip(g),
+                RouteAttribute::Oif(o) => oif = Some(*o),
+                RouteAttribute::Priority(p) => priority = *p,
+                RouteAttribute::Metrics(metrics) => {
+                    for metric in metrics {
+                        if let RouteMetric::Mtu(m) = metric {
+                            mtu = *m;
                         }
                     }
                 }
-                RTA_MULTIPATH => {
-                    // A `struct rtnexthop` opens as an attribute does — its length (covering its
-                    // own attributes), then two bytes (flags, hops) where an attribute has its
-                    // type — and is aligned as one (RTNH_ALIGN is NLA_ALIGN), so core's iterator
-                    // walks the hops; each one's value is its ifindex and its attributes.
-                    for hop in NlasIterator::new(value) {
-                        hops.push(next_hop(&hop?)?);
+                RouteAttribute::MultiPath(next_hops) => {
+                    for hop in next_hops {
+                        let gw = hop.attributes.iter().find_map(|a| match a {
+                            RouteAttribute::Gateway(g) => ip(g),
+                            _ => None,
+                        });
+                        hops.push((gw, hop.interface_index));
                     }
                 }
                 _ => {}
@@ -107,7 +100,7 @@ impl Route {
             table = MAIN_TABLE;
         }
         let Some(net) = IpNet::new(dst, header.destination_prefix_length) else {
-            return Ok(Vec::new());
+            return Vec::new();
         };
         let route = Route {
             table,
@@ -120,22 +113,23 @@ impl Route {
             kind: header.kind.into(),
         };
         if hops.is_empty() {
-            return Ok(vec![route]);
+            return vec![route];
         }
-        Ok(hops.into_iter().map(|(gw, oif)| Route { gw, oif: Some(oif), ..route.clone() }).collect())
+        hops.into_iter().map(|(gw, oif)| Route { gw, oif: Some(oif), ..route.clone() }).collect()
     }
 
-    /// The body of an `RTM_NEWROUTE` (`add`) or `RTM_DELROUTE` for this route, as iproute2's
+    /// The `RTM_NEWROUTE` (`add`) or `RTM_DELROUTE` message for this route, as iproute2's
     /// `ip route` builds it: a table above 255 goes in `RTA_TABLE`; a deletion leaves protocol
     /// and type unspecified and asks for scope `nowhere`, so that the kernel matches on
     /// destination, table, gateway, interface and metric only.
-    fn message(&self, add: bool) -> Body<RouteHeader> {
+    fn message(&self, add: bool) -> RouteMessage {
         let (protocol, scope, kind) = if add {
             (RouteProtocol::Boot, self.scope.into(), self.kind.into())
         } else {
             (RouteProtocol::Unspec, RouteScope::NoWhere, RouteType::Unspec)
         };
-        let header = RouteHeader {
+        let mut m = RouteMessage::default();
+        m.header = RouteHeader {
             address_family: if self.dst.is_ipv4() { AddressFamily::Inet } else { AddressFamily::Inet6 },
             destination_prefix_length: self.dst.prefix_len(),
             table: u8::try_from(self.table).unwrap_or(RouteHeader::RT_TABLE_UNSPEC),
@@ -144,29 +138,25 @@ impl Route {
             kind,
             ..RouteHeader::default()
         };
-        let mut attributes = Vec::new();
         if self.dst.prefix_len() > 0 {
-            attributes.push(DefaultNla::new(RTA_DST, ip_bytes(self.dst.addr())));
+            m.attributes.push(RouteAttribute::Destination(self.dst.addr().into()));
         }
         if let Some(gw) = self.gw {
-            attributes.push(DefaultNla::new(RTA_GATEWAY, ip_bytes(gw)));
+            m.attributes.push(RouteAttribute::Gateway(gw.into()));
         }
         if let Some(oif) = self.oif {
-            attributes.push(DefaultNla::new(RTA_OIF, oif.to_ne_bytes().to_vec()));
+            m.attributes.push(RouteAttribute::Oif(oif));
         }
         if self.priority != 0 {
-            attributes.push(DefaultNla::new(RTA_PRIORITY, self.priority.to_ne_bytes().to_vec()));
+            m.attributes.push(RouteAttribute::Priority(self.priority));
         }
         if self.table > 255 {
-            attributes.push(DefaultNla::new(RTA_TABLE, self.table.to_ne_bytes().to_vec()));
+            m.attributes.push(RouteAttribute::Table(self.table));
         }
         if self.mtu != 0 {
-            let metrics = [DefaultNla::new(RTAX_MTU, self.mtu.to_ne_bytes().to_vec())];
-            let mut value = vec![0; metrics.as_slice().buffer_len()];
-            metrics.as_slice().emit(&mut value);
-            attributes.push(DefaultNla::new(RTA_METRICS, value));
+            m.attributes.push(RouteAttribute::Metrics(vec![RouteMetric::Mtu(self.mtu)]));
         }
-        Body { header, attributes }
+        m
     }
 
     /// `default via 198.18.0.1 on eth0`, for messages.
@@ -177,24 +167,12 @@ impl Route {
     }
 }
 
-/// A hop of `RTA_MULTIPATH`: its gateway and interface.
-fn next_hop(hop: &NlaBuffer<&[u8]>) -> Result<(Option<IpAddr>, u32), DecodeError> {
-    let value = hop.value();
-    let oif = parse_u32(value.get(..RTNH_IFINDEX).unwrap_or_default())?;
-    let mut gw = None;
-    for nla in NlasIterator::new(&value[RTNH_IFINDEX.min(value.len())..]) {
-        let nla = nla?;
-        if nla.kind() == RTA_GATEWAY {
-            gw = Some(parse_ip(nla.value())?);
-        }
-    }
-    Ok((gw, oif))
-}
-
-fn ip_bytes(ip: IpAddr) -> Vec<u8> {
-    match ip {
-        IpAddr::V4(a) => a.octets().to_vec(),
-        IpAddr::V6(a) => a.octets().to_vec(),
+/// An IPv4 or IPv6 address of a route (MPLS labels and others: none).
+fn ip(a: &RouteAddress) -> Option<IpAddr> {
+    match a {
+        RouteAddress::Inet(v4) => Some((*v4).into()),
+        RouteAddress::Inet6(v6) => Some((*v6).into()),
+        _ => None,
     }
 }
 
@@ -202,8 +180,9 @@ fn ip_bytes(ip: IpAddr) -> Vec<u8> {
 pub fn routes(rtnl: &mut Rtnl) -> Result<Vec<Route>, NetlinkError> {
     let mut out = Vec::new();
     for family in [AddressFamily::Inet, AddressFamily::Inet6] {
-        let header = RouteHeader { address_family: family, ..RouteHeader::default() };
-        let per_message = rtnl.dump("dump routes", rtm::GETROUTE, &header, |body| Route::decode(body).map(Some))?;
+        let request = RouteHeader { address_family: family, ..RouteHeader::default() };
+        let per_message =
+            rtnl.dump("dump routes", RouteNetlinkMessage::GetRoute, &request, |m| Some(Route::from_message(&m)))?;
         out.extend(per_message.into_iter().flatten());
     }
     Ok(out)
@@ -213,7 +192,7 @@ pub fn routes(rtnl: &mut Rtnl) -> Result<Vec<Route>, NetlinkError> {
 /// `EEXIST`, see [`NetlinkError::is_exists`]). `ifname` names its interface in messages.
 pub fn add(rtnl: &mut Rtnl, route: &Route, ifname: &str) -> Result<(), NetlinkError> {
     let what = format!("add route {}", route.describe(ifname));
-    rtnl.request(&what, rtm::NEWROUTE, &route.message(true), NLM_F_CREATE | NLM_F_EXCL)
+    rtnl.request(&what, RouteNetlinkMessage::NewRoute, route.message(true), NLM_F_CREATE | NLM_F_EXCL)
 }
 
 /// Deletes `route` (`ip route del`): the kernel removes the route that matches its
@@ -221,16 +200,14 @@ pub fn add(rtnl: &mut Rtnl, route: &Route, ifname: &str) -> Result<(), NetlinkEr
 /// [`NetlinkError::is_not_found`]. `ifname` names its interface in messages.
 pub fn delete(rtnl: &mut Rtnl, route: &Route, ifname: &str) -> Result<(), NetlinkError> {
     let what = format!("delete route {}", route.describe(ifname));
-    rtnl.request(&what, rtm::DELROUTE, &route.message(false), 0)
+    rtnl.request(&what, RouteNetlinkMessage::DelRoute, route.message(false), 0)
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::socket::emitted;
-    use netlink_packet_core::Parseable;
-    use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteMessage, RouteMetric, RouteNextHop};
+    use netlink_packet_route::route::RouteNextHop;
 
     fn net(s: &str) -> IpNet {
         IpNet::parse(s).unwrap()
@@ -238,20 +215,11 @@ mod tests {
 
     fn default_via(gw: &str, oif: u32) -> Route {
         let gw: IpAddr = gw.parse().unwrap();
-        Route {
-            table: MAIN_TABLE,
-            dst: net(if gw.is_ipv4() { "0.0.0.0/0" } else { "::/0" }),
-            gw: Some(gw),
-            oif: Some(oif),
-            priority: 0,
-            scope: 0,
-            mtu: 0,
-            kind: 1,
-        }
+        Route::unicast(net(if gw.is_ipv4() { "0.0.0.0/0" } else { "::/0" }), Some(gw), oif)
     }
 
     #[test]
-    fn routes_decode_as_netlink_packet_route_encodes_them() {
+    fn routes_are_read_from_their_messages() {
         let mut m = RouteMessage::default();
         m.header.address_family = AddressFamily::Inet;
         m.header.destination_prefix_length = 24;
@@ -266,16 +234,16 @@ mod tests {
             RouteAttribute::Priority(100),
             RouteAttribute::Metrics(vec![RouteMetric::Mtu(1400)]),
         ];
-        let r = &Route::decode(&emitted(&m)).unwrap()[0];
+        let r = &Route::from_message(&m)[0];
         let want = Route {
             table: 1000,
             dst: net("198.18.5.0/24"),
             gw: Some("198.18.0.1".parse().unwrap()),
             oif: Some(3),
             priority: 100,
-            scope: 253,
+            scope: RouteScope::Link.into(),
             mtu: 1400,
-            kind: 1,
+            kind: RouteType::Unicast.into(),
         };
         assert_eq!(r, &want);
 
@@ -291,32 +259,31 @@ mod tests {
         m.header.table = RouteHeader::RT_TABLE_MAIN;
         m.header.kind = RouteType::Unicast;
         m.attributes = vec![RouteAttribute::MultiPath(vec![hop("2001:db8::1", 2), hop("2001:db8::2", 3)])];
-        let rs = Route::decode(&emitted(&m)).unwrap();
+        let rs = Route::from_message(&m);
         let gws: Vec<(String, Option<u32>)> = rs.iter().map(|r| (r.gw.unwrap().to_string(), r.oif)).collect();
         assert_eq!(gws, [("2001:db8::1".to_string(), Some(2)), ("2001:db8::2".to_string(), Some(3))]);
         assert!(rs.iter().all(|r| r.dst.is_default() && r.table == MAIN_TABLE && r.dst == net("::/0")));
 
         // Cached clones and other families are left out.
         m.header.flags = RouteFlags::Cloned;
-        assert!(Route::decode(&emitted(&m)).unwrap().is_empty());
+        assert!(Route::from_message(&m).is_empty());
         m.header.flags = RouteFlags::empty();
         m.header.address_family = AddressFamily::Mpls;
-        assert!(Route::decode(&emitted(&m)).unwrap().is_empty());
+        assert!(Route::from_message(&m).is_empty());
     }
 
     #[test]
-    fn what_add_and_delete_send_reads_back_as_netlink_packet_route_reads_it() {
+    fn what_add_and_delete_send_is_what_ip_route_sends() {
         let r = Route { table: 1000, priority: 7, mtu: 1400, ..default_via("198.18.0.1", 4) };
-        let add = emitted(&r.message(true));
-        assert_eq!(Route::decode(&add).unwrap(), [r]);
-        let theirs = RouteMessage::parse(&add).unwrap();
+        let theirs = r.message(true);
+        assert_eq!(Route::from_message(&theirs), [r]);
         assert_eq!(theirs.header.protocol, RouteProtocol::Boot);
         assert_eq!(theirs.header.table, RouteHeader::RT_TABLE_UNSPEC);
         assert!(theirs.attributes.contains(&RouteAttribute::Table(1000)));
         assert!(theirs.attributes.contains(&RouteAttribute::Metrics(vec![RouteMetric::Mtu(1400)])));
         // A deletion: scope nowhere, protocol and type unspecified, main table in the header.
         let d = default_via("2001:db8::1", 2);
-        let theirs = RouteMessage::parse(&emitted(&d.message(false))).unwrap();
+        let theirs = d.message(false);
         assert_eq!(theirs.header.scope, RouteScope::NoWhere);
         assert_eq!((theirs.header.protocol, theirs.header.kind), (RouteProtocol::Unspec, RouteType::Unspec));
         assert_eq!(theirs.header.table, RouteHeader::RT_TABLE_MAIN);

@@ -1,11 +1,10 @@
 //! The policy routing rules of a namespace (`ip rule`), decoded with netlink-packet-route's
 //! `RuleMessage`.
 
-use crate::{rtm, NetlinkError, Rtnl};
+use crate::{NetlinkError, Rtnl};
 use cni_types::ip::IpNet;
-use netlink_packet_core::Parseable;
 use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleFlags, RuleHeader, RuleMessage};
-use netlink_packet_route::AddressFamily;
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
 /// A policy routing rule: which packets it matches and the table it sends their lookup to.
 /// Selectors not reported one by one are kept as a flag ([`Rule::narrowed`]), so that a rule
@@ -88,10 +87,8 @@ impl Rule {
 pub fn rules(rtnl: &mut Rtnl) -> Result<Vec<Rule>, NetlinkError> {
     let mut out = Vec::new();
     for family in [AddressFamily::Inet, AddressFamily::Inet6] {
-        let header = RuleHeader { family, ..RuleHeader::default() };
-        out.extend(
-            rtnl.dump("dump rules", rtm::GETRULE, &header, |body| Ok(Rule::from_message(&RuleMessage::parse(body)?)))?,
-        );
+        let request = RuleHeader { family, ..RuleHeader::default() };
+        out.extend(rtnl.dump("dump rules", RouteNetlinkMessage::GetRule, &request, |m| Rule::from_message(&m))?);
     }
     Ok(out)
 }

@@ -11,40 +11,45 @@
 //! (`tcf_auto_prio`: below every existing one) and thus a filter chain of its own: deleting
 //! that priority later removes this filter and nothing else.
 
-use crate::{rtm, NetlinkError, Rtnl};
-use netlink_packet_core::{EthernetProtocol, Parseable, NLM_F_CREATE, NLM_F_EXCL};
+use crate::{NetlinkError, Rtnl};
+use netlink_packet_core::{EthernetProtocol, NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::tc::{
     TcAction, TcActionAttribute, TcActionMirror, TcActionMirrorOption, TcActionOption, TcActionType, TcAttribute,
-    TcFilterU32, TcFilterU32Option, TcHandle, TcMessage, TcMirror, TcMirrorActionType, TcOption, TcU32Key,
+    TcFilterU32, TcFilterU32Option, TcHandle, TcHeader, TcMessage, TcMirror, TcMirrorActionType, TcOption, TcU32Key,
     TcU32Selector, TcU32SelectorFlags,
 };
+use netlink_packet_route::RouteNetlinkMessage;
 
-/// `ETH_P_ALL`: the filter sees every protocol (`protocol all`).
-fn eth_p_all() -> u16 {
+/// `ETH_P_ALL` (`protocol all`): the filter sees every frame, whatever its protocol.
+fn all_protocols() -> u16 {
     EthernetProtocol::All.value()
 }
-/// The ingress qdisc's handle, `ffff:`.
-const INGRESS_HANDLE: u32 = 0xffff_0000;
+
+/// The ingress qdisc's handle, `ffff:` (the major of its parent, `TC_H_INGRESS`).
+const INGRESS_HANDLE: TcHandle = TcHandle { major: TcHandle::INGRESS.major, minor: 0 };
 
 /// Where filters on a link's ingress attach: `ffff:fff2` (`TC_H_MAKE(TC_H_CLSACT,
 /// TC_H_MIN_INGRESS)`, what `tc filter … ingress` sends), which an ingress qdisc and a clsact
 /// qdisc both serve. clsact — which eBPF-based CNIs put on pod interfaces — serves only its
 /// two hooks: it refuses a filter for `ffff:0` (`clsact_tcf_block`: no block, `EINVAL`) and
 /// dumps nothing for `ffff:fff1`.
-fn ingress_hook() -> TcHandle {
-    TcHandle { major: 0xffff, minor: TcHandle::MIN_INGRESS }
-}
+const INGRESS_HOOK: TcHandle = TcHandle { major: TcHandle::INGRESS.major, minor: TcHandle::MIN_INGRESS };
 
 /// `tcm_info` of a filter: priority in the upper half, the protocol in network byte order in
 /// the lower (`TC_H_MAKE(prio << 16, htons(protocol))` in iproute2's `tc_filter_modify`).
 fn filter_info(priority: u16, protocol: u16) -> u32 {
-    (u32::from(priority) << 16) | u32::from(u16::from_ne_bytes(protocol.to_be_bytes()))
+    (u32::from(priority) << 16) | u32::from(protocol.to_be())
+}
+
+/// The priority and protocol (host byte order) of a filter's `tcm_info`.
+fn priority_and_protocol(info: u32) -> (u16, u16) {
+    ((info >> 16) as u16, u16::from_be(info as u16))
 }
 
 fn ingress_message(index: u32) -> TcMessage {
     let mut msg = TcMessage::with_index(index as i32);
     msg.header.parent = TcHandle::INGRESS;
-    msg.header.handle = TcHandle::from(INGRESS_HANDLE);
+    msg.header.handle = INGRESS_HANDLE;
     msg.attributes.push(TcAttribute::Kind("ingress".to_string()));
     msg
 }
@@ -53,7 +58,12 @@ fn ingress_message(index: u32) -> TcMessage {
 /// and used as it is).
 pub fn add_ingress(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<bool, NetlinkError> {
     let what = format!("add ingress qdisc to {name}");
-    match rtnl.request(&what, rtm::NEWQDISC, &ingress_message(index), NLM_F_CREATE | NLM_F_EXCL) {
+    match rtnl.request(
+        &what,
+        RouteNetlinkMessage::NewQueueDiscipline,
+        ingress_message(index),
+        NLM_F_CREATE | NLM_F_EXCL,
+    ) {
         Ok(()) => Ok(true),
         Err(e) if e.is_exists() => Ok(false),
         Err(e) => Err(e),
@@ -63,16 +73,15 @@ pub fn add_ingress(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<bool, Netl
 /// Removes the link's ingress qdisc (and with it every filter attached to it).
 pub fn delete_ingress(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<(), NetlinkError> {
     let what = format!("delete ingress qdisc of {name}");
-    rtnl.request(&what, rtm::DELQDISC, &ingress_message(index), 0)
+    rtnl.request(&what, RouteNetlinkMessage::DelQueueDiscipline, ingress_message(index), 0)
 }
 
 /// The ifindexes of the links of the namespace whose ingress hook is served: by an ingress
 /// qdisc, or by a clsact qdisc (which serves ingress and egress; one or the other, never both).
 pub fn ingress_qdiscs(rtnl: &mut Rtnl) -> Result<Vec<u32>, NetlinkError> {
-    rtnl.dump("dump qdiscs", rtm::GETQDISC, &TcMessage::default(), |body| {
-        let q = TcMessage::parse(body)?;
+    rtnl.dump("dump qdiscs", RouteNetlinkMessage::GetQueueDiscipline, &TcHeader::default(), |q: TcMessage| {
         let ingress = q.attributes.iter().any(|a| matches!(a, TcAttribute::Kind(k) if k == "ingress" || k == "clsact"));
-        Ok(ingress.then_some(q.header.index as u32))
+        ingress.then_some(q.header.index as u32)
     })
 }
 
@@ -80,8 +89,8 @@ pub fn ingress_qdiscs(rtnl: &mut Rtnl) -> Result<Vec<u32>, NetlinkError> {
 /// egress of `to` (`action mirred egress redirect`, verdict `stolen`). Names are for messages.
 pub fn add_redirect(rtnl: &mut Rtnl, from: (u32, &str), to: (u32, &str)) -> Result<(), NetlinkError> {
     let mut msg = TcMessage::with_index(from.0 as i32);
-    msg.header.parent = ingress_hook();
-    msg.header.info = filter_info(0, eth_p_all());
+    msg.header.parent = INGRESS_HOOK;
+    msg.header.info = filter_info(0, all_protocols());
     msg.attributes.push(TcAttribute::Kind(TcFilterU32::KIND.to_string()));
 
     // One key with mask 0 at offset 0 (`match u8 0 0`): every frame matches.
@@ -104,7 +113,7 @@ pub fn add_redirect(rtnl: &mut Rtnl, from: (u32, &str), to: (u32, &str)) -> Resu
         TcOption::U32(TcFilterU32Option::Action(vec![action])),
     ]));
     let what = format!("add redirect filter {} -> {}", from.1, to.1);
-    rtnl.request(&what, rtm::NEWTFILTER, &msg, NLM_F_CREATE | NLM_F_EXCL)
+    rtnl.request(&what, RouteNetlinkMessage::NewTrafficFilter, msg, NLM_F_CREATE | NLM_F_EXCL)
 }
 
 /// A `mirred` action of a u32 filter on a link's ingress, as the kernel reports it.
@@ -130,24 +139,19 @@ impl Redirect {
     /// what joins a tap to a pod interface ([`add_redirect`]). A filter for one protocol
     /// (`protocol ip`) leaves ARP and IPv6 behind.
     pub fn passes_every_frame(&self) -> bool {
-        self.egress_redirect && self.match_all && self.protocol == eth_p_all()
+        self.egress_redirect && self.match_all && self.protocol == all_protocols()
     }
 }
 
 /// The redirects (u32 filters with a `mirred` action) on the ingress of the link `index`.
 pub fn redirects(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<Vec<Redirect>, NetlinkError> {
-    let mut req = TcMessage::with_index(index as i32);
-    req.header.parent = ingress_hook();
-    let filters = rtnl.dump(&format!("dump ingress filters of {name}"), rtm::GETTFILTER, &req, |body| {
-        TcMessage::parse(body).map(Some)
-    })?;
+    let filters = ingress_filters(rtnl, index, name, Some)?;
     let mut out = Vec::new();
     for f in filters {
         if !f.attributes.iter().any(|a| matches!(a, TcAttribute::Kind(k) if k == TcFilterU32::KIND)) {
             continue;
         }
-        let priority = (f.header.info >> 16) as u16;
-        let protocol = u16::from_be_bytes(((f.header.info & 0xffff) as u16).to_ne_bytes());
+        let (priority, protocol) = priority_and_protocol(f.header.info);
         let mut match_all = false;
         let mut targets = Vec::new();
         for attr in &f.attributes {
@@ -173,10 +177,18 @@ pub fn redirects(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<Vec<Redirect
 
 /// How many filters (of any kind) the link's ingress carries.
 pub fn ingress_filter_count(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<usize, NetlinkError> {
-    let mut req = TcMessage::with_index(index as i32);
-    req.header.parent = ingress_hook();
-    let filters = rtnl.dump(&format!("dump ingress filters of {name}"), rtm::GETTFILTER, &req, |_| Ok(Some(())))?;
-    Ok(filters.len())
+    Ok(ingress_filters(rtnl, index, name, |_| Some(()))?.len())
+}
+
+/// The filters on the ingress of the link `index`, each passed through `keep`.
+fn ingress_filters<T>(
+    rtnl: &mut Rtnl,
+    index: u32,
+    name: &str,
+    keep: impl FnMut(TcMessage) -> Option<T>,
+) -> Result<Vec<T>, NetlinkError> {
+    let request = TcHeader { index: index as i32, parent: INGRESS_HOOK, ..TcHeader::default() };
+    rtnl.dump(&format!("dump ingress filters of {name}"), RouteNetlinkMessage::GetTrafficFilter, &request, keep)
 }
 
 /// The target and kind of a `mirred` action.
@@ -206,11 +218,11 @@ pub fn delete_filters(
     protocol: u16,
 ) -> Result<(), NetlinkError> {
     let mut msg = TcMessage::with_index(index as i32);
-    msg.header.parent = ingress_hook();
+    msg.header.parent = INGRESS_HOOK;
     msg.header.info = filter_info(priority, protocol);
     msg.attributes.push(TcAttribute::Kind(TcFilterU32::KIND.to_string()));
     let what = format!("delete filter priority {priority} of {name}");
-    rtnl.request(&what, rtm::DELTFILTER, &msg, 0)
+    rtnl.request(&what, RouteNetlinkMessage::DelTrafficFilter, msg, 0)
 }
 
 #[cfg(test)]
@@ -220,8 +232,11 @@ mod tests {
     #[test]
     fn filter_info_puts_the_protocol_in_network_order() {
         // `tc filter show` prints "protocol all pref 49152" for 0xc000_0300 on little-endian.
-        let info = filter_info(0xc000, eth_p_all());
+        let info = filter_info(0xc000, all_protocols());
+        assert_eq!((info as u16).to_ne_bytes(), all_protocols().to_be_bytes());
         assert_eq!(info >> 16, 0xc000);
-        assert_eq!((info & 0xffff) as u16, u16::from_ne_bytes([0x00, 0x03]));
+        assert_eq!(priority_and_protocol(info), (0xc000, all_protocols()));
+        // And the ingress qdisc is ffff:0, under ffff:fff1.
+        assert_eq!((INGRESS_HANDLE.major, INGRESS_HANDLE.minor), (0xffff, 0));
     }
 }

@@ -1,17 +1,28 @@
-//! Links, addresses, routes and rules against the real kernel, in namespaces of the test's own
-//! (root only; `BRAID_REQUIRE_ROOT_TESTS=1` turns the skip into a failure). vmtap's and the
-//! verifier's integration tests cover tc and the rest of what plugins do with them.
+//! Links, addresses, routes, rules and the ingress qdisc against the real kernel, in namespaces
+//! of the test's own (root only; `BRAID_REQUIRE_ROOT_TESTS=1` turns the skip into a failure).
+//! vmtap's and the verifier's integration tests cover the tc redirects and the rest of what
+//! plugins do with them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use cni_netlink::links::{self, LinkChange};
+use cni_netlink::links::{self, LinkChange, MAX_ALIAS};
 use cni_netlink::routes::{self, Route};
-use cni_netlink::{addresses, rules, NetlinkError, Rtnl};
+use cni_netlink::{addresses, rules, tc, NetlinkError, Rtnl};
 use cni_skel::netns::run_in;
 use cni_skel::testing::{require_root, TempNetns};
 use cni_types::ip::IpNet;
 
 fn net(s: &str) -> IpNet {
     IpNet::parse(s).unwrap()
+}
+
+/// A namespace with a veth pair `a`–`b`, both up, and `addr` on `a`.
+fn veth_ns(tag: &str, (a, b): (&str, &str), addr: &str) -> TempNetns {
+    let ns = TempNetns::new(tag);
+    ns.ip(&["link", "add", a, "type", "veth", "peer", "name", b]);
+    ns.ip(&["link", "set", a, "up"]);
+    ns.ip(&["link", "set", b, "up"]);
+    ns.ip(&["addr", "add", addr, "dev", a]);
+    ns
 }
 
 /// Runs `work` on a socket of the namespace.
@@ -82,11 +93,7 @@ fn addresses_routes_and_rules_are_read_and_routes_changed() {
     if !require_root("addresses_routes_and_rules_are_read_and_routes_changed") {
         return;
     }
-    let ns = TempNetns::new("nl-routes");
-    ns.ip(&["link", "add", "rta", "type", "veth", "peer", "name", "rtb"]);
-    ns.ip(&["link", "set", "rta", "up"]);
-    ns.ip(&["link", "set", "rtb", "up"]);
-    ns.ip(&["addr", "add", "198.18.210.2/24", "dev", "rta"]);
+    let ns = veth_ns("nl-routes", ("rta", "rtb"), "198.18.210.2/24");
     ns.ip(&["-6", "addr", "add", "2001:db8:210::2/64", "dev", "rta", "nodad"]);
     ns.ip(&["route", "add", "198.18.211.0/24", "via", "198.18.210.1", "dev", "rta", "table", "1000", "metric", "5"]);
     ns.ip(&["rule", "add", "from", "198.18.210.2", "lookup", "1000", "priority", "100"]);
@@ -135,5 +142,65 @@ fn addresses_routes_and_rules_are_read_and_routes_changed() {
     assert!(again.is_exists(), "{again}");
     assert!(again.to_string().contains("add route 198.18.212.0/24 via 198.18.210.1 on rta"), "{again}");
     assert!(!after_del.iter().any(|r| r.table == 1001), "{after_del:?}");
-    assert_eq!(del_again.errno(), Some(3 /* ESRCH */), "{del_again}");
+    // The kernel's word for a route that is not there is ESRCH: not found, as DEL wants it.
+    assert_eq!(del_again.errno(), Some(nix::errno::Errno::ESRCH as i32), "{del_again}");
+    assert!(del_again.is_not_found(), "{del_again}");
+}
+
+#[test]
+fn the_kernels_explanation_of_a_refusal_is_in_the_error() {
+    if !require_root("the_kernels_explanation_of_a_refusal_is_in_the_error") {
+        return;
+    }
+    let ns = veth_ns("nl-extack", ("xa", "xb"), "198.18.213.2/24");
+    let (unreachable, again) = inside(&ns, |r| {
+        let xa = links::links(r)?.into_iter().find(|l| l.name == "xa").unwrap();
+        // A gateway off every subnet of the link: the kernel's fib_check_nh says why it
+        // refuses (ENETUNREACH alone would not).
+        let off_link = Route::unicast(net("0.0.0.0/0"), Some("198.18.250.1".parse().unwrap()), xa.index);
+        let unreachable = routes::add(r, &off_link, "xa").unwrap_err();
+        // A second ingress qdisc, asked for exclusively: EEXIST, and tc's own words.
+        assert!(tc::add_ingress(r, xa.index, "xa")?);
+        assert!(!tc::add_ingress(r, xa.index, "xa")?);
+        Ok((unreachable, tc::delete_ingress(r, xa.index, "xa").and_then(|()| tc::delete_ingress(r, xa.index, "xa"))))
+    });
+    assert_eq!(unreachable.ext_ack(), Some("Nexthop has invalid gateway"), "{unreachable}");
+    let text = unreachable.to_string();
+    assert!(text.starts_with("add route default via 198.18.250.1 on xa: "), "{text}");
+    assert!(text.ends_with(": Nexthop has invalid gateway"), "{text}");
+    // Deleting a qdisc that is gone: the kernel's errno and its explanation ("Invalid handle").
+    let gone = again.unwrap_err();
+    assert!(gone.ext_ack().is_some_and(|m| !m.is_empty()), "{gone}");
+    assert!(gone.to_string().contains(gone.ext_ack().unwrap()), "{gone}");
+}
+
+#[test]
+fn an_alias_of_max_alias_bytes_is_kept_and_a_longer_one_refused_by_name() {
+    if !require_root("an_alias_of_max_alias_bytes_is_kept_and_a_longer_one_refused_by_name") {
+        return;
+    }
+    let ns = TempNetns::new("nl-alias");
+    ns.ip(&["link", "add", "al0", "type", "veth", "peer", "name", "al1"]);
+    let set_alias = |alias: &str| {
+        let alias = alias.to_string();
+        run_in(&ns.path(), move || {
+            let mut r = Rtnl::open()?;
+            let al0 = links::links(&mut r)?.into_iter().find(|l| l.name == "al0").unwrap();
+            links::set(&mut r, al0.index, "al0", &LinkChange { alias: Some(&alias), ..LinkChange::default() })?;
+            Ok::<_, NetlinkError>(links::links(&mut r)?.into_iter().find(|l| l.name == "al0").unwrap().alias)
+        })
+        .unwrap()
+    };
+    // IFALIASZ − 2 and IFALIASZ − 1 bytes: kept as they are.
+    for len in [MAX_ALIAS - 1, MAX_ALIAS] {
+        let alias: String = (0..len).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        assert_eq!(set_alias(&alias).map_err(|e| format!("{len}: {e}")).unwrap(), alias, "{len} bytes");
+    }
+    // One more: refused before the kernel sees it, naming the link and the limit.
+    let e = set_alias(&"a".repeat(MAX_ALIAS + 1)).unwrap_err();
+    assert!(matches!(e, NetlinkError::Refused(..)), "{e:?}");
+    let text = e.to_string();
+    assert!(text.contains("set link al0") && text.contains("256 bytes") && text.contains("255"), "{text}");
+    // An empty alias removes it.
+    assert_eq!(set_alias("").unwrap(), "");
 }

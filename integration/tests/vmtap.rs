@@ -77,6 +77,18 @@ fn merged(tag: &str, version: &str, vmtap: Value) -> Setup {
     Setup { h, ctr, rt, list, master }
 }
 
+/// A pod with ptp's eth0 (host-local subnet `subnet`), added: the harness, the pod namespace,
+/// the conflist, the runtime's call and the result, for vmtap's `prevResult`.
+fn ptp_pod(tag: &str, subnet: u8) -> (Harness, Netns, Value, RuntimeConf, Value) {
+    let h = Harness::new(tag);
+    let ctr = h.container(tag);
+    let list =
+        json!({"cniVersion": "1.0.0", "name": unique(tag), "plugins": [{"type": "ptp", "ipam": h.host_local(subnet)}]});
+    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+    let prev = h.add(&list, &rt).unwrap().to_value();
+    (h, ctr, list, rt, prev)
+}
+
 /// Tap-like links of the namespace, sorted.
 fn taps(ns: &Netns) -> Vec<String> {
     let mut t: Vec<String> = ns.links().into_iter().filter(|l| l.starts_with("tap") || l.starts_with("vm-")).collect();
@@ -270,12 +282,7 @@ fn a_failure_after_some_taps_are_made_rolls_them_back() {
     // prevResult lists ptp's eth0, then the pod's loopback: eth0's tap is made and joined, then
     // the kernel refuses lo's MTU (65536) for a tap (at most 65535) — a failure in the middle
     // of the work, after the first tap, its qdiscs and its redirects exist.
-    let h = Harness::new("vmtr");
-    let ctr = h.container("vmtr");
-    let list =
-        json!({"cniVersion": "1.0.0", "name": unique("vmtr"), "plugins": [{"type": "ptp", "ipam": h.host_local(87)}]});
-    let rt = h.runtime(&ctr, &unique("ctr"), "eth0");
-    let mut prev = h.add(&list, &rt).unwrap().to_value();
+    let (h, ctr, list, rt, mut prev) = ptp_pod("vmtr", 87);
     let lo_mac = ctr.link("lo").unwrap()["address"].clone();
     prev["interfaces"].as_array_mut().unwrap().push(json!({"name": "lo", "mac": lo_mac, "sandbox": rt.netns}));
     let add =
@@ -669,4 +676,39 @@ fn two_vmtaps_in_one_chain_name_their_taps_apart() {
     s.h.del(&s.list, &s.rt).unwrap();
     assert_eq!(s.ctr.links(), ["lo"]);
     assert!(s.h.reservations().is_empty());
+}
+
+#[test]
+fn a_mark_of_255_bytes_is_kept_and_a_longer_one_refused_by_name() {
+    if !require_root("a_mark_of_255_bytes_is_kept_and_a_longer_one_refused_by_name") {
+        return;
+    }
+    // The mark is the tap's alias; the kernel keeps IFALIASZ − 1 = 255 bytes. A container ID
+    // that makes the mark exactly 255 bytes works; one byte more is vmtap's own error.
+    let (h, ctr, list, rt, prev) = ptp_pod("vmtm", 88);
+    let add =
+        serde_json::to_vec(&json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap", "prevResult": prev})).unwrap();
+    let del = serde_json::to_vec(&json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap"})).unwrap();
+    let frame = "vmtap container= ifname=eth0 pod=eth0 ingress=made".len();
+    let id = |len: usize| -> String { (0..len).map(|i| char::from(b'a' + (i % 26) as u8)).collect() };
+    let longest = RuntimeConf { container_id: id(255 - frame), ..rt.clone() };
+    h.exec_plugin("vmtap", Command::Add, &longest, &add).unwrap_or_else(|e| panic!("a 255-byte mark: {e}"));
+    let alias = ctr.link("tap0").unwrap()["ifalias"].as_str().unwrap().to_string();
+    assert_eq!(alias, format!("vmtap container={} ifname=eth0 pod=eth0 ingress=made", longest.container_id));
+    assert_eq!(alias.len(), 255);
+    h.exec_plugin("vmtap", Command::Del, &longest, &del).unwrap();
+    assert!(taps(&ctr).is_empty(), "{:?}", ctr.links());
+
+    let too_long = RuntimeConf { container_id: id(256 - frame), ..rt.clone() };
+    match h.exec_plugin("vmtap", Command::Add, &too_long, &add) {
+        Err(cni_runtime::invoke::InvokeError::Plugin(e)) => {
+            assert_eq!(e.code, 7, "{e:?}");
+            assert!(e.msg.contains("cannot mark tap tap0 for eth0") && e.msg.contains("256 bytes"), "{e:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(taps(&ctr).is_empty(), "{:?}", ctr.links());
+    assert!(!has_ingress(&ctr, "eth0"));
+    h.del(&list, &rt).unwrap();
+    assert_eq!(ctr.links(), ["lo"]);
 }

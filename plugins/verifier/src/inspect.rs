@@ -98,7 +98,7 @@ fn read_container(path: &str, with_redirects: bool) -> Result<Snapshot, InspectE
     let read = || -> Result<Snapshot, KernelError> {
         let mut snap = kernel::snapshot()?;
         if with_redirects {
-            snap.redirects = kernel::redirects().map_err(KernelError::Tc)?;
+            snap.redirects = kernel::redirects().map_err(KernelError::Netlink)?;
         }
         Ok(snap)
     };

@@ -50,18 +50,18 @@ pub enum KernelError {
     /// The netlink socket could not be set up.
     #[error("cannot open a netlink socket: {0}")]
     Socket(#[source] std::io::Error),
-    /// The kernel refused a dump.
-    #[error("netlink dump of {0} failed: {1}")]
-    Dump(&'static str, #[source] std::io::Error),
+    /// The kernel refused a dump (its errno, and its explanation when it sent one).
+    #[error("netlink dump of {0} failed: {1}{why}", why = .2.as_ref().map_or_else(String::new, |m| format!(": {m}")))]
+    Dump(&'static str, #[source] std::io::Error, Option<String>),
     /// Every try of a dump was interrupted by concurrent changes.
     #[error("netlink dump of {0} was interrupted by concurrent changes {1} times")]
     Interrupted(&'static str, usize),
     /// An answer of a dump did not decode.
     #[error("netlink dump of {0} failed: undecodable answer: {1}")]
     Undecodable(&'static str, String),
-    /// Reading tc qdiscs or filters failed.
+    /// Reading tc qdiscs or filters failed (or cni-netlink refused a request).
     #[error(transparent)]
-    Tc(NetlinkError),
+    Netlink(NetlinkError),
 }
 
 impl KernelError {
@@ -69,9 +69,10 @@ impl KernelError {
     fn of(what: &'static str) -> impl FnOnce(NetlinkError) -> KernelError {
         move |e| match e {
             NetlinkError::Socket(e) => KernelError::Socket(e),
-            NetlinkError::Kernel(_, e) => KernelError::Dump(what, e),
+            NetlinkError::Kernel { errno, ext_ack, .. } => KernelError::Dump(what, errno, ext_ack),
             NetlinkError::Interrupted(_, tries) => KernelError::Interrupted(what, tries),
             NetlinkError::Decode(_, why) => KernelError::Undecodable(what, why),
+            e @ NetlinkError::Refused(..) => KernelError::Netlink(e),
         }
     }
 }

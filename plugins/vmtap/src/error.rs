@@ -42,8 +42,19 @@ pub enum VmtapError {
     #[error("tap {0} was created but the pod namespace does not list it")]
     TapNotListed(String),
     /// The mark would not fit in the tap's alias.
-    #[error("container ID and interface names are too long for the tap's mark ({0} bytes, at most 255)")]
-    MarkTooLong(usize),
+    #[error(
+        "cannot mark tap {tap} for {pod}: the container ID and interface names make a mark of {len} bytes, \
+         and a link's alias holds at most {max}",
+        max = crate::mark::MAX_ALIAS
+    )]
+    MarkTooLong {
+        /// The tap.
+        tap: String,
+        /// The pod interface it was for.
+        pod: String,
+        /// The mark's length.
+        len: usize,
+    },
     /// The DAN file could not be written or removed.
     #[error("{op} Kata DAN file {path}: {source}")]
     Dan {
@@ -73,7 +84,7 @@ impl From<VmtapError> for CniError {
         let code = match &e {
             VmtapError::Netns(_) | VmtapError::Netlink(_) => None,
             VmtapError::Tap(_) | VmtapError::TapNotListed(_) => Some(INTERNAL),
-            VmtapError::PodMissing { .. } | VmtapError::TapTaken { .. } | VmtapError::MarkTooLong(_) => {
+            VmtapError::PodMissing { .. } | VmtapError::TapTaken { .. } | VmtapError::MarkTooLong { .. } => {
                 Some(INVALID_NETWORK_CONFIG)
             }
             VmtapError::Dan { .. } => Some(IO_FAILURE),

@@ -10,8 +10,8 @@
 //! Format: `vmtap container=<CNI_CONTAINERID> ifname=<CNI_IFNAME> pod=<interface> ingress=<made|kept>`
 //! (container IDs and interface names hold no spaces; `IFALIASZ` is 256 bytes).
 
-/// The longest alias the kernel keeps (`IFALIASZ` − 1).
-pub const MAX_ALIAS: usize = 255;
+/// The longest alias the kernel keeps (`IFALIASZ` − 1), as cni-netlink sends aliases.
+pub use cni_netlink::links::MAX_ALIAS;
 
 /// The mark of one tap.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -122,7 +122,7 @@ fn join(
     };
     let alias = mark.to_alias();
     if alias.len() > MAX_ALIAS {
-        return Err(VmtapError::MarkTooLong(alias.len()));
+        return Err(VmtapError::MarkTooLong { tap: w.tap.clone(), pod: pod.name.clone(), len: alias.len() });
     }
     let new = NewTap::create(&w.tap)?;
     if let Some(o) = owner {

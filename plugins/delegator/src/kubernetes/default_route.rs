@@ -75,17 +75,7 @@ pub fn move_default_routes(
     for gw in gateways {
         let any: IpAddr = if gw.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
         let Some(dst) = IpNet::new(any, 0) else { continue };
-        let route = Route {
-            table: MAIN_TABLE,
-            dst,
-            gw: Some(*gw),
-            oif: Some(oif),
-            priority: 0,
-            scope: 0, // RT_SCOPE_UNIVERSE
-            mtu: 0,
-            kind: 1, // RTN_UNICAST
-        };
-        match routes::add(rtnl, &route, ifname) {
+        match routes::add(rtnl, &Route::unicast(dst, Some(*gw), oif), ifname) {
             Err(e) if !e.is_exists() => return Err(nl(e)),
             _ => {}
         }
@@ -121,19 +111,24 @@ mod tests {
         now
     }
 
-    #[test]
-    fn default_routes_move_to_the_chosen_interface_and_others_stay() {
-        if !require_root("default_routes_move_to_the_chosen_interface_and_others_stay") {
-            return;
-        }
-        let ns = TempNetns::new("routes");
-        for (a, b, net) in [("rta", "rtap", "198.18.200"), ("rtb", "rtbp", "198.18.201"), ("rtc", "rtcp", "198.18.202")]
-        {
+    /// A namespace with veths rta, rtb and rtc, up, with x.2/24 of each of `subnets`.
+    fn three_links(tag: &str, subnets: [&str; 3]) -> TempNetns {
+        let ns = TempNetns::new(tag);
+        for ((a, b), net) in [("rta", "rtap"), ("rtb", "rtbp"), ("rtc", "rtcp")].into_iter().zip(subnets) {
             ns.ip(&["link", "add", a, "type", "veth", "peer", "name", b]);
             ns.ip(&["link", "set", a, "up"]);
             ns.ip(&["link", "set", b, "up"]);
             ns.ip(&["addr", "add", &format!("{net}.2/24"), "dev", a]);
         }
+        ns
+    }
+
+    #[test]
+    fn default_routes_move_to_the_chosen_interface_and_others_stay() {
+        if !require_root("default_routes_move_to_the_chosen_interface_and_others_stay") {
+            return;
+        }
+        let ns = three_links("routes", ["198.18.200", "198.18.201", "198.18.202"]);
         ns.ip(&["-6", "addr", "add", "2001:db8:200::2/64", "dev", "rta", "nodad"]);
         ns.ip(&["route", "add", "default", "via", "198.18.200.1", "dev", "rta"]);
         ns.ip(&["-6", "route", "add", "default", "via", "2001:db8:200::1", "dev", "rta"]);
@@ -155,7 +150,46 @@ mod tests {
         // An unreachable gateway and an unknown interface are named.
         let e = move_default_routes(rtnl, &path, "rtb", &[], &["198.18.250.1".parse().unwrap()]).unwrap_err();
         assert!(e.to_string().contains("via 198.18.250.1 on rtb"), "{e}");
+        // With the kernel's own words for it.
+        assert!(e.to_string().ends_with(": Nexthop has invalid gateway"), "{e}");
         let e = move_default_routes(rtnl, &path, "nosuch", &[], &[]).unwrap_err();
         assert!(e.to_string().contains("interface nosuch is not in netns"), "{e}");
+    }
+
+    #[test]
+    fn a_default_route_gone_before_its_deletion_is_not_an_error() {
+        if !require_root("a_default_route_gone_before_its_deletion_is_not_an_error") {
+            return;
+        }
+        let ns = three_links("routes-gone", ["198.18.203", "198.18.204", "198.18.205"]);
+        // One IPv4 default route over two of the other attachments' interfaces: the dump
+        // lists it once per hop, and the kernel deletes it whole with the first hop (its
+        // fib_nh_match compares a deletion with the first next hop only) — so the second hop
+        // is gone by the time it is deleted, and the kernel says ESRCH. The same as a route
+        // that another process removes between the dump and the deletion.
+        ns.ip(&[
+            "route",
+            "add",
+            "default",
+            "nexthop",
+            "via",
+            "198.18.203.1",
+            "dev",
+            "rta",
+            "nexthop",
+            "via",
+            "198.18.204.1",
+            "dev",
+            "rtb",
+        ]);
+        let path = ns.path();
+        let mut pod = PodNetns::new(&path.to_string_lossy());
+        let rtnl = pod.rtnl().unwrap();
+        let others = ["rta".to_string(), "rtb".to_string()];
+        let removed = move_default_routes(rtnl, &path, "rtc", &others, &["198.18.205.1".parse().unwrap()]).unwrap();
+        let mut from: Vec<&str> = removed.iter().map(|r| r.ifname.as_str()).collect();
+        from.sort_unstable();
+        assert_eq!(from, ["rta", "rtb"], "{removed:?}");
+        assert_eq!(defaults(&ns), [("rtc".to_string(), "198.18.205.1".to_string())]);
     }
 }

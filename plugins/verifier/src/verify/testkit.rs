@@ -21,16 +21,7 @@ pub fn link(index: u32, name: &str, mac: &[u8], mtu: u32) -> Link {
 
 /// A unicast route of the kernel through `oif`.
 pub fn route(table: u32, dst: &str, gw: Option<&str>, oif: u32) -> kernel::Route {
-    kernel::Route {
-        table,
-        dst: net(dst).network(),
-        gw: gw.map(|g| g.parse().unwrap()),
-        oif: Some(oif),
-        priority: 0,
-        scope: 0,
-        mtu: 0,
-        kind: 1,
-    }
+    kernel::Route { table, ..kernel::Route::unicast(net(dst).network(), gw.map(|g| g.parse().unwrap()), oif) }
 }
 
 /// lo, eth0 (198.18.0.5/24, 2001:db8::5/64) and net1 (198.19.1.5/24, in table 1000), as the kernel has them.
