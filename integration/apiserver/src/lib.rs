@@ -79,6 +79,8 @@ pub struct RecordedRequest {
     pub query: String,
     /// The `Content-Type` header, if any.
     pub content_type: Option<String>,
+    /// The `Accept` header, if any (`…;as=PartialObjectMetadata…` asks for metadata only).
+    pub accept: Option<String>,
     /// The body, as text.
     pub body: String,
 }

@@ -226,6 +226,17 @@ fn rename(object: &Value, map: impl Fn(&str) -> Option<String>, into: View) -> V
     Value::Object(out)
 }
 
+/// An object as a client asking for `as=PartialObjectMetadata` (kube's `get_metadata`,
+/// `list_metadata`, `metadata_watcher`) gets it: its metadata only, as
+/// `meta.k8s.io/v1` `PartialObjectMetadata` (the apiserver's `asPartialObjectMetadata`).
+pub(crate) fn partial(object: &Value) -> Value {
+    serde_json::json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": object.get("metadata").cloned().unwrap_or_else(|| Value::Object(Map::new())),
+    })
+}
+
 /// A request path taken apart.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Route {

@@ -15,6 +15,7 @@ use kube::api::{
     WatchParams,
 };
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::PartialObjectMeta;
 use kube::runtime::events::{Event as RecorderEvent, EventType, Recorder};
 use kube::runtime::watcher::{self, Event as Watched};
 use kube::runtime::WatchStreamExt;
@@ -128,9 +129,11 @@ struct WatcherThread {
 }
 
 impl WatcherThread {
-    fn spawn<K>(api: &StandIn, make: impl FnOnce(Client) -> (Api<K>, watcher::Config) + Send + 'static) -> Self
+    /// Runs the stream `make` builds from a client (a watcher with its default backoff).
+    fn spawn<K, S>(api: &StandIn, make: impl FnOnce(Client) -> S + Send + 'static) -> Self
     where
-        K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize + Send + 'static,
+        K: serde::Serialize + Send + 'static,
+        S: futures_util::Stream<Item = Result<Watched<K>, watcher::Error>> + Send + 'static,
     {
         let kubeconfig = KubeconfigFile::new(api);
         let path = kubeconfig.0.clone();
@@ -138,8 +141,7 @@ impl WatcherThread {
         let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             runtime().block_on(async move {
-                let (api, config) = make(client(&path).await);
-                let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+                let mut stream = make(client(&path).await).boxed();
                 loop {
                     tokio::select! {
                         event = stream.next() => {
@@ -200,7 +202,9 @@ impl Drop for WatcherThread {
 }
 
 fn nad_watcher(api: &StandIn, config: watcher::Config) -> WatcherThread {
-    WatcherThread::spawn(api, move |client| (Api::<DynamicObject>::all_with(client, &nad_resource()), config))
+    WatcherThread::spawn(api, move |client| {
+        watcher::watcher(Api::<DynamicObject>::all_with(client, &nad_resource()), config).default_backoff()
+    })
 }
 
 fn wait_for_watch(api: &StandIn, path: &str) {
@@ -443,7 +447,8 @@ fn a_node_pod_watcher_sees_only_its_nodes_pods() {
     api.create_pod("red", "here", "node-a", &[]);
     api.create_pod("red", "there", "node-b", &[]);
     let w = WatcherThread::spawn(&api, |client| {
-        (Api::<Pod>::all(client), watcher::Config::default().fields("spec.nodeName=node-a"))
+        watcher::watcher(Api::<Pod>::all(client), watcher::Config::default().fields("spec.nodeName=node-a"))
+            .default_backoff()
     });
     w.expect_init(&["red/here"]);
     api.create_pod("blue", "there-too", "node-b", &[]);
@@ -463,6 +468,33 @@ fn a_node_pod_watcher_sees_only_its_nodes_pods() {
 }
 
 const STATUS: &str = "k8s.v1.cni.cncf.io/network-status";
+
+#[test]
+fn metadata_only_watches_gets_and_patches() {
+    let api = StandIn::start_with(options()).unwrap();
+    api.create_pod("red", "p", "node-a", &[("keep", "me")]);
+    let w = WatcherThread::spawn(&api, |client| {
+        let config = watcher::Config::default().fields("spec.nodeName=node-a");
+        watcher::watcher(Api::<PartialObjectMeta<Pod>>::all(client), config).default_backoff()
+    });
+    w.expect_init(&["red/p"]);
+    let (got, patched) = with_client(&api, async |client| {
+        let pods: Api<Pod> = Api::namespaced(client, "red");
+        let patch = json!({ "metadata": { "annotations": { STATUS: "[]" } } });
+        let patched = pods.patch_metadata("p", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        (pods.get_metadata("p").await.unwrap(), patched)
+    });
+    assert_eq!(got.metadata.annotations.as_ref().unwrap().get("keep").map(String::as_str), Some("me"));
+    assert_eq!(patched.metadata.annotations.as_ref().unwrap().get(STATUS).map(String::as_str), Some("[]"));
+    let Seen::Apply(key, object) = w.next() else { panic!() };
+    assert_eq!(key, "red/p");
+    assert_eq!(object["metadata"]["annotations"][STATUS], "[]");
+    // Metadata only: no spec or status came over the wire.
+    assert!(object.get("spec").is_none(), "{object}");
+    let requests = api.requests();
+    let watch = requests.iter().find(|r| r.is_watch()).unwrap();
+    assert!(watch.accept.as_deref().unwrap().contains("as=PartialObjectMetadata"), "{watch:?}");
+}
 
 #[test]
 fn merge_patch_sets_one_annotation_and_leaves_the_others() {
