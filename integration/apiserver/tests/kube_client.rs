@@ -7,6 +7,8 @@
 //! server, and wait. Every wait has a generous upper bound that only stops a hung test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+mod common;
+
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference, Pod};
 use k8s_openapi::api::events::v1::Event as EventsV1;
@@ -22,7 +24,6 @@ use kube::runtime::WatchStreamExt;
 use kube::{Client, Config};
 use kube_standin::{Options, StandIn};
 use serde_json::{json, Value};
-use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
@@ -550,10 +551,10 @@ fn patch_errors_are_status_objects() {
         .collect();
     assert_eq!(codes, [404, 409, 415]);
     // The exact body of a 404, byte for byte what the apiserver sends (in key order).
-    let (head, body) = raw_request(&api, "GET /api/v1/namespaces/red/pods/x HTTP/1.1", Some(api.token()));
-    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+    let (code, body) = common::raw(&api, "GET", "/api/v1/namespaces/red/pods/x", Some(api.token()), &[], "");
+    assert_eq!(code, 404);
     let want = json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \"x\" not found","reason":"NotFound","details":{"name":"x","kind":"pods"},"code":404});
-    assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), want);
+    assert_eq!(body, want);
 }
 
 #[test]
@@ -623,47 +624,17 @@ fn events_created_through_either_group_are_stored_and_readable() {
     assert_eq!(methods[1], ("PATCH".to_string(), "application/merge-patch+json".to_string()));
 }
 
-/// One HTTP/1.1 request on a fresh connection; the response's head and (de-chunked) body.
-fn raw_request(api: &StandIn, request_line: &str, token: Option<&str>) -> (String, String) {
-    let addr = api.url().trim_start_matches("http://").to_string();
-    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
-    stream.set_read_timeout(Some(PATIENCE)).unwrap();
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    write!(stream, "{request_line}\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        let mut out = String::new();
-        let mut rest = body;
-        while let Some((size, tail)) = rest.split_once("\r\n") {
-            let n = usize::from_str_radix(size.trim(), 16).unwrap();
-            if n == 0 {
-                break;
-            }
-            out.push_str(&tail[..n]);
-            rest = &tail[n + 2..];
-        }
-        out
-    } else {
-        body.to_string()
-    };
-    (head.to_string(), body)
-}
-
 #[test]
 fn requests_without_the_token_get_401() {
     let api = StandIn::start_with(options()).unwrap();
     api.create_nad("red", "a", None, &[]);
     let want = json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401});
     for token in [None, Some("wrong")] {
-        let (head, body) = raw_request(&api, &format!("GET {NADS} HTTP/1.1"), token);
-        assert!(head.starts_with("HTTP/1.1 401"), "{head}");
-        assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), want);
+        let (head, body) = common::raw(&api, "GET", NADS, token, &[], "");
+        assert_eq!((head, body), (401, want.clone()));
     }
-    let (head, body) = raw_request(&api, &format!("GET {NADS} HTTP/1.1"), Some(api.token()));
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    let list: Value = serde_json::from_str(&body).unwrap();
+    let (code, list) = common::raw(&api, "GET", NADS, Some(api.token()), &[], "");
+    assert_eq!(code, 200);
     assert_eq!(list["kind"], "NetworkAttachmentDefinitionList");
     assert_eq!(list["items"][0]["kind"], "NetworkAttachmentDefinition");
 
@@ -679,4 +650,33 @@ fn requests_without_the_token_get_401() {
     });
     let kube::Error::Api(status) = err else { panic!("{err:?}") };
     assert_eq!((status.code, status.reason.as_str()), (401, "Unauthorized"));
+}
+
+#[test]
+fn an_object_leaving_a_watched_selector_is_deleted_from_the_watch() {
+    let api = StandIn::start_with(options()).unwrap();
+    let nad = |tier: &str| {
+        json!({
+            "apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+            "metadata": {"namespace": "red", "name": "a", "labels": {"tier": tier}},
+            "spec": {"config": "{}"},
+        })
+    };
+    api.put_object(nad("front"));
+    let from = api.resource_version();
+    api.put_object(nad("back"));
+    let left = api.resource_version();
+    api.put_object(nad("front"));
+    // Replayed from the history: leaving the selector is a DELETED (at the change's
+    // resourceVersion), coming back an ADDED.
+    let events = with_client(&api, async |client| {
+        let nads: Api<DynamicObject> = Api::namespaced_with(client, "red", &nad_resource());
+        let wp = WatchParams::default().labels("tier=front").timeout(1).disable_bookmarks();
+        let stream = nads.watch(&wp, &from.to_string()).await.unwrap();
+        stream.map(|e| e.unwrap()).collect::<Vec<_>>().await
+    });
+    let [WatchEvent::Deleted(gone), WatchEvent::Added(back)] = events.as_slice() else { panic!("{events:?}") };
+    assert_eq!(gone.metadata.resource_version, Some(left.to_string()));
+    assert_eq!(gone.metadata.labels.as_ref().unwrap()["tier"], "front");
+    assert_eq!(back.metadata.resource_version, Some(api.resource_version().to_string()));
 }
