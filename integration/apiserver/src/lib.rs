@@ -165,7 +165,7 @@ impl StandIn {
     pub fn start_with(options: Options) -> io::Result<StandIn> {
         let token = options.token.unwrap_or_else(|| {
             let mut state = store::seed();
-            format!("{:016x}{:016x}", splitmix(&mut state), splitmix(&mut state))
+            format!("{:016x}{:016x}", store::next_random(&mut state), store::next_random(&mut state))
         });
         let shared = Arc::new(Shared::new(token, options.bookmark_interval));
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
@@ -405,12 +405,4 @@ fn set_annotations(object: &mut Value, annotations: &[(&str, &str)]) {
 fn describe(object: &Value) -> String {
     let (ns, name) = store::key_of(object);
     format!("{} {ns}/{name}", object["kind"].as_str().unwrap_or("object"))
-}
-
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }

@@ -94,8 +94,8 @@ pub(crate) struct Store {
     random: u64,
 }
 
-/// splitmix64: uids need to be unique and look like uids, not be secret.
-fn next_random(state: &mut u64) -> u64 {
+/// splitmix64: uids and tokens need to be unique and look random, not be secret.
+pub(crate) fn next_random(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

@@ -31,12 +31,12 @@ fn unserved_paths_and_verbs() {
     api.create_nad("red", "a", None, &[]);
     assert_eq!(status(get(&api, "/api/v1/configmaps")), (404, "NotFound".into()));
     assert_eq!(status(get(&api, "/api/v1/namespaces/red/pods/p/status")), (404, "NotFound".into()));
-    let nad = format!("/apis/k8s.cni.cncf.io/v1/namespaces/red/network-attachment-definitions/a");
+    let nad = "/apis/k8s.cni.cncf.io/v1/namespaces/red/network-attachment-definitions/a";
     assert_eq!(
-        status(send(&api, "PATCH", &nad, "application/merge-patch+json", "{}")),
+        status(send(&api, "PATCH", nad, "application/merge-patch+json", "{}")),
         (405, "MethodNotAllowed".into())
     );
-    assert_eq!(status(send(&api, "DELETE", &nad, "application/json", "")), (405, "MethodNotAllowed".into()));
+    assert_eq!(status(send(&api, "DELETE", nad, "application/json", "")), (405, "MethodNotAllowed".into()));
     let (code, body) = get(&api, "/apis/k8s.cni.cncf.io/v1/namespaces/red/network-attachment-definitions/zz");
     assert_eq!(code, 404);
     assert_eq!(body["message"], "network-attachment-definitions.k8s.cni.cncf.io \"zz\" not found");
@@ -44,7 +44,7 @@ fn unserved_paths_and_verbs() {
         body["details"],
         json!({"name": "zz", "group": "k8s.cni.cncf.io", "kind": "network-attachment-definitions"})
     );
-    let (code, one) = get(&api, &nad);
+    let (code, one) = get(&api, nad);
     assert_eq!(code, 200);
     assert_eq!(
         (one["kind"].as_str(), one["metadata"]["generation"].as_u64()),
