@@ -30,6 +30,7 @@
 // Test support: a misused helper (deleting what is not there) fails the test loudly.
 #![allow(clippy::panic)]
 
+mod event_rules;
 mod list;
 mod params;
 mod patch;

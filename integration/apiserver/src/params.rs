@@ -3,7 +3,7 @@
 
 use crate::resource::View;
 use crate::select::{FieldSelector, LabelSelector};
-use crate::status::ApiError;
+use crate::status::{ApiError, FieldError, FieldErrorKind};
 
 /// A decoded query string.
 pub(crate) struct Query(Vec<(String, String)>);
@@ -95,11 +95,11 @@ impl ListOptions {
             Some("NotOlderThan") => Some(RvMatch::NotOlderThan),
             Some("Exact") => Some(RvMatch::Exact),
             Some(other) => {
-                return Err(ApiError::invalid_list_options(
+                return Err(ApiError::invalid_list_options(FieldError::new(
                     "resourceVersionMatch",
-                    "FieldValueNotSupported",
-                    &format!("\"{other}\": supported values: \"Exact\", \"NotOlderThan\""),
-                ))
+                    FieldErrorKind::NotSupported(format!("\"{other}\"")),
+                    "supported values: \"Exact\", \"NotOlderThan\"",
+                )))
             }
         };
         let limit = query.number("limit")?.filter(|l| *l > 0).map(i64::unsigned_abs);
@@ -122,20 +122,24 @@ impl ListOptions {
 
     /// metainternalversion validation.ValidateListOptions.
     fn validate(&self) -> Result<(), ApiError> {
-        let forbidden = |field, detail| Err(ApiError::invalid_list_options(field, "FieldValueForbidden", detail));
+        let forbidden = |field: &str, detail: &str| {
+            Err(ApiError::invalid_list_options(FieldError::new(field, FieldErrorKind::Forbidden, detail)))
+        };
         if let Some(send) = self.send_initial_events {
             if !self.watch {
                 return forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list");
             }
             if self.rv_match != Some(RvMatch::NotOlderThan) {
-                return Err(ApiError::invalid_list_options(
+                let given = match self.rv_match {
+                    None => "\"\"",
+                    Some(RvMatch::Exact) => "\"Exact\"",
+                    Some(RvMatch::NotOlderThan) => "\"NotOlderThan\"",
+                };
+                return Err(ApiError::invalid_list_options(FieldError::new(
                     "resourceVersionMatch",
-                    "FieldValueNotSupported",
-                    &format!(
-                        "{}: supported values: \"NotOlderThan\" (sendInitialEvents requires setting resourceVersionMatch)",
-                        self.rv_match.map_or("\"\"", |m| if m == RvMatch::Exact { "\"Exact\"" } else { "\"NotOlderThan\"" })
-                    ),
-                ));
+                    FieldErrorKind::NotSupported(given.into()),
+                    "supported values: \"NotOlderThan\" (sendInitialEvents requires setting resourceVersionMatch)",
+                )));
             }
             if send && !self.bookmarks {
                 return forbidden(

@@ -3,11 +3,12 @@
 //! server drops that runtime, and with it every connection and open watch mid-stream, as a
 //! crashed apiserver would.
 
+use crate::event_rules;
 use crate::list;
 use crate::params::{ListOptions, Query};
 use crate::patch::{merge, strategic_unsupported};
 use crate::resource::{route, Kind, Route, View};
-use crate::status::ApiError;
+use crate::status::{ApiError, FieldError, FieldErrorKind};
 use crate::store::{rv_of, Shared, Store};
 use crate::watch::{self, Filter};
 use crate::RecordedRequest;
@@ -232,14 +233,9 @@ fn create_event(shared: &Arc<Shared>, route: &Route, body: &[u8], form: Form) ->
             Some(name) => name.to_string(),
             None => {
                 let Some(prefix) = object["metadata"].get("generateName").and_then(Value::as_str) else {
-                    return Err(ApiError::invalid(
-                        view.group(),
-                        view.object_kind(),
-                        "",
-                        "metadata.name",
-                        "FieldValueRequired",
-                        "name or generateName is required",
-                    ));
+                    let error =
+                        FieldError::new("metadata.name", FieldErrorKind::Required, "name or generateName is required");
+                    return Err(ApiError::invalid(view.group(), view.object_kind(), "", &[error]));
                 };
                 let mut name = prefix.to_string();
                 let uid = store.uid();
@@ -254,6 +250,10 @@ fn create_event(shared: &Arc<Shared>, route: &Route, body: &[u8], form: Form) ->
         };
         object["metadata"]["name"] = json!(name);
         let stored = view.to_stored(&object);
+        let errors = event_rules::validate_create(&stored, view == View::EventsV1);
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(view.group(), view.object_kind(), &name, &errors));
+        }
         store.create(Kind::Event, stored).map_err(|_| ApiError::already_exists(view, &name))
     })?;
     Ok(json_response(201, &form.output(view, &created)))
@@ -350,17 +350,22 @@ fn patch(
             // The pod's status is its own subresource; the main resource keeps it.
             restore(&mut merged, &current, "status");
             if merged["spec"] != current["spec"] {
-                return Err(ApiError::invalid(
-                    "",
-                    "Pod",
-                    name,
+                let error = FieldError::new(
                     "spec",
-                    "FieldValueForbidden",
+                    FieldErrorKind::Forbidden,
                     "pod updates may not change fields other than `spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations), `spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative) — kube-standin refuses any change of spec",
-                ));
+                );
+                return Err(ApiError::invalid("", "Pod", name, &[error]));
             }
         }
-        let updated = store.update(view.kind(), view.to_stored(&merged));
+        let new = view.to_stored(&merged);
+        if view.kind() == Kind::Event {
+            let errors = event_rules::validate_update(&new, &stored, view == View::EventsV1);
+            if !errors.is_empty() {
+                return Err(ApiError::invalid(view.group(), view.object_kind(), name, &errors));
+            }
+        }
+        let updated = store.update(view.kind(), new);
         debug_assert!(rv_of(&updated) >= rv_of(&stored));
         Ok(updated)
     })?;

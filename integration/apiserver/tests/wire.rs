@@ -206,12 +206,32 @@ fn event_creation_rules() {
     for (path, body, code) in cases {
         assert_eq!(send(&api, "POST", path, json, body).0, code, "{body}");
     }
+    // The apiserver's event validation: the legacy rules for every event, the strict ones
+    // through events.k8s.io/v1.
+    let mismatch = r#"{"metadata":{"name":"e"},"involvedObject":{"kind":"Pod","name":"p","namespace":"blue"}}"#;
+    let (code, body) = send(&api, "POST", core, json, mismatch);
+    assert_eq!(code, 422);
+    let want =
+        r#"Event "e" is invalid: involvedObject.namespace: Invalid value: "blue": does not match event.namespace"#;
+    assert_eq!(body["message"], want);
+    let bare = r#"{"metadata":{"name":"e"},"regarding":{"kind":"Pod","name":"p","namespace":"red"},"reason":"R","eventTime":"2024-01-01T00:00:00.000000Z"}"#;
+    let (code, body) = send(&api, "POST", v1, json, bare);
+    assert_eq!(code, 422);
+    let want = concat!(
+        r#"Event.events.k8s.io "e" is invalid: [reportingController: Required value, "#,
+        r#"reportingController: Invalid value: "": name part must be non-empty, reportingInstance: Required value, "#,
+        r#"action: Required value, type: Invalid value: "": has invalid value: ]"#
+    );
+    assert_eq!(body["message"], want);
+    let first_cause =
+        json!({"reason": "FieldValueRequired", "message": "Required value", "field": "reportingController"});
+    assert_eq!(body["details"]["causes"][0], first_cause);
     let (code, made) = send(
         &api,
         "POST",
         core,
         json,
-        r#"{"metadata":{"generateName":"p."},"reason":"R","message":"m","involvedObject":{"kind":"Pod","name":"p"}}"#,
+        r#"{"metadata":{"generateName":"p."},"reason":"R","message":"m","involvedObject":{"kind":"Pod","name":"p","namespace":"red"}}"#,
     );
     assert_eq!(code, 201);
     let name = made["metadata"]["name"].as_str().unwrap();
@@ -221,7 +241,11 @@ fn event_creation_rules() {
         "POST",
         v1,
         json,
-        r#"{"metadata":{"name":"x"},"reason":"R","note":"n","regarding":{"kind":"Pod","name":"p"}}"#,
+        concat!(
+            r#"{"metadata":{"name":"x"},"reason":"R","note":"n","regarding":{"kind":"Pod","name":"p","namespace":"red"},"#,
+            r#""eventTime":"2024-01-01T00:00:00.000000Z","reportingController":"braid-install","#,
+            r#""reportingInstance":"node-1","action":"Check","type":"Warning"}"#
+        ),
     );
     assert_eq!((code, made["apiVersion"].as_str(), made["note"].as_str()), (201, Some("events.k8s.io/v1"), Some("n")));
     let (_, as_core) = get(&api, &format!("{core}/x"));
