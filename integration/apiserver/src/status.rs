@@ -91,11 +91,6 @@ impl ApiError {
         Self::new(422, "Invalid", message, Some(details))
     }
 
-    /// 422 for list/watch options (`ListOptions.meta.k8s.io "" is invalid: …`).
-    pub fn invalid_list_options(error: FieldError) -> Self {
-        Self::invalid("meta.k8s.io", "ListOptions", "", &[error])
-    }
-
     /// 401, as the apiserver answers a request no authenticator accepted.
     pub fn unauthorized() -> Self {
         Self::new(401, "Unauthorized", "Unauthorized".into(), None)

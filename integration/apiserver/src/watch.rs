@@ -137,7 +137,11 @@ pub(crate) fn start(shared: &Arc<Shared>, store: &mut Store, filter: Filter, wha
     match (filter.opts.send_initial_events, filter.opts.rv) {
         (Some(true), _) => {
             initial(&mut pending);
-            pending.push_back(line(&filter.bookmark(current, true)));
+            // The end of the initial events is a bookmark, sent only to a client that takes
+            // bookmarks (the cacher's isListWatchRequest).
+            if filter.opts.bookmarks {
+                pending.push_back(line(&filter.bookmark(current, true)));
+            }
         }
         (None, Rv::Unset | Rv::Any) => initial(&mut pending),
         (Some(false), Rv::Unset | Rv::Any) => {}

@@ -63,7 +63,7 @@ fn list_options_are_validated_as_the_apiserver_does() {
         format!("{NADS}?resourceVersion={rv}&resourceVersionMatch=Sometimes"),
         format!("{NADS}?sendInitialEvents=true&resourceVersionMatch=NotOlderThan"),
         format!("{NADS}?watch=true&resourceVersion={rv}&resourceVersionMatch=NotOlderThan"),
-        format!("{NADS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"),
+        format!("{NADS}?watch=true&sendInitialEvents=true&resourceVersionMatch=Exact"),
         format!("{NADS}?watch=true&sendInitialEvents=true&allowWatchBookmarks=true"),
     ];
     for path in invalid {
@@ -71,6 +71,14 @@ fn list_options_are_validated_as_the_apiserver_does() {
         assert_eq!((code, body["reason"].as_str()), (422, Some("Invalid")), "{path}: {body}");
         assert!(body["message"].as_str().unwrap().starts_with("ListOptions.meta.k8s.io \"\" is invalid: "), "{body}");
     }
+    // Every violation, in the apiserver's order and words.
+    let (_, body) = get(&api, &format!("{NADS}?resourceVersionMatch=Sometimes&continue=x"));
+    let want = concat!(
+        r#"ListOptions.meta.k8s.io "" is invalid: [resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided, "#,
+        r#"resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided, "#,
+        r#"resourceVersionMatch: Unsupported value: "Sometimes": supported values: "Exact", "NotOlderThan", ""]"#
+    );
+    assert_eq!(body["message"], want);
     let bad = [
         format!("{NADS}?resourceVersion=abc"),
         format!("{NADS}?limit=x"),
