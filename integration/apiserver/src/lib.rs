@@ -133,9 +133,7 @@ impl Snapshot<'_> {
     /// Every event, as a `v1` Event (`involvedObject`, `message`, `count`…), whichever group
     /// it was created through, in the order they were created.
     pub fn events(&self) -> Vec<&Value> {
-        let mut events: Vec<&Value> = self.store.all(Kind::Event).collect();
-        events.sort_by_key(|e| store::rv_of(e));
-        events
+        self.store.by_creation(Kind::Event)
     }
 
     /// Every request so far, in the order received.
