@@ -30,6 +30,7 @@
 // Test support: a misused helper (deleting what is not there) fails the test loudly.
 #![allow(clippy::panic)]
 
+mod event_rules;
 mod list;
 mod params;
 mod patch;
@@ -79,6 +80,8 @@ pub struct RecordedRequest {
     pub query: String,
     /// The `Content-Type` header, if any.
     pub content_type: Option<String>,
+    /// The `Accept` header, if any (`…;as=PartialObjectMetadata…` asks for metadata only).
+    pub accept: Option<String>,
     /// The body, as text.
     pub body: String,
 }
@@ -130,9 +133,7 @@ impl Snapshot<'_> {
     /// Every event, as a `v1` Event (`involvedObject`, `message`, `count`…), whichever group
     /// it was created through, in the order they were created.
     pub fn events(&self) -> Vec<&Value> {
-        let mut events: Vec<&Value> = self.store.all(Kind::Event).collect();
-        events.sort_by_key(|e| store::rv_of(e));
-        events
+        self.store.by_creation(Kind::Event)
     }
 
     /// Every request so far, in the order received.
@@ -163,7 +164,7 @@ impl StandIn {
     pub fn start_with(options: Options) -> io::Result<StandIn> {
         let token = options.token.unwrap_or_else(|| {
             let mut state = store::seed();
-            format!("{:016x}{:016x}", splitmix(&mut state), splitmix(&mut state))
+            format!("{:016x}{:016x}", store::next_random(&mut state), store::next_random(&mut state))
         });
         let shared = Arc::new(Shared::new(token, options.bookmark_interval));
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
@@ -403,12 +404,4 @@ fn set_annotations(object: &mut Value, annotations: &[(&str, &str)]) {
 fn describe(object: &Value) -> String {
     let (ns, name) = store::key_of(object);
     format!("{} {ns}/{name}", object["kind"].as_str().unwrap_or("object"))
-}
-
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }

@@ -47,7 +47,14 @@ fn list_key(object: &Value, across_namespaces: bool) -> String {
     }
 }
 
-pub(crate) fn list(store: &Store, view: View, namespace: Option<&str>, opts: &ListOptions) -> Result<Value, ApiError> {
+/// The list, or with `metadata_only` a `PartialObjectMetadataList`.
+pub(crate) fn list(
+    store: &Store,
+    view: View,
+    namespace: Option<&str>,
+    opts: &ListOptions,
+    metadata_only: bool,
+) -> Result<Value, ApiError> {
     let current = store.rv();
     let too_large = |asked: u64| ApiError::too_large_resource_version(asked, current);
     // Which snapshot, from which key, how many.
@@ -112,6 +119,9 @@ pub(crate) fn list(store: &Store, view: View, namespace: Option<&str>, opts: &Li
     let items: Vec<Value> = matching
         .into_iter()
         .map(|(_, mut o)| {
+            if metadata_only {
+                return crate::resource::partial(&o);
+            }
             if view.items_typed() {
                 if let Some(m) = o.as_object_mut() {
                     m.remove("apiVersion");
@@ -121,9 +131,14 @@ pub(crate) fn list(store: &Store, view: View, namespace: Option<&str>, opts: &Li
             o
         })
         .collect();
+    let (api_version, kind) = if metadata_only {
+        ("meta.k8s.io/v1", "PartialObjectMetadataList".to_string())
+    } else {
+        (view.api_version(), view.list_kind())
+    };
     Ok(json!({
-        "apiVersion": view.api_version(),
-        "kind": view.list_kind(),
+        "apiVersion": api_version,
+        "kind": kind,
         "metadata": metadata,
         "items": items,
     }))

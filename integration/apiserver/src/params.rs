@@ -3,7 +3,7 @@
 
 use crate::resource::View;
 use crate::select::{FieldSelector, LabelSelector};
-use crate::status::ApiError;
+use crate::status::{ApiError, FieldError, FieldErrorKind};
 
 /// A decoded query string.
 pub(crate) struct Query(Vec<(String, String)>);
@@ -86,87 +86,102 @@ pub(crate) fn parse_rv(raw: Option<&str>) -> Result<Rv, ApiError> {
     }
 }
 
+/// field.NotSupported's detail: the supported values, quoted.
+fn supported(values: &[&str]) -> String {
+    let quoted: Vec<String> = values.iter().map(|v| format!("\"{v}\"")).collect();
+    format!("supported values: {}", quoted.join(", "))
+}
+
 impl ListOptions {
     pub fn parse(query: &Query, view: View) -> Result<Self, ApiError> {
+        // Decoding first (a 400 for a malformed value), then validation (422), then the
+        // resourceVersion, which the storage parses (400).
         let watch = query.bool("watch")?.unwrap_or(false);
-        let rv = parse_rv(query.get("resourceVersion"))?;
-        let rv_match = match query.get("resourceVersionMatch") {
-            None => None,
-            Some("NotOlderThan") => Some(RvMatch::NotOlderThan),
-            Some("Exact") => Some(RvMatch::Exact),
-            Some(other) => {
-                return Err(ApiError::invalid_list_options(
-                    "resourceVersionMatch",
-                    "FieldValueNotSupported",
-                    &format!("\"{other}\": supported values: \"Exact\", \"NotOlderThan\""),
-                ))
-            }
-        };
         let limit = query.number("limit")?.filter(|l| *l > 0).map(i64::unsigned_abs);
         let timeout_seconds = query.number("timeoutSeconds")?.filter(|t| *t > 0).map(i64::unsigned_abs);
-        let options = ListOptions {
+        let bookmarks = query.bool("allowWatchBookmarks")?.unwrap_or(false);
+        let send_initial_events = query.bool("sendInitialEvents")?;
+        let raw_rv = query.get("resourceVersion");
+        let raw_match = query.get("resourceVersionMatch");
+        let continue_token = query.get("continue").map(String::from);
+        let errors = if watch {
+            watch_errors(raw_match, send_initial_events, continue_token.is_some())
+        } else {
+            list_errors(raw_rv, raw_match, send_initial_events, continue_token.is_some())
+        };
+        if !errors.is_empty() {
+            return Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", &errors));
+        }
+        let rv_match = match raw_match {
+            Some("Exact") => Some(RvMatch::Exact),
+            Some(_) => Some(RvMatch::NotOlderThan),
+            None => None,
+        };
+        Ok(ListOptions {
             watch,
-            rv,
+            rv: parse_rv(raw_rv)?,
             rv_match,
             limit,
-            continue_token: query.get("continue").map(String::from),
+            continue_token,
             labels: LabelSelector::parse(query.get("labelSelector").unwrap_or_default())?,
             fields: FieldSelector::parse(query.get("fieldSelector").unwrap_or_default(), view)?,
-            bookmarks: query.bool("allowWatchBookmarks")?.unwrap_or(false),
+            bookmarks,
             timeout_seconds,
-            send_initial_events: query.bool("sendInitialEvents")?,
-        };
-        options.validate()?;
-        Ok(options)
+            send_initial_events,
+        })
     }
+}
 
-    /// metainternalversion validation.ValidateListOptions.
-    fn validate(&self) -> Result<(), ApiError> {
-        let forbidden = |field, detail| Err(ApiError::invalid_list_options(field, "FieldValueForbidden", detail));
-        if let Some(send) = self.send_initial_events {
-            if !self.watch {
-                return forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list");
-            }
-            if self.rv_match != Some(RvMatch::NotOlderThan) {
-                return Err(ApiError::invalid_list_options(
-                    "resourceVersionMatch",
-                    "FieldValueNotSupported",
-                    &format!(
-                        "{}: supported values: \"NotOlderThan\" (sendInitialEvents requires setting resourceVersionMatch)",
-                        self.rv_match.map_or("\"\"", |m| if m == RvMatch::Exact { "\"Exact\"" } else { "\"NotOlderThan\"" })
-                    ),
-                ));
-            }
-            if send && !self.bookmarks {
-                return forbidden(
-                    "allowWatchBookmarks",
-                    "allowWatchBookmarks must be true when sendInitialEvents is true",
-                );
-            }
-            return Ok(());
+fn forbidden(field: &str, detail: &str) -> FieldError {
+    FieldError::new(field, FieldErrorKind::Forbidden, detail)
+}
+
+/// ValidateListOptions for a list (metainternalversion/validation).
+fn list_errors(rv: Option<&str>, rv_match: Option<&str>, send_initial: Option<bool>, cont: bool) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if let Some(m) = rv_match {
+        let field = "resourceVersionMatch";
+        if rv.is_none() {
+            errors.push(forbidden(field, "resourceVersionMatch is forbidden unless resourceVersion is provided"));
         }
-        if self.watch {
-            if self.rv_match.is_some() {
-                return forbidden(
-                    "resourceVersionMatch",
-                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
-                );
-            }
-            return Ok(());
+        if cont {
+            errors.push(forbidden(field, "resourceVersionMatch is forbidden when continue is provided"));
         }
-        match (self.rv_match, self.rv) {
-            (Some(_), Rv::Unset) => forbidden(
-                "resourceVersionMatch",
-                "resourceVersionMatch is forbidden unless resourceVersion is provided",
-            ),
-            (Some(RvMatch::Exact), Rv::Any) => forbidden(
-                "resourceVersionMatch",
-                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
-            ),
-            (Some(_), _) if self.continue_token.is_some() => {
-                forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided")
-            }
-            _ => Ok(()),
+        if m != "Exact" && m != "NotOlderThan" {
+            let kind = FieldErrorKind::NotSupported(format!("\"{m}\""));
+            errors.push(FieldError::new(field, kind, supported(&["Exact", "NotOlderThan", ""])));
+        }
+        if m == "Exact" && rv == Some("0") {
+            errors.push(forbidden(field, "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
         }
     }
+    if send_initial.is_some() {
+        errors.push(forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"));
+    }
+    errors
+}
+
+/// validateWatchOptions (the WatchList feature on, as kube-runtime's streaming lists need).
+fn watch_errors(rv_match: Option<&str>, send_initial: Option<bool>, cont: bool) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let field = "resourceVersionMatch";
+    if send_initial.is_some() && rv_match != Some("NotOlderThan") {
+        errors.push(forbidden(field, "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
+    }
+    if let Some(m) = rv_match {
+        if send_initial.is_none() {
+            errors.push(forbidden(
+                field,
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
+        }
+        if m != "NotOlderThan" {
+            let kind = FieldErrorKind::NotSupported(format!("\"{m}\""));
+            errors.push(FieldError::new(field, kind, supported(&["NotOlderThan"])));
+        }
+        if cont {
+            errors.push(forbidden(field, "resourceVersionMatch is forbidden when continue is provided"));
+        }
+    }
+    errors
 }

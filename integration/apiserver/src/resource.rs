@@ -177,11 +177,7 @@ impl View {
     /// The stored (`v1`) form of an object as this view serves it.
     pub fn to_view(self, stored: &Value) -> Value {
         match self {
-            View::EventsV1 => rename(
-                stored,
-                |core| EVENT_FIELDS.iter().find(|(c, _)| *c == core).map(|(_, v1)| (*v1).to_string()),
-                self,
-            ),
+            View::EventsV1 => rename_event(stored, false),
             _ => stored.clone(),
         }
     }
@@ -189,41 +185,51 @@ impl View {
     /// An object in this view's form, as it is stored.
     pub fn to_stored(self, viewed: &Value) -> Value {
         match self {
-            View::EventsV1 => rename(
-                viewed,
-                |v1| EVENT_FIELDS.iter().find(|(_, v)| *v == v1).map(|(core, _)| (*core).to_string()),
-                View::CoreEvent,
-            ),
+            View::EventsV1 => rename_event(viewed, true),
             _ => viewed.clone(),
         }
     }
 }
 
-/// Renames an event's top-level fields; `apiVersion` and `kind` become `into`'s, and a field
-/// the other form does not have is dropped (as the Go conversion drops it).
-fn rename(object: &Value, map: impl Fn(&str) -> Option<String>, into: View) -> Value {
+/// Fields both forms of an event name alike.
+const EVENT_FIELDS_ALIKE: [&str; 8] =
+    ["metadata", "series", "related", "eventTime", "action", "reason", "type", "reportingInstance"];
+
+/// Converts an event between the `v1` form and the `events.k8s.io/v1` one (`into_core`: to
+/// `v1`); `apiVersion` and `kind` become the target's, and a field the target does not have is
+/// dropped (as the Go conversion drops it).
+fn rename_event(object: &Value, into_core: bool) -> Value {
     let Value::Object(fields) = object else { return object.clone() };
     let mut out = Map::new();
     for (key, value) in fields {
-        if key == "metadata"
-            || key == "series"
-            || key == "related"
-            || key == "eventTime"
-            || key == "action"
-            || key == "reason"
-            || key == "type"
-            || key == "reportingInstance"
-        {
-            out.insert(key.clone(), value.clone());
-        } else if let Some(renamed) = map(key) {
-            out.insert(renamed, value.clone());
+        let renamed = if EVENT_FIELDS_ALIKE.contains(&key.as_str()) {
+            Some(key.as_str())
+        } else if into_core {
+            EVENT_FIELDS.iter().find(|(_, v1)| v1 == key).map(|(core, _)| *core)
+        } else {
+            EVENT_FIELDS.iter().find(|(core, _)| core == key).map(|(_, v1)| *v1)
+        };
+        if let Some(renamed) = renamed {
+            out.insert(renamed.to_string(), value.clone());
         }
     }
+    let into = if into_core { View::CoreEvent } else { View::EventsV1 };
     if fields.contains_key("apiVersion") || fields.contains_key("kind") {
         out.insert("apiVersion".into(), Value::String(into.api_version().into()));
         out.insert("kind".into(), Value::String(into.object_kind().into()));
     }
     Value::Object(out)
+}
+
+/// An object as a client asking for `as=PartialObjectMetadata` (kube's `get_metadata`,
+/// `list_metadata`, `metadata_watcher`) gets it: its metadata only, as
+/// `meta.k8s.io/v1` `PartialObjectMetadata` (the apiserver's `asPartialObjectMetadata`).
+pub(crate) fn partial(object: &Value) -> Value {
+    serde_json::json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": object.get("metadata").cloned().unwrap_or_else(|| Value::Object(Map::new())),
+    })
 }
 
 /// A request path taken apart.

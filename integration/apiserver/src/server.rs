@@ -3,11 +3,12 @@
 //! server drops that runtime, and with it every connection and open watch mid-stream, as a
 //! crashed apiserver would.
 
+use crate::event_rules;
 use crate::list;
 use crate::params::{ListOptions, Query};
 use crate::patch::{merge, strategic_unsupported};
 use crate::resource::{route, Kind, Route, View};
-use crate::status::ApiError;
+use crate::status::{ApiError, FieldError, FieldErrorKind};
 use crate::store::{rv_of, Shared, Store};
 use crate::watch::{self, Filter};
 use crate::RecordedRequest;
@@ -91,13 +92,17 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     let body = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
     let path = parts.uri.path().to_string();
     let raw_query = parts.uri.query().unwrap_or_default().to_string();
-    let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(String::from);
+    let header_of =
+        |name| parts.headers.get(name).and_then(|v: &header::HeaderValue| v.to_str().ok()).map(String::from);
+    let content_type = header_of(header::CONTENT_TYPE);
+    let accept = header_of(header::ACCEPT);
     shared.write(|store| {
         store.requests.push(RecordedRequest {
             method: parts.method.to_string(),
             path: path.clone(),
             query: raw_query.clone(),
             content_type: content_type.clone(),
+            accept: accept.clone(),
             body: String::from_utf8_lossy(&body).into_owned(),
         })
     });
@@ -108,35 +113,61 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         return ApiError::no_such_resource().into_response();
     };
     let query = Query::parse(&raw_query);
+    let form = Form { metadata_only: accept.as_deref().is_some_and(|a| a.contains("as=PartialObjectMetadata")) };
     let what = if raw_query.is_empty() { path.clone() } else { format!("{path}?{raw_query}") };
     let result = match (&parts.method, route.name.as_deref()) {
-        (&Method::GET, None) => collection(&shared, &route, &query, what),
-        (&Method::GET, Some(name)) => get(&shared.lock(), &route, name, &query),
+        (&Method::GET, None) => collection(&shared, &route, &query, form, what),
+        (&Method::GET, Some(name)) => get(&shared.lock(), &route, name, &query, form),
         (&Method::POST, None) if route.view.kind() == Kind::Event && route.namespace.is_some() => {
-            create_event(&shared, &route, &body)
+            create_event(&shared, &route, &body, form)
         }
         (&Method::PATCH, Some(name)) if route.view.kind() != Kind::Nad => {
-            patch(&shared, &route, name, content_type.as_deref(), &body)
+            patch(&shared, &route, name, content_type.as_deref(), &body, form)
         }
         _ => Err(ApiError::method_not_allowed()),
     };
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
+/// The form the client asked for in `Accept`.
+#[derive(Clone, Copy)]
+struct Form {
+    metadata_only: bool,
+}
+
+impl Form {
+    /// An object of `view`, as stored, in this form.
+    fn output(self, view: View, stored: &Value) -> Value {
+        let viewed = view.to_view(stored);
+        if self.metadata_only {
+            crate::resource::partial(&viewed)
+        } else {
+            viewed
+        }
+    }
+}
+
 /// List or watch.
-fn collection(shared: &Arc<Shared>, route: &Route, query: &Query, what: String) -> Result<Response, ApiError> {
+fn collection(
+    shared: &Arc<Shared>,
+    route: &Route,
+    query: &Query,
+    form: Form,
+    what: String,
+) -> Result<Response, ApiError> {
     let opts = ListOptions::parse(query, route.view)?;
     if opts.watch {
-        let filter = Filter { view: route.view, namespace: route.namespace.clone(), opts };
+        let metadata_only = form.metadata_only;
+        let filter = Filter { view: route.view, namespace: route.namespace.clone(), opts, metadata_only };
         let watch = shared.write(|store| watch::start(shared, store, filter, what));
         let headers = [(header::CONTENT_TYPE, "application/json")];
         return Ok((StatusCode::OK, headers, watch.into_body()).into_response());
     }
-    let list = list::list(&shared.lock(), route.view, route.namespace.as_deref(), &opts)?;
+    let list = list::list(&shared.lock(), route.view, route.namespace.as_deref(), &opts, form.metadata_only)?;
     Ok(json_response(200, &list))
 }
 
-fn get(store: &Store, route: &Route, name: &str, query: &Query) -> Result<Response, ApiError> {
+fn get(store: &Store, route: &Route, name: &str, query: &Query, form: Form) -> Result<Response, ApiError> {
     if query.bool("watch")?.unwrap_or(false) {
         return Err(ApiError::bad_request(
             "kube-standin does not implement watching one object by its path; watch the collection with fieldSelector=metadata.name=NAME".into(),
@@ -144,7 +175,7 @@ fn get(store: &Store, route: &Route, name: &str, query: &Query) -> Result<Respon
     }
     let ns = route.namespace.as_deref().unwrap_or_default();
     let object = store.get(route.view.kind(), ns, name).ok_or_else(|| ApiError::not_found(route.view, name))?;
-    Ok(json_response(200, &route.view.to_view(object)))
+    Ok(json_response(200, &form.output(route.view, object)))
 }
 
 fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
@@ -164,7 +195,7 @@ const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 /// POST of an Event (either group). The apiserver's create: the body's group version and
 /// namespace must agree with the URL's, a name or generateName is required, the server sets
 /// uid, resourceVersion and creationTimestamp, 409 if the name is taken, 201 with the object.
-fn create_event(shared: &Arc<Shared>, route: &Route, body: &[u8]) -> Result<Response, ApiError> {
+fn create_event(shared: &Arc<Shared>, route: &Route, body: &[u8], form: Form) -> Result<Response, ApiError> {
     let view = route.view;
     let ns = route.namespace.clone().unwrap_or_default();
     let mut object = parse_body(body)?;
@@ -202,14 +233,9 @@ fn create_event(shared: &Arc<Shared>, route: &Route, body: &[u8]) -> Result<Resp
             Some(name) => name.to_string(),
             None => {
                 let Some(prefix) = object["metadata"].get("generateName").and_then(Value::as_str) else {
-                    return Err(ApiError::invalid(
-                        view.group(),
-                        view.object_kind(),
-                        "",
-                        "metadata.name",
-                        "FieldValueRequired",
-                        "name or generateName is required",
-                    ));
+                    let error =
+                        FieldError::new("metadata.name", FieldErrorKind::Required, "name or generateName is required");
+                    return Err(ApiError::invalid(view.group(), view.object_kind(), "", &[error]));
                 };
                 let mut name = prefix.to_string();
                 let uid = store.uid();
@@ -224,9 +250,13 @@ fn create_event(shared: &Arc<Shared>, route: &Route, body: &[u8]) -> Result<Resp
         };
         object["metadata"]["name"] = json!(name);
         let stored = view.to_stored(&object);
+        let errors = event_rules::validate_create(&stored, view == View::EventsV1);
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(view.group(), view.object_kind(), &name, &errors));
+        }
         store.create(Kind::Event, stored).map_err(|_| ApiError::already_exists(view, &name))
     })?;
-    Ok(json_response(201, &view.to_view(&created)))
+    Ok(json_response(201, &form.output(view, &created)))
 }
 
 const PATCH_TYPES: &str = "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
@@ -238,6 +268,7 @@ fn patch(
     name: &str,
     content_type: Option<&str>,
     body: &[u8],
+    form: Form,
 ) -> Result<Response, ApiError> {
     let view = route.view;
     let mime = content_type.and_then(|c| c.split(';').next()).map(str::trim).unwrap_or_default();
@@ -319,21 +350,26 @@ fn patch(
             // The pod's status is its own subresource; the main resource keeps it.
             restore(&mut merged, &current, "status");
             if merged["spec"] != current["spec"] {
-                return Err(ApiError::invalid(
-                    "",
-                    "Pod",
-                    name,
+                let error = FieldError::new(
                     "spec",
-                    "FieldValueForbidden",
+                    FieldErrorKind::Forbidden,
                     "pod updates may not change fields other than `spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations), `spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative) — kube-standin refuses any change of spec",
-                ));
+                );
+                return Err(ApiError::invalid("", "Pod", name, &[error]));
             }
         }
-        let updated = store.update(view.kind(), view.to_stored(&merged));
+        let new = view.to_stored(&merged);
+        if view.kind() == Kind::Event {
+            let errors = event_rules::validate_update(&new, &stored, view == View::EventsV1);
+            if !errors.is_empty() {
+                return Err(ApiError::invalid(view.group(), view.object_kind(), name, &errors));
+            }
+        }
+        let updated = store.update(view.kind(), new);
         debug_assert!(rv_of(&updated) >= rv_of(&stored));
         Ok(updated)
     })?;
-    Ok(json_response(200, &view.to_view(&updated)))
+    Ok(json_response(200, &form.output(view, &updated)))
 }
 
 /// Sets `field` of `to` to that of `from`, or removes it when `from` has none.

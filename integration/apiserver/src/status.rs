@@ -73,30 +73,22 @@ impl ApiError {
         Self::new(400, "BadRequest", message, None)
     }
 
-    /// 422 for a field that fails validation, in the shape of a `field.ErrorList`.
-    pub fn invalid(group: &str, kind: &str, name: &str, field: &str, cause_reason: &str, detail: &str) -> Self {
-        let short = match cause_reason {
-            "FieldValueForbidden" => "Forbidden",
-            "FieldValueNotSupported" => "Unsupported value",
-            "FieldValueRequired" => "Required value",
-            _ => "Invalid value",
-        };
+    /// 422 for fields that fail validation, in the shape of an aggregated `field.ErrorList`:
+    /// `Kind.group "name" is invalid: <error>`, or `[<error>, <error>]` for several.
+    pub fn invalid(group: &str, kind: &str, name: &str, errors: &[FieldError]) -> Self {
         let qualified = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
-        let message = format!("{qualified} \"{name}\" is invalid: {field}: {short}: {detail}");
-        let mut details = json!({
-            "name": name,
-            "kind": kind,
-            "causes": [{ "reason": cause_reason, "message": format!("{short}: {detail}"), "field": field }],
-        });
+        let all: Vec<String> = errors.iter().map(|e| format!("{}: {}", e.field, e.body())).collect();
+        let listed = if all.len() == 1 { all.concat() } else { format!("[{}]", all.join(", ")) };
+        let message = format!("{qualified} \"{name}\" is invalid: {listed}");
+        let causes: Vec<Value> = errors
+            .iter()
+            .map(|e| json!({ "reason": e.kind.reason(), "message": e.body(), "field": e.field }))
+            .collect();
+        let mut details = json!({ "name": name, "kind": kind, "causes": causes });
         if !group.is_empty() {
             details["group"] = json!(group);
         }
         Self::new(422, "Invalid", message, Some(details))
-    }
-
-    /// 422 for list/watch options (`ListOptions.meta.k8s.io "" is invalid: …`).
-    pub fn invalid_list_options(field: &str, cause_reason: &str, detail: &str) -> Self {
-        Self::invalid("meta.k8s.io", "ListOptions", "", field, cause_reason, detail)
     }
 
     /// 401, as the apiserver answers a request no authenticator accepted.
@@ -128,5 +120,56 @@ impl ApiError {
             "retryAfterSeconds": 1,
         });
         Self::new(504, "Timeout", message, Some(details))
+    }
+}
+
+/// The kind of a field error (k8s.io/apimachinery/pkg/util/validation/field).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum FieldErrorKind {
+    Required,
+    Forbidden,
+    /// The value, printed.
+    Invalid(String),
+    /// The value, printed.
+    NotSupported(String),
+}
+
+impl FieldErrorKind {
+    fn reason(&self) -> &'static str {
+        match self {
+            FieldErrorKind::Required => "FieldValueRequired",
+            FieldErrorKind::Forbidden => "FieldValueForbidden",
+            FieldErrorKind::Invalid(_) => "FieldValueInvalid",
+            FieldErrorKind::NotSupported(_) => "FieldValueNotSupported",
+        }
+    }
+}
+
+/// One field that failed validation.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct FieldError {
+    pub field: String,
+    pub kind: FieldErrorKind,
+    pub detail: String,
+}
+
+impl FieldError {
+    pub fn new(field: &str, kind: FieldErrorKind, detail: impl Into<String>) -> Self {
+        FieldError { field: field.to_string(), kind, detail: detail.into() }
+    }
+
+    /// field.Error.ErrorBody: the type, the value where it has one, the detail.
+    fn body(&self) -> String {
+        let head = match &self.kind {
+            FieldErrorKind::Required => "Required value".to_string(),
+            FieldErrorKind::Forbidden => "Forbidden".to_string(),
+            FieldErrorKind::Invalid(value) => format!("Invalid value: {value}"),
+            FieldErrorKind::NotSupported(value) => format!("Unsupported value: {value}"),
+        };
+        if self.detail.is_empty() {
+            head
+        } else {
+            format!("{head}: {}", self.detail)
+        }
     }
 }

@@ -87,6 +87,8 @@ pub(crate) struct Store {
     /// resourceVersions below this are gone (0: nothing compacted yet).
     compacted: u64,
     objects: BTreeMap<Key, Value>,
+    /// The resourceVersion each current object was created at: the order of creation.
+    created: BTreeMap<Key, u64>,
     log: Vec<Arc<Change>>,
     watchers: Vec<Watcher>,
     next_watcher: u64,
@@ -94,8 +96,8 @@ pub(crate) struct Store {
     random: u64,
 }
 
-/// splitmix64: uids need to be unique and look like uids, not be secret.
-fn next_random(state: &mut u64) -> u64 {
+/// splitmix64: uids and tokens need to be unique and look random, not be secret.
+pub(crate) fn next_random(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -126,6 +128,7 @@ impl Store {
             rv: 1,
             compacted: 0,
             objects: BTreeMap::new(),
+            created: BTreeMap::new(),
             log: Vec::new(),
             watchers: Vec::new(),
             next_watcher: 0,
@@ -166,6 +169,18 @@ impl Store {
             .range((kind, String::new(), String::new())..)
             .take_while(move |((k, _, _), _)| *k == kind)
             .map(|(_, v)| v)
+    }
+
+    /// Current objects of a kind, oldest first.
+    pub fn by_creation(&self, kind: Kind) -> Vec<&Value> {
+        let mut all: Vec<(u64, &Value)> = self
+            .objects
+            .iter()
+            .filter(|((k, _, _), _)| *k == kind)
+            .map(|(key, v)| (self.created.get(key).copied().unwrap_or(0), v))
+            .collect();
+        all.sort_by_key(|(created, _)| *created);
+        all.into_iter().map(|(_, v)| v).collect()
     }
 
     /// The objects of a kind as they were at `rv` (rebuilt from the history), or `None` when
@@ -259,7 +274,9 @@ impl Store {
         let key = (kind, key.0, key.1);
         if typ == ChangeType::Deleted {
             self.objects.remove(&key);
+            self.created.remove(&key);
         } else {
+            self.created.entry(key.clone()).or_insert(self.rv);
             self.objects.insert(key, object.clone());
         }
         let change = Arc::new(Change { rv: self.rv, kind, typ, object, prev });

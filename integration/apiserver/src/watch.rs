@@ -27,6 +27,8 @@ pub(crate) struct Filter {
     pub view: View,
     pub namespace: Option<String>,
     pub opts: ListOptions,
+    /// Objects as `PartialObjectMetadata` (the client asked for metadata only).
+    pub metadata_only: bool,
 }
 
 impl Filter {
@@ -55,7 +57,15 @@ impl Filter {
             }
             (_, None, None) => return None,
         };
-        Some(json!({ "type": typ, "object": object }))
+        Some(json!({ "type": typ, "object": self.output(object) }))
+    }
+
+    fn output(&self, object: Value) -> Value {
+        if self.metadata_only {
+            crate::resource::partial(&object)
+        } else {
+            object
+        }
     }
 
     /// A BOOKMARK: only the kind and the resourceVersion the client may resume from.
@@ -64,10 +74,9 @@ impl Filter {
         if initial_events_end {
             metadata["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
         }
-        json!({
-            "type": "BOOKMARK",
-            "object": { "kind": self.view.object_kind(), "apiVersion": self.view.api_version(), "metadata": metadata },
-        })
+        let object =
+            json!({ "kind": self.view.object_kind(), "apiVersion": self.view.api_version(), "metadata": metadata });
+        json!({ "type": "BOOKMARK", "object": self.output(object) })
     }
 }
 
@@ -122,13 +131,17 @@ pub(crate) fn start(shared: &Arc<Shared>, store: &mut Store, filter: Filter, wha
     let mut seen = current;
     let initial = |pending: &mut VecDeque<Bytes>| {
         for object in store.all(filter.view.kind()).filter_map(|o| filter.matches(o)) {
-            pending.push_back(line(&json!({ "type": "ADDED", "object": object })));
+            pending.push_back(line(&json!({ "type": "ADDED", "object": filter.output(object) })));
         }
     };
     match (filter.opts.send_initial_events, filter.opts.rv) {
         (Some(true), _) => {
             initial(&mut pending);
-            pending.push_back(line(&filter.bookmark(current, true)));
+            // The end of the initial events is a bookmark, sent only to a client that takes
+            // bookmarks (the cacher's isListWatchRequest).
+            if filter.opts.bookmarks {
+                pending.push_back(line(&filter.bookmark(current, true)));
+            }
         }
         (None, Rv::Unset | Rv::Any) => initial(&mut pending),
         (Some(false), Rv::Unset | Rv::Any) => {}
