@@ -125,7 +125,7 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
         }
     }
     say(&format!("written: {0}/results.md, results.csv, budgets.csv, results.svg", out.display()));
-    Ok(verdicts.iter().all(|v| v.holds))
+    Ok(verdicts.iter().all(Verdict::holds))
 }
 
 /// Only the crash run, `kills` SIGKILLs per plugin and mode, its verdicts printed: for long
@@ -143,9 +143,10 @@ fn crash_only_run(kills: usize) -> Result<bool, String> {
     };
     let (_, verdicts) = crash::crash_run(&w, kills)?;
     for v in &verdicts {
-        let _ = writeln!(std::io::stdout(), "{}: {} — {}", v.what, v.measured, if v.holds { "holds" } else { "FAILS" });
+        let _ =
+            writeln!(std::io::stdout(), "{}: {} — {}", v.what, v.measured, if v.holds() { "holds" } else { "FAILS" });
     }
-    Ok(verdicts.iter().all(|v| v.holds))
+    Ok(verdicts.iter().all(Verdict::holds))
 }
 
 /// The plugins' allocator where they have it, so in-process figures (the merge) are what a

@@ -1,7 +1,7 @@
 //! The results: a Markdown table, CSVs and an SVG plot, written to one directory.
 
 use crate::stats::Sample;
-use crate::verdict::Verdict;
+use crate::verdict::{Outcome, Verdict};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
@@ -84,20 +84,39 @@ fn num(v: f64, unit: &str) -> String {
     }
 }
 
+/// The budgets as the report and the README show them: how many hold, and a table.
+fn budget_table(s: &mut String, verdicts: &[Verdict]) {
+    let count = |o: Outcome| verdicts.iter().filter(|v| v.outcome == o).count();
+    let _ = writeln!(
+        s,
+        "{} of {} budgets hold, {} do not, {} unclear. A timed figure is a median with its 95 % \
+         interval; a budget holds when the whole interval is within its limit, does not when the \
+         whole interval is beyond it, and is unclear when the interval straddles the limit after \
+         the most rounds its case runs (docs/bench/NOTES.md).\n",
+        count(Outcome::Holds),
+        verdicts.len(),
+        count(Outcome::Fails),
+        count(Outcome::Unclear)
+    );
+    let _ = writeln!(
+        s,
+        "| budget | measured (median) | interval (rounds) | limit | holds |\n| --- | --- | --- | --- | --- |"
+    );
+    for v in verdicts {
+        let interval = if v.interval.is_empty() { "exact" } else { v.interval.as_str() };
+        let _ = writeln!(s, "| {} | {} | {interval} | {} | {} |", v.what, v.measured, v.budget, v.outcome.word());
+    }
+}
+
 /// The Markdown report: machine, budgets, then every measurement.
 pub fn markdown(machine: &Machine, samples: &[Sample], verdicts: &[Verdict]) -> String {
     let mut s = String::new();
-    let held = verdicts.iter().filter(|v| v.holds).count();
     let _ = writeln!(s, "## Benchmarks\n");
     for l in &machine.lines {
         let _ = writeln!(s, "- {l}");
     }
-    let _ = writeln!(s, "\n{held} of {} budgets hold.\n", verdicts.len());
-    let _ = writeln!(s, "| budget | measured (median) | limit | holds |\n| --- | --- | --- | --- |");
-    for v in verdicts {
-        let _ =
-            writeln!(s, "| {} | {} | {} | {} |", v.what, v.measured, v.budget, if v.holds { "yes" } else { "**NO**" });
-    }
+    s.push('\n');
+    budget_table(&mut s, verdicts);
     let _ = writeln!(s, "\n| benchmark | measured | n | median | p10 – p90 |\n| --- | --- | --- | --- | --- |");
     for x in samples {
         let _ = writeln!(
@@ -141,11 +160,20 @@ pub fn samples_csv(samples: &[Sample]) -> String {
     s
 }
 
-/// One line per budget.
+/// One line per budget: its verdict `holds`, `fails` or `unclear`; its interval empty for a
+/// figure read exactly.
 pub fn budgets_csv(verdicts: &[Verdict]) -> String {
-    let mut s = String::from("budget,measured,limit,holds\n");
+    let mut s = String::from("budget,measured,interval,limit,verdict\n");
     for v in verdicts {
-        let _ = writeln!(s, "{},{},{},{}", csv_field(&v.what), csv_field(&v.measured), csv_field(&v.budget), v.holds);
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{}",
+            csv_field(&v.what),
+            csv_field(&v.measured),
+            csv_field(&v.interval),
+            csv_field(&v.budget),
+            v.outcome.csv()
+        );
     }
     s
 }
@@ -250,19 +278,8 @@ pub fn refresh_readme(readme: &Path, plot: &str, machine: &Machine, verdicts: &[
     for l in &machine.lines {
         let _ = writeln!(section, "- {l}");
     }
-    let held = verdicts.iter().filter(|v| v.holds).count();
-    let _ = writeln!(section, "\n{held} of {} budgets hold.\n", verdicts.len());
-    let _ = writeln!(section, "| budget | measured (median) | limit | holds |\n| --- | --- | --- | --- |");
-    for v in verdicts {
-        let _ = writeln!(
-            section,
-            "| {} | {} | {} | {} |",
-            v.what,
-            v.measured,
-            v.budget,
-            if v.holds { "yes" } else { "**NO**" }
-        );
-    }
+    section.push('\n');
+    budget_table(&mut section, verdicts);
     let _ = writeln!(section, "\n![benchmarks: median and p10–p90 of each measurement]({plot})\n");
     let new = format!("{}{}{}", &text[..a], section, &text[b..]);
     std::fs::write(readme, new)?;
@@ -281,6 +298,8 @@ pub fn write_all(dir: &Path, machine: &Machine, samples: &[Sample], verdicts: &[
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::Estimate;
+    use crate::verdict::Limit;
 
     #[test]
     fn csv_quotes_and_svg_is_closed() {
@@ -291,21 +310,32 @@ mod tests {
         let svg = svg(&[s.clone()]);
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
         assert!(svg.contains("n&lt;1&gt;"));
-        let v = Verdict { what: "w".into(), measured: "m".into(), budget: "b".into(), holds: false };
-        let md = markdown(&Machine { lines: vec!["x".into()] }, &[s], &[v]);
-        assert!(md.contains("0 of 1 budgets hold") && md.contains("**NO**"));
+        let e = |low, value, high| Estimate { value, low, high, rounds: 400 };
+        let v = [
+            Verdict::plain("w", "m", "b", false),
+            Verdict::at_most("x", e(1.01, 1.02, 1.04), Limit::Ratio(1.03)),
+            Verdict::at_most("y", 0.9, Limit::Mb(1.0)),
+        ];
+        let md = markdown(&Machine { lines: vec!["x".into()] }, &[s], &v);
+        assert!(md.contains("1 of 3 budgets hold, 1 do not, 1 unclear."), "{md}");
+        assert!(md.contains("| w | m | exact | b | **NO** |"), "{md}");
+        assert!(md.contains("| x | 1.020 | 1.010 – 1.040 (400 rounds) | ≤ 1.03 | unclear |"), "{md}");
+        let csv = budgets_csv(&v);
+        assert!(csv.starts_with("budget,measured,interval,limit,verdict\nw,m,,b,fails\n"), "{csv}");
+        assert!(csv.contains("x,1.020,1.010 – 1.040 (400 rounds),≤ 1.03,unclear\ny,0.9 MB,,≤ 1 MB,holds\n"), "{csv}");
     }
 
     #[test]
     fn readme_section_is_replaced_between_its_markers_only() {
         let path = std::env::temp_dir().join(format!("braid-readme-{}.md", std::process::id()));
         std::fs::write(&path, "# x\n<!-- bench:start -->\nold\n<!-- bench:end -->\ntail\n").unwrap();
-        let v = Verdict { what: "w".into(), measured: "m".into(), budget: "b".into(), holds: true };
+        let v = Verdict::plain("w", "m", "b", true);
         let m = Machine { lines: vec!["machine: test".into()] };
         assert!(refresh_readme(&path, "docs/bench/results.svg", &m, &[v]).unwrap());
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("# x\n<!-- bench:start -->\n\n- machine: test"));
-        assert!(text.contains("1 of 1 budgets hold") && !text.contains("\nold\n"));
+        assert!(text.contains("1 of 1 budgets hold, 0 do not, 0 unclear.") && !text.contains("\nold\n"));
+        assert!(text.contains("| w | m | exact | b | yes |"));
         assert!(text.ends_with("<!-- bench:end -->\ntail\n"));
         std::fs::write(&path, "no markers").unwrap();
         assert!(!refresh_readme(&path, "p", &m, &[]).unwrap());
