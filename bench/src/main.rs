@@ -98,7 +98,7 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
     if run("status", "STATUS of the delegator as installed, and of the merger") {
         take(latency::status(&w)?);
     }
-    if run("vmtap", "ADD+DEL of a chain with and without vmtap, at 1 and 3 interfaces") {
+    if run("vmtap", "vmtap ADD+DEL at 1 and 8 interfaces, beside deleting one device") {
         take(chains::vmtap_added(&w)?);
     }
     if run("sizes", "binary sizes") {

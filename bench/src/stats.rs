@@ -16,7 +16,7 @@ use std::time::Duration;
 
 /// The error rate a budget's verdict is read at: when the true value is on one side of the
 /// limit, a run says it is on the other with a probability of at most `ALPHA / 2`, whatever
-/// number of looks a comparison takes (each look gets `ALPHA / looks`: Bonferroni).
+/// number of looks a comparison takes (the looks share it: `cases::rounds::Plan::alpha`).
 pub const ALPHA: f64 = 0.05;
 
 /// Repeated measurements of one thing, in milliseconds (or another unit for sizes).

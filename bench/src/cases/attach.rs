@@ -257,7 +257,7 @@ pub fn parallel_attach(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String>
         // budget is decided, further rounds leave out the modes no undecided budget reads.
         let plan = w.plan(
             match n {
-                1 => 150,
+                1 => 300,
                 4 => 100,
                 _ => 60,
             },
