@@ -1,6 +1,8 @@
 //! `braid-bench`: braid's benchmark suite, run by `scripts/bench.sh` as root. Every comparison
 //! is measured side by side and interleaved in one run; results go to a directory as Markdown,
-//! CSV and SVG, with a verdict for each budget.
+//! CSV and SVG, with a verdict for each budget — holds, does not, or unclear, read off the
+//! interval of its figure ([`verdict`], [`stats`]) after as many rounds as its case needs to
+//! decide, up to a cap ([`cases::rounds`]).
 //!
 //! Usage: `braid-bench [--out DIR] [--quick] [--readme README.md] [--only CASE,…]` (quick: a
 //! tenth of the repetitions, for a smoke run; readme: refresh the README's results section;
