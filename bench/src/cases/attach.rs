@@ -2,7 +2,7 @@
 //! selected by the pod's annotation beside configured ones, and in parallel.
 
 use super::rounds::{compare, Check, Stat};
-use super::World;
+use super::{timings, World};
 use crate::run::Call;
 use crate::stats::Sample;
 use crate::verdict::{ms, signed_ms, Limit, Verdict};
@@ -24,15 +24,18 @@ pub fn delegator_overhead(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), Stri
     let delegator = json!({"cniVersion": "1.0.0", "name": "bench", "type": "delegator",
         "stateDir": w.dir.path().join("dstate"), "delegates": [bridge, ptp]});
     let g = "ADD+DEL [bridge, ptp]";
-    let mut samples = vec![
-        Sample::new(g, "called directly", "ms"),
-        Sample::new(g, "through the delegator", "ms"),
-        // The two halves too, to see where a difference comes from.
-        Sample::new(g, "ADD half, directly", "ms"),
-        Sample::new(g, "ADD half, delegator", "ms"),
-        Sample::new(g, "DEL half, directly", "ms"),
-        Sample::new(g, "DEL half, delegator", "ms"),
-    ];
+    // The two halves too, to see where a difference comes from.
+    let mut samples = timings(
+        g,
+        &[
+            "called directly",
+            "through the delegator",
+            "ADD half, directly",
+            "ADD half, delegator",
+            "DEL half, directly",
+            "DEL half, delegator",
+        ],
+    );
     // As a runtime calls them: DEL carries the plugin's ADD result as prevResult (libcni's cache).
     let direct_cycle = |id: &str| -> Result<(Duration, Duration), String> {
         let start = Instant::now();
@@ -179,7 +182,7 @@ pub fn parallel_attach(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String>
         let confs = [delegator(false, "primary"), delegator(true, "primary"), delegator(false, "merged")];
         // The merged result is compared at 4 delegates only.
         let modes = if n == 4 { 5 } else { 4 };
-        let mut s: Vec<Sample> = names[..modes].iter().map(|m| Sample::new(g, *m, "ms")).collect();
+        let mut s = timings(g, &names[..modes]);
         let with_prev = |conf: &Value, out: &[u8]| {
             let mut c = conf.clone();
             c["prevResult"] = serde_json::from_slice(out).unwrap_or(Value::Null);

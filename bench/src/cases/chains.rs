@@ -2,7 +2,7 @@
 //! and vmtap called as a runtime calls a chained plugin.
 
 use super::rounds::{compare, Check, Stat};
-use super::{interfaces_ns, paired, World};
+use super::{interfaces_ns, paired, timings, World};
 use crate::stats::Sample;
 use crate::verdict::{ms, signed_ms, Limit, Verdict};
 use cni_netlink::{links, rtm, Body, Rtnl};
@@ -33,12 +33,15 @@ pub fn merger_added(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
     let merger = json!({"type": "merger", "stateDir": w.dir.path().join("mstate")});
     let lists = [list("benchm", vec![bridge.clone(), tuning.clone()])?, list("benchm", vec![bridge, merger, tuning])?];
     let g = "conflist ± merger";
-    let mut s = vec![
-        Sample::new(g, "ADD [bridge, tuning]", "ms"),
-        Sample::new(g, "ADD [bridge, merger, tuning]", "ms"),
-        Sample::new(g, "DEL [bridge, tuning]", "ms"),
-        Sample::new(g, "DEL [bridge, merger, tuning]", "ms"),
-    ];
+    let mut s = timings(
+        g,
+        &[
+            "ADD [bridge, tuning]",
+            "ADD [bridge, merger, tuning]",
+            "DEL [bridge, tuning]",
+            "DEL [bridge, merger, tuning]",
+        ],
+    );
     let limit = Limit::Ms(MERGER_ADDED_MS);
     // Medians of the paired differences (each pair measured in the same round).
     let checks = [Check { stat: Stat::difference(1, 0), limit }, Check { stat: Stat::difference(3, 2), limit }];
@@ -115,14 +118,17 @@ pub fn vmtap_added(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
     let conf = |result: &Value| json!({"cniVersion": "1.1.0", "name": "benchv", "type": "vmtap", "prevResult": result});
     let pods = [(few_ns.path(), conf(&few_result)), (many_ns.path(), conf(&many_result))];
     let g = "vmtap ADD+DEL, called alone (exec included)";
-    let mut s = vec![
-        Sample::new(g, "ADD+DEL, 1 interface", "ms"),
-        Sample::new(g, "ADD+DEL, 8 interfaces", "ms"),
-        Sample::new(g, "ADD, 1 interface", "ms"),
-        Sample::new(g, "ADD, 8 interfaces", "ms"),
-        Sample::new(g, "DEL, 1 interface", "ms"),
-        Sample::new(g, "DEL, 8 interfaces", "ms"),
-    ];
+    let mut s = timings(
+        g,
+        &[
+            "ADD+DEL, 1 interface",
+            "ADD+DEL, 8 interfaces",
+            "ADD, 1 interface",
+            "ADD, 8 interfaces",
+            "DEL, 1 interface",
+            "DEL, 8 interfaces",
+        ],
+    );
     let span = (VMTAP_MANY - VMTAP_FEW) as f64;
     let increment = Stat::Linear(vec![(1, 1.0 / span), (0, -1.0 / span)]);
     let fixed = Stat::Linear(vec![(0, 1.0 + VMTAP_FEW as f64 / span), (1, -(VMTAP_FEW as f64) / span)]);

@@ -107,6 +107,11 @@ pub(crate) fn interleaved(
     rounds::compare(plan, samples, &layout, checks, |j, _| Ok(vec![calls[j].run()?.0]))
 }
 
+/// Empty samples of one group, in milliseconds, by name.
+pub(crate) fn timings(group: &'static str, names: &[&str]) -> Vec<Sample> {
+    names.iter().map(|n| Sample::new(group, *n, "ms")).collect()
+}
+
 /// The pairs `a[i]` and `b[i]` (each pair measured back to back) combined by `f`: a drift of
 /// the machine moves both of a pair alike.
 pub(crate) fn paired(
