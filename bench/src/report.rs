@@ -215,9 +215,11 @@ pub fn svg(samples: &[Sample]) -> String {
             let scale = |v: f64| label_w + bar_w * (v.max(0.0) / max);
             // Grey for what braid is compared against: reference plugins called directly, the
             // chain without the merger, the kernel's deletion of one device (vmtap's yardstick).
-            let baseline = x.name.contains("bridge")
+            // ("[bridge, merger, tuning]" names bridge too, and is the merger's bar.)
+            let baseline = x.name == "bridge"
+                || x.name.contains("reference")
                 || x.name.contains("direct")
-                || x.name.contains("[bridge, tuning]")
+                || x.name.ends_with("[bridge, tuning]")
                 || x.name.starts_with("deleting one device");
             let braid = !baseline;
             let fill = if braid { "#3b7dd8" } else { "#9a9a9a" };
