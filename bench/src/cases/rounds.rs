@@ -83,13 +83,11 @@ impl Stat {
     /// mode runs in every round until no undecided check needs it, then never again).
     pub fn per_round(&self, s: &[Sample]) -> Vec<f64> {
         let rounds = self.reads().iter().map(|&i| s[i].values.len()).min().unwrap_or(0);
-        (0..rounds)
-            .map(|r| match self {
-                Stat::Linear(terms) => terms.iter().map(|&(i, c)| c * s[i].values[r]).sum(),
-                Stat::Ratio(a, b) => s[*a].values[r] / s[*b].values[r],
-                Stat::Over(num, _) => num.per_round(s)[r],
-            })
-            .collect()
+        match self {
+            Stat::Linear(terms) => (0..rounds).map(|r| terms.iter().map(|&(i, c)| c * s[i].values[r]).sum()).collect(),
+            Stat::Ratio(a, b) => (0..rounds).map(|r| s[*a].values[r] / s[*b].values[r]).collect(),
+            Stat::Over(num, _) => num.per_round(s).into_iter().take(rounds).collect(),
+        }
     }
 
     /// Its figure alone (for words beside a verdict).
