@@ -45,10 +45,16 @@ impl Machine {
         };
         let plugins = out("dpkg-query", &["-W", "-f", "${Version}", "containernetworking-plugins"]);
         let date = out("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
+        // How busy the machine was: a loaded machine moves every figure, and some budgets' true
+        // values with it (docs/bench/NOTES.md); the 15-minute average spans most of a run.
+        let load = std::fs::read_to_string("/proc/loadavg")
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" / "))
+            .unwrap_or_else(|_| "unknown".into());
         Machine {
             lines: vec![
                 format!("date: {date}"),
                 format!("machine: {cpu}, {cores} cores, {mem} memory, Linux {kernel}"),
+                format!("load average at the end (1 / 5 / 15 min): {load}"),
                 format!("reference plugins: Debian containernetworking-plugins {plugins}"),
                 format!(
                     "braid binaries: {}, release profile, target {}",
@@ -78,7 +84,7 @@ fn linkage(bin: &Path) -> &'static str {
 
 fn num(v: f64, unit: &str) -> String {
     match unit {
-        "ms" if v < 1.0 => format!("{:.0} µs", v * 1000.0),
+        "ms" if v.abs() < 1.0 => format!("{:.0} µs", v * 1000.0),
         "ms" => format!("{v:.2} ms"),
         _ => format!("{v:.2} {unit}"),
     }
@@ -302,6 +308,13 @@ mod tests {
     use super::*;
     use crate::stats::Estimate;
     use crate::verdict::Limit;
+
+    #[test]
+    fn negative_milliseconds_read_as_such() {
+        assert_eq!(num(-3.942, "ms"), "-3.94 ms");
+        assert_eq!(num(-0.563, "ms"), "-563 µs");
+        assert_eq!(num(0.5, "ms"), "500 µs");
+    }
 
     #[test]
     fn csv_quotes_and_svg_is_closed() {
