@@ -212,9 +212,9 @@ pub fn crash_run(w: &World, kills: usize) -> Result<(Vec<Sample>, Vec<Verdict>),
         for f in &found {
             crate::report::say(&format!("crash run, {}: LEFT: {f}", mode.label()));
         }
-        verdicts.push(Verdict {
-            what: format!("crash run, {}", mode.label()),
-            measured: if found.is_empty() {
+        verdicts.push(Verdict::plain(
+            format!("crash run, {}", mode.label()),
+            if found.is_empty() {
                 format!(
                     "{kills} SIGKILLs over an ADD of {:.0} ms, each then DEL: nothing left",
                     whole.as_secs_f64() * 1000.0
@@ -222,9 +222,9 @@ pub fn crash_run(w: &World, kills: usize) -> Result<(Vec<Sample>, Vec<Verdict>),
             } else {
                 format!("{} leftovers in {kills} SIGKILLs: {}", found.len(), found.join("; "))
             },
-            budget: "nothing left".into(),
-            holds: found.is_empty(),
-        });
+            "nothing left",
+            found.is_empty(),
+        ));
         samples.push(sample);
         sweep(w, &state, &slots);
     }

@@ -1,6 +1,8 @@
 //! `braid-bench`: braid's benchmark suite, run by `scripts/bench.sh` as root. Every comparison
 //! is measured side by side and interleaved in one run; results go to a directory as Markdown,
-//! CSV and SVG, with a verdict for each budget.
+//! CSV and SVG, with a verdict for each budget — holds, does not, or unclear, read off the
+//! interval of its figure ([`verdict`], [`stats`]) after as many rounds as its case needs to
+//! decide, up to a cap ([`cases::rounds`]).
 //!
 //! Usage: `braid-bench [--out DIR] [--quick] [--readme README.md] [--only CASE,…]` (quick: a
 //! tenth of the repetitions, for a smoke run; readme: refresh the README's results section;
@@ -99,7 +101,7 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
     if run("status", "STATUS of the delegator as installed, and of the merger") {
         take(latency::status(&w)?);
     }
-    if run("vmtap", "ADD+DEL of a chain with and without vmtap, at 1 and 3 interfaces") {
+    if run("vmtap", "vmtap ADD+DEL at 1 and 8 interfaces, beside deleting one device") {
         take(chains::vmtap_added(&w)?);
     }
     if run("kube", "the node agent: network-status file written → pod annotation set (kube-standin)") {
@@ -129,7 +131,7 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
         }
     }
     say(&format!("written: {0}/results.md, results.csv, budgets.csv, results.svg", out.display()));
-    Ok(verdicts.iter().all(|v| v.holds))
+    Ok(verdicts.iter().all(Verdict::holds))
 }
 
 /// Only the crash run, `kills` SIGKILLs per plugin and mode, its verdicts printed: for long
@@ -147,9 +149,10 @@ fn crash_only_run(kills: usize) -> Result<bool, String> {
     };
     let (_, verdicts) = crash::crash_run(&w, kills)?;
     for v in &verdicts {
-        let _ = writeln!(std::io::stdout(), "{}: {} — {}", v.what, v.measured, if v.holds { "holds" } else { "FAILS" });
+        let _ =
+            writeln!(std::io::stdout(), "{}: {} — {}", v.what, v.measured, if v.holds() { "holds" } else { "FAILS" });
     }
-    Ok(verdicts.iter().all(|v| v.holds))
+    Ok(verdicts.iter().all(Verdict::holds))
 }
 
 /// The plugins' allocator where they have it, so in-process figures (the merge) are what a

@@ -454,9 +454,9 @@ fn report(arms: &[Arm; 2], pods: usize, left: &[String]) -> (Vec<Sample>, Vec<Ve
         }
     }
     let verdicts = vec![
-        Verdict {
-            what: format!("soak: {pods} pods each with braid and on plain bridge, {WORKERS} workers, containerd SIGKILLed and restarted once in each: every pod up whole"),
-            measured: if whole.is_empty() {
+        Verdict::plain(
+            format!("soak: {pods} pods each with braid and on plain bridge, {WORKERS} workers, containerd SIGKILLed and restarted once in each: every pod up whole"),
+            if whole.is_empty() {
                 format!(
                     "{} + {} pods up and removed (braid's each with eth0, net1, net2), {} + {} calls retried around the kills",
                     arms[0].done, arms[1].done, arms[0].retried, arms[1].retried
@@ -464,15 +464,15 @@ fn report(arms: &[Arm; 2], pods: usize, left: &[String]) -> (Vec<Sample>, Vec<Ve
             } else {
                 whole.join("; ")
             },
-            budget: "every pod up with all its networks, none given up".into(),
-            holds: whole.is_empty(),
-        },
-        Verdict {
-            what: "soak: nothing leaked (sandbox, reservation, link, state/status/lock file, pod namespace lock, libcni cache entry, pod namespace, mount)".into(),
-            measured: if left.is_empty() { "nothing left".into() } else { format!("left: {}", left.join("; ")) },
-            budget: "nothing left".into(),
-            holds: left.is_empty(),
-        },
+            "every pod up with all its networks, none given up",
+            whole.is_empty(),
+        ),
+        Verdict::plain(
+            "soak: nothing leaked (sandbox, reservation, link, state/status/lock file, pod namespace lock, libcni cache entry, pod namespace, mount)",
+            if left.is_empty() { "nothing left".into() } else { format!("left: {}", left.join("; ")) },
+            "nothing left",
+            left.is_empty(),
+        ),
     ];
     (samples, verdicts)
 }

@@ -1,10 +1,11 @@
 //! ADD+DEL through the delegator: beside its delegates called directly, with networks
 //! selected by the pod's annotation beside configured ones, and in parallel.
 
-use super::{paired, World};
+use super::rounds::{compare, Check, Stat};
+use super::{timings, World};
 use crate::run::Call;
 use crate::stats::Sample;
-use crate::verdict::{ms, Limit, Verdict};
+use crate::verdict::{ms, signed_ms, Limit, Verdict};
 use cni_types::version::Command;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -23,15 +24,18 @@ pub fn delegator_overhead(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), Stri
     let delegator = json!({"cniVersion": "1.0.0", "name": "bench", "type": "delegator",
         "stateDir": w.dir.path().join("dstate"), "delegates": [bridge, ptp]});
     let g = "ADD+DEL [bridge, ptp]";
-    let mut direct = Sample::new(g, "called directly", "ms");
-    let mut via = Sample::new(g, "through the delegator", "ms");
     // The two halves too, to see where a difference comes from.
-    let mut halves = [
-        Sample::new(g, "ADD half, directly", "ms"),
-        Sample::new(g, "ADD half, delegator", "ms"),
-        Sample::new(g, "DEL half, directly", "ms"),
-        Sample::new(g, "DEL half, delegator", "ms"),
-    ];
+    let mut samples = timings(
+        g,
+        &[
+            "called directly",
+            "through the delegator",
+            "ADD half, directly",
+            "ADD half, delegator",
+            "DEL half, directly",
+            "DEL half, delegator",
+        ],
+    );
     // As a runtime calls them: DEL carries the plugin's ADD result as prevResult (libcni's cache).
     let direct_cycle = |id: &str| -> Result<(Duration, Duration), String> {
         let start = Instant::now();
@@ -56,38 +60,23 @@ pub fn delegator_overhead(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), Stri
         del.run()?;
         Ok((mid - start, mid.elapsed()))
     };
-    w.in_host(|| -> Result<(), String> {
-        direct_cycle("warm-d")?;
-        via_cycle("warm-v")?;
-        // 600 rounds: a cycle's p10–p90 spans ±12 %, and the budget's margin is about 1 %;
-        // with 300 the median of the paired ratios moved by ±0.012 from run to run.
-        for i in 0..w.reps(600) {
-            let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
-            for k in order {
-                let (add, del) = if k == 0 { direct_cycle(&format!("d{i}"))? } else { via_cycle(&format!("v{i}"))? };
-                if k == 0 { &mut direct } else { &mut via }.push(add + del);
-                halves[k].push(add);
-                halves[k + 2].push(del);
-            }
-        }
-        Ok(())
+    // Pairs measured in the same round see the same machine; the median of their ratios is
+    // robust against the drift that moves both (the ratio of medians is shown beside it). A
+    // cycle's p10–p90 spans ±12 % and the budget's margin is 1–2 %: the interval of the
+    // median of 400 paired ratios is about ±0.02, so a run close to the limit goes on to 800
+    // and 1,200 rounds.
+    let check = Check { stat: Stat::Ratio(1, 0), limit: Limit::Ratio(DELEGATOR_OVER_DIRECT) };
+    let layout = [vec![0, 2, 4], vec![1, 3, 5]];
+    let est = w.in_host(|| {
+        compare(w.plan(400, 3), &mut samples, &layout, std::slice::from_ref(&check), |k, tag| {
+            let (add, del) = if k == 0 { direct_cycle(&format!("d{tag}"))? } else { via_cycle(&format!("v{tag}"))? };
+            Ok(vec![add + del, add, del])
+        })
     })??;
-    // Pairs measured back to back see the same machine; the median of their ratios is robust
-    // against the drift that moves both (the ratio of medians is shown beside it).
-    let ratio = paired(&via, &direct, g, "paired ratio", "×", |v, d| v / d).median();
-    let verdict = Verdict::at_most(
-        "ADD+DEL [bridge, ptp]: delegator ÷ direct (median of paired ratios)",
-        ratio,
-        Limit::Ratio(DELEGATOR_OVER_DIRECT),
-    )
-    .measured(format!(
-        "{ratio:.3} (medians {} vs {}: {:.3})",
-        ms(via.median()),
-        ms(direct.median()),
-        via.median() / direct.median()
-    ));
-    let mut samples = vec![direct, via];
-    samples.extend(halves);
+    let (via, direct) = (samples[1].median(), samples[0].median());
+    let verdict =
+        Verdict::at_most("ADD+DEL [bridge, ptp]: delegator ÷ direct (median of paired ratios)", est[0], check.limit)
+            .measured(format!("{:.3} (medians {} vs {}: {:.3})", est[0].value, ms(via), ms(direct), via / direct));
     Ok((samples, vec![verdict]))
 }
 
@@ -113,8 +102,8 @@ pub fn selection(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
         "stateDir": w.dir.path().join("cfgstate"), "confDir": nets.join("default"),
         "delegates": [cluster, "a", "b"]});
     let g = "ADD+DEL: cluster + 2 networks";
-    let mut by_config = Sample::new(g, "configured delegates", "ms");
-    let mut by_annotation = Sample::new(g, "selected by annotation", "ms");
+    let mut samples =
+        vec![Sample::new(g, "configured delegates", "ms"), Sample::new(g, "selected by annotation", "ms")];
     let cycle = |conf: &Value, id: &str| -> Result<Duration, String> {
         let with_pod = |mut c: Call| {
             c.req.args = "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=bench".into();
@@ -127,29 +116,28 @@ pub fn selection(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
         del.run()?;
         Ok(start.elapsed())
     };
-    w.in_host(|| -> Result<(), String> {
-        cycle(&configured, "warm-c")?;
-        cycle(&selected, "warm-s")?;
-        for i in 0..w.reps(200) {
-            let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
-            for k in order {
-                if k == 0 {
-                    by_config.push(cycle(&configured, &format!("c{i}"))?);
-                } else {
-                    by_annotation.push(cycle(&selected, &format!("s{i}"))?);
-                }
-            }
-        }
-        Ok(())
+    let check = Check { stat: Stat::difference(1, 0), limit: Limit::Ms(1.0) };
+    let est = w.in_host(|| {
+        compare(w.plan(200, 3), &mut samples, &[vec![0], vec![1]], std::slice::from_ref(&check), |k, tag| {
+            Ok(vec![if k == 0 {
+                cycle(&configured, &format!("c{tag}"))?
+            } else {
+                cycle(&selected, &format!("s{tag}"))?
+            }])
+        })
     })??;
-    let diff = paired(&by_annotation, &by_config, g, "paired difference", "ms", |s, c| s - c).median();
     let verdict = Verdict::at_most(
         "ADD+DEL with two networks selected by annotation, beyond configured (median of paired differences)",
-        diff,
-        Limit::Ms(1.0),
+        est[0],
+        check.limit,
     )
-    .measured(format!("{} (medians {} vs {})", ms(diff), ms(by_annotation.median()), ms(by_config.median())));
-    Ok((vec![by_config, by_annotation], vec![verdict]))
+    .measured(format!(
+        "{} (medians {} vs {})",
+        signed_ms(est[0].value),
+        ms(samples[1].median()),
+        ms(samples[0].median())
+    ));
+    Ok((samples, vec![verdict]))
 }
 
 /// The group of the ADD+DEL of `n` ptp delegates.
@@ -192,8 +180,9 @@ pub fn parallel_attach(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String>
                 "stateDir": w.dir.path().join("pstate"), "delegates": ptps})
         };
         let confs = [delegator(false, "primary"), delegator(true, "primary"), delegator(false, "merged")];
-        let modes: Vec<usize> = if n == 4 { vec![0, 1, 2, 3, 4] } else { vec![0, 1, 2, 3] };
-        let mut s: Vec<Sample> = names.iter().map(|m| Sample::new(g, *m, "ms")).collect();
+        // The merged result is compared at 4 delegates only.
+        let modes = if n == 4 { 5 } else { 4 };
+        let mut s = timings(g, &names[..modes]);
         let with_prev = |conf: &Value, out: &[u8]| {
             let mut c = conf.clone();
             c["prevResult"] = serde_json::from_slice(out).unwrap_or(Value::Null);
@@ -240,63 +229,56 @@ pub fn parallel_attach(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String>
             PARALLEL => via(&confs[1], id),
             _ => via(&confs[2], id),
         };
-        // Fewer rounds for more delegates: each one is longer.
-        let reps = w.reps(match n {
-            1 => 150,
-            4 => 80,
-            _ => 50,
-        });
-        w.in_host(|| -> Result<(), String> {
-            for &m in &modes {
-                cycle(m, &format!("warm{n}-{m}"))?;
-            }
-            for i in 0..reps {
-                // Rotate which mode goes first, so that none always follows the same one.
-                for k in 0..modes.len() {
-                    let m = modes[(i + k) % modes.len()];
-                    s[m].push(cycle(m, &format!("p{n}-{m}-{i}"))?);
-                }
-            }
-            Ok(())
-        })??;
         // Mode `a` ÷ mode `b`, the median of the paired ratios, within `limit`.
-        let ratio = |what: String, a: usize, b: usize, limit: f64| {
-            let r = paired(&s[a], &s[b], g, "", "×", |x, y| x / y).median();
-            Verdict::at_most(what, r, Limit::Ratio(limit)).measured(format!(
-                "{r:.3} (medians {} vs {})",
-                ms(s[a].median()),
-                ms(s[b].median())
-            ))
-        };
+        let mut ratios: Vec<(String, usize, usize, f64)> = Vec::new();
         if n > 1 {
-            verdicts.push(ratio(
+            ratios.push((
                 format!("ADD+DEL of {n} ptp: delegator ÷ direct one after another (median of paired ratios)"),
                 SEQUENTIAL,
                 DIRECT,
                 1.03,
             ));
-            verdicts.push(ratio(
+            ratios.push((
                 format!("ADD+DEL of {n} ptp: parallel delegator ÷ direct one after another"),
                 PARALLEL,
                 DIRECT,
                 0.65,
             ));
         }
-        verdicts.push(ratio(
+        ratios.push((
             format!("ADD+DEL of {n} ptp: parallel delegator ÷ started at once by a bare launcher"),
             PARALLEL,
             LAUNCHER,
             1.05,
         ));
         if n == 4 {
-            verdicts.push(ratio(
-                "ADD+DEL of 4 ptp: delegator merged ÷ primary result".into(),
-                MERGED,
-                SEQUENTIAL,
-                1.01,
-            ));
+            ratios.push(("ADD+DEL of 4 ptp: delegator merged ÷ primary result".into(), MERGED, SEQUENTIAL, 1.01));
         }
-        samples.extend(s.into_iter().filter(|x| !x.values.is_empty()));
+        let checks: Vec<Check> =
+            ratios.iter().map(|r| Check { stat: Stat::Ratio(r.1, r.2), limit: Limit::Ratio(r.3) }).collect();
+        // Fewer rounds for more delegates: each one is longer. A round runs every mode; once a
+        // budget is decided, further rounds leave out the modes no undecided budget reads.
+        let plan = w.plan(
+            match n {
+                1 => 300,
+                4 => 100,
+                _ => 60,
+            },
+            3,
+        );
+        let layout: Vec<Vec<usize>> = (0..modes).map(|m| vec![m]).collect();
+        let est = w.in_host(|| {
+            compare(plan, &mut s, &layout, &checks, |m, tag| Ok(vec![cycle(m, &format!("p{n}-{m}-{tag}"))?]))
+        })??;
+        for ((what, a, b, _), (e, c)) in ratios.into_iter().zip(est.into_iter().zip(&checks)) {
+            verdicts.push(Verdict::at_most(what, e, c.limit).measured(format!(
+                "{:.3} (medians {} vs {})",
+                e.value,
+                ms(s[a].median()),
+                ms(s[b].median())
+            )));
+        }
+        samples.extend(s);
     }
     Ok((samples, verdicts))
 }

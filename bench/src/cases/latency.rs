@@ -1,6 +1,7 @@
 //! One exec: the VERSION of every plugin beside Debian's bridge, the exec floor, STATUS.
 
-use super::{interleaved, paired, World};
+use super::rounds::{Check, Plan, Stat};
+use super::{interleaved, World};
 use crate::run::{name, Call};
 use crate::stats::Sample;
 use crate::verdict::{ms, Limit, Verdict};
@@ -8,8 +9,8 @@ use cni_types::version::Command;
 use serde_json::json;
 
 /// VERSION exec latency of braid's plugins beside the exec floor (an empty static binary) and
-/// Debian's bridge, interleaved. Each plugin's budget: ≤ 1 ms, ≤ 1.8× the floor (median of the
-/// ratios of calls made in the same round) and ≤ 0.5× bridge. VERSION reads no stdin and
+/// Debian's bridge, interleaved. Each plugin's budget: ≤ 1 ms, ≤ 1.8× the floor and ≤ 0.5×
+/// bridge (medians of the ratios of calls made in the same round). VERSION reads no stdin and
 /// prints one line: what it costs beyond the floor is the plugin's own start-up.
 pub fn version(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
     let plugins = [
@@ -21,30 +22,39 @@ pub fn version(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
         w.reference("bridge"),
     ];
     let ours = plugins.len() - 2;
+    let (floor, bridge) = (ours, ours + 1);
     let mut samples: Vec<Sample> = plugins.iter().map(|p| Sample::new("VERSION exec", name(p), "ms")).collect();
-    samples[ours].name = "empty static binary (exec floor)".into();
+    samples[floor].name = "empty static binary (exec floor)".into();
     let stdin = json!({"cniVersion": "1.0.0"});
     let calls: Vec<Call> = plugins
         .iter()
         // As libcni probes: dummy namespace and interface, no container.
         .map(|p| w.call(p.clone(), Command::Version, "", "dummy", &stdin).in_netns("dummy"))
         .collect();
-    interleaved(&calls, w.reps(300), &mut samples)?;
-    let floor = &samples[ours];
-    let bridge = samples[ours + 1].median();
-    let verdicts = samples[..ours]
-        .iter()
-        .map(|s| {
-            let ratio = s.median() / bridge;
-            let over_floor = paired(s, floor, "VERSION exec", "", "×", |a, f| a / f).median();
-            Verdict::at_most(format!("VERSION exec, {}", s.name), s.median(), Limit::Ms(1.0))
-                .and_at_most(over_floor, Limit::Times(1.8, "exec floor"))
-                .and_at_most(ratio, Limit::Times(0.5, "bridge"))
+    let limits = [Limit::Ms(1.0), Limit::Times(1.8, "exec floor"), Limit::Times(0.5, "bridge")];
+    let checks: Vec<Check> = (0..ours)
+        .flat_map(|i| {
+            [Stat::median(i), Stat::Ratio(i, floor), Stat::Ratio(i, bridge)]
+                .into_iter()
+                .zip(limits)
+                .map(|(stat, limit)| Check { stat, limit })
+        })
+        .collect();
+    let est = interleaved(&calls, w.plan(300, 2), &mut samples, &checks)?;
+    let verdicts = est
+        .chunks(limits.len())
+        .zip(&samples)
+        .map(|(e, s)| {
+            Verdict::at_most(format!("VERSION exec, {}", s.name), e[0], limits[0])
+                .and_at_most(e[1], limits[1])
+                .and_at_most(e[2], limits[2])
                 .measured(format!(
-                    "{} ({over_floor:.2}× the exec floor {}; bridge {}, ratio {ratio:.2})",
-                    ms(s.median()),
-                    ms(floor.median()),
-                    ms(bridge)
+                    "{} ({:.2}× the exec floor {}; bridge {}, ratio {:.2})",
+                    ms(e[0].value),
+                    e[1].value,
+                    ms(samples[floor].median()),
+                    ms(samples[bridge].median()),
+                    e[2].value
                 ))
         })
         .collect();
@@ -62,7 +72,7 @@ pub fn exec_floor(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
     let calls: Vec<Call> =
         plugins.iter().map(|p| w.call(p.clone(), Command::Version, "", "dummy", &stdin).in_netns("dummy")).collect();
     let mut s: Vec<Sample> = labels.iter().map(|l| Sample::new(g, *l, "ms")).collect();
-    interleaved(&calls, w.reps(300), &mut s)?;
+    interleaved(&calls, Plan::fixed(w.reps(300)), &mut s, &[])?;
     // No budget: it is the machine's figure, the yardstick for the others.
     Ok((s, Vec::new()))
 }
@@ -103,13 +113,13 @@ pub fn status(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
         w.call(w.bin("merger"), Command::Status, "", "", &merger),
     ];
     let mut s = [Sample::new(g, "delegator, installed layout", "ms"), Sample::new(g, "merger, 2 delegates", "ms")];
-    interleaved(&calls, w.reps(300), &mut s)?;
-    let t = s[0].median();
+    let limit = Limit::Ms(1.5);
+    let est = interleaved(&calls, w.plan(300, 2), &mut s, &[Check { stat: Stat::median(0), limit }])?;
     let verdict = Verdict::at_most(
         "STATUS of the delegator as installed (exec included; containerd 2.x runs it every 5 s)",
-        t,
-        Limit::Ms(1.5),
+        est[0],
+        limit,
     )
-    .measured(format!("{} (p90 {})", ms(t), ms(s[0].quantile(0.9))));
+    .measured(format!("{} (p90 {})", ms(est[0].value), ms(s[0].quantile(0.9))));
     Ok((s.to_vec(), vec![verdict]))
 }

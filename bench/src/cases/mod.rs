@@ -11,7 +11,8 @@
 //! * [`footprint`]: binary sizes and peak RSS.
 //! * [`kube`]: the node agent's network-status, from file to pod annotation.
 //!
-//! Here: where everything lives ([`World`]) and what the families share.
+//! Here: where everything lives ([`World`]) and what the families share; how rounds are run
+//! and budgets decided: [`rounds`].
 
 pub mod attach;
 pub mod chains;
@@ -19,13 +20,15 @@ pub mod footprint;
 pub mod kube;
 pub mod latency;
 pub mod merge;
+pub(crate) mod rounds;
 pub mod verifier;
 
 use crate::run::Call;
-use crate::stats::Sample;
+use crate::stats::{Estimate, Sample};
 use braid_integration::{Netns, TempDir};
 use cni_types::version::Command;
 use cni_types::Invocation;
+use rounds::{Check, Plan};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -62,6 +65,11 @@ impl World {
         ((n as f64 * self.scale).round() as usize).max(5)
     }
 
+    /// [`Plan`] of `first` rounds (scaled by `--quick`) a look, at most `looks` looks.
+    pub(crate) fn plan(&self, first: usize, looks: usize) -> Plan {
+        Plan { first: self.reps(first), looks }
+    }
+
     /// A call of `plugin` against the pod namespace.
     pub(crate) fn call(&self, plugin: PathBuf, command: Command, id: &str, ifname: &str, stdin: &Value) -> Call {
         Call {
@@ -89,48 +97,21 @@ impl World {
     }
 }
 
-/// Runs every call once (warming the page cache), then `reps` rounds of all of them, each
-/// round in a fresh order; call `j`'s durations go to `samples[j]`, round by round (so that
-/// `samples[a].values[i]` and `samples[b].values[i]` were measured in the same round). A fixed
-/// rotation would not do: every call would follow the same one in almost every round, and a
-/// call that disturbs the machine (a Go plugin's exit) would be charged to its successor.
-pub(crate) fn interleaved(calls: &[Call], reps: usize, samples: &mut [Sample]) -> Result<(), String> {
-    for c in calls {
-        c.run()?;
-    }
-    let mut order: Vec<usize> = (0..calls.len()).collect();
-    let mut rng = Shuffle::new(reps as u64);
-    for _ in 0..reps {
-        rng.shuffle(&mut order);
-        for &j in &order {
-            samples[j].push(calls[j].run()?.0);
-        }
-    }
-    Ok(())
+/// `calls`, one mode each, in interleaved rounds ([`rounds::compare`]): call `j`'s durations go
+/// to `samples[j]`, and `checks` read them by that index.
+pub(crate) fn interleaved(
+    calls: &[Call],
+    plan: Plan,
+    samples: &mut [Sample],
+    checks: &[Check],
+) -> Result<Vec<Estimate>, String> {
+    let layout: Vec<Vec<usize>> = (0..calls.len()).map(|j| vec![j]).collect();
+    rounds::compare(plan, samples, &layout, checks, |j, _| Ok(vec![calls[j].run()?.0]))
 }
 
-/// A fixed-seed xorshift generator: a run's orders are reproducible, and no dependency is
-/// needed for a Fisher–Yates shuffle of a handful of calls.
-struct Shuffle(u64);
-
-impl Shuffle {
-    fn new(seed: u64) -> Shuffle {
-        Shuffle(seed ^ 0x9e37_79b9_7f4a_7c15 | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn shuffle(&mut self, v: &mut [usize]) {
-        for i in (1..v.len()).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            v.swap(i, j);
-        }
-    }
+/// Empty samples of one group, in milliseconds, by name.
+pub(crate) fn timings(group: &'static str, names: &[&str]) -> Vec<Sample> {
+    names.iter().map(|n| Sample::new(group, *n, "ms")).collect()
 }
 
 /// The pairs `a[i]` and `b[i]` (each pair measured back to back) combined by `f`: a drift of
@@ -178,32 +159,4 @@ pub(crate) fn interfaces_ns(n: usize) -> Result<(Netns, Value), String> {
     }
     let result = json!({"cniVersion": "1.1.0", "interfaces": interfaces, "ips": ips, "routes": routes});
     Ok((ns, result))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Shuffle;
-
-    #[test]
-    fn shuffled_rounds_put_every_call_after_every_other() {
-        let mut rng = Shuffle::new(300);
-        let mut order: Vec<usize> = (0..6).collect();
-        let mut follows = [[0u32; 6]; 6];
-        for _ in 0..300 {
-            rng.shuffle(&mut order);
-            let mut sorted = order.clone();
-            sorted.sort_unstable();
-            assert_eq!(sorted, (0..6).collect::<Vec<_>>(), "a permutation");
-            for w in order.windows(2) {
-                follows[w[1]][w[0]] += 1;
-            }
-        }
-        for (b, row) in follows.iter().enumerate() {
-            for (a, n) in row.iter().enumerate() {
-                if a != b {
-                    assert!(*n > 20, "call {b} followed call {a} in only {n} of 300 rounds");
-                }
-            }
-        }
-    }
 }
