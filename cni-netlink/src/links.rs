@@ -122,17 +122,17 @@ impl Link {
 /// `InfoVrf`; the data of other kinds is not decoded.
 fn link_info(nested: &[u8]) -> Result<(String, Option<u32>), DecodeError> {
     let (kind_attribute, data) = (kind(LinkInfo::Kind(InfoKind::Vrf)), kind(LinkInfo::Data(InfoData::Vrf(Vec::new()))));
-    let (mut kind, mut table) = (None, None);
+    let (mut link_kind, mut table) = (None, None);
     for i in NlasIterator::new(nested) {
         let i = i?;
         if i.kind() == kind_attribute {
-            kind = Some(InfoKind::parse(&i)?);
-        } else if i.kind() == data && kind == Some(InfoKind::Vrf) {
+            link_kind = Some(InfoKind::parse(&i)?);
+        } else if i.kind() == data && link_kind == Some(InfoKind::Vrf) {
             let vrf = NlasIterator::new(i.value()).map(|v| InfoVrf::parse(&v?)).collect::<Result<Vec<_>, _>>()?;
             table = vrf_table(vrf.iter());
         }
     }
-    Ok((kind.map(|k| k.to_string()).unwrap_or_default(), table))
+    Ok((link_kind.map(|k| k.to_string()).unwrap_or_default(), table))
 }
 
 /// The number netlink-packet-route gives `attribute` (`Nla::kind`). The empty attribute asked
