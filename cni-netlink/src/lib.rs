@@ -14,7 +14,9 @@
 //!
 //! Every message is netlink-packet-route's typed one (`LinkMessage`, `RouteMessage`,
 //! `AddressMessage`, `RuleMessage`, `TcMessage`, sent as a `RouteNetlinkMessage`), framed by
-//! netlink-packet-core: no message type or attribute number is written here. The one place
+//! netlink-packet-core: no message type or attribute number is written here. A link dump's
+//! answers are read attribute by attribute (the library's header, attribute numbers and value
+//! parsers) rather than decoded whole: see [`links`]. The one place
 //! that departs from the library's encoding is the link alias, which the kernel wants without
 //! the NUL the library appends (see [`links`]). Open the socket on the thread that entered the
 //! pod namespace (`cni_skel::netns::run_in`): a netlink socket belongs to the namespace it was

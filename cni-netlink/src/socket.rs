@@ -136,10 +136,23 @@ impl Rtnl {
         request: &impl Emitable,
         mut keep: impl FnMut(M) -> Option<T>,
     ) -> Result<Vec<T>, NetlinkError> {
+        self.dump_decoded(what, variant, request, |body| M::parse(body).map(&mut keep))
+    }
+
+    /// [`Rtnl::dump`], each answer's body decoded by `decode` rather than as a whole message
+    /// of `variant`'s type: for a reader that needs a few of a message's attributes and not
+    /// the decoders of all the others (`links::Link`).
+    pub(crate) fn dump_decoded<M: Default, T>(
+        &mut self,
+        what: &str,
+        variant: fn(M) -> RouteNetlinkMessage,
+        request: &impl Emitable,
+        mut decode: impl FnMut(&[u8]) -> Result<Option<T>, DecodeError>,
+    ) -> Result<Vec<T>, NetlinkError> {
         let mut out = Vec::new();
         self.dump_bodies(what, message_type(variant), request, &mut |part| {
             match part {
-                Part::Answer(body) => out.extend(keep(M::parse(body)?)),
+                Part::Answer(body) => out.extend(decode(body)?),
                 Part::Restart => out.clear(),
             }
             Ok(())
