@@ -87,21 +87,26 @@ impl Agent {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// Waits (at most `timeout`, an upper bound for a stuck agent, never a measurement) until the
-    /// log holds `needle` `times` times; panics with the log otherwise, or when the agent exited.
-    pub fn wait_log(&mut self, needle: &str, times: usize, timeout: Duration) {
-        let start = Instant::now();
-        loop {
-            let log = self.log();
-            if log.matches(needle).count() >= times {
-                return;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("braid-install exited ({status}) before logging {needle:?}:\n{log}");
-            }
-            assert!(start.elapsed() < timeout, "braid-install did not log {needle:?} {times}×:\n{log}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+    /// Waits until the log holds `needle` `times` times; panics with the log when the agent
+    /// exited first, or when it is stuck ([`wait_until`]'s hang guard).
+    pub fn wait_log(&mut self, needle: &str, times: usize) {
+        let what = format!("braid-install logging {needle:?} {times}×");
+        let log = self.log.clone();
+        let child = &mut self.child;
+        wait_until(
+            &what,
+            || {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                if text.matches(needle).count() >= times {
+                    return true;
+                }
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("braid-install exited ({status}) before logging {needle:?}:\n{text}");
+                }
+                false
+            },
+            || std::fs::read_to_string(&log).unwrap_or_default(),
+        );
     }
 
     /// Stops it the way the kubelet does (SIGTERM) and reaps it; its exit status.
@@ -122,12 +127,19 @@ impl Drop for Agent {
     }
 }
 
-/// Waits (at most `timeout`, an upper bound, never a measurement) until `f` holds; panics
-/// naming `what` and showing `context()` otherwise.
-pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool, context: impl Fn() -> String) {
-    let start = Instant::now();
+/// How long a wait goes on before the test calls the agent stuck: a guard against a hang, never
+/// a measurement of the agent (nothing it does waits longer than its 30 s retry backoff; its
+/// timing is measured in scripts/bench.sh).
+pub const HANG_GUARD: Duration = Duration::from_secs(300);
+
+/// Waits until `f` holds, looking again every 20 ms; a test that would otherwise hang forever
+/// panics naming `what` and showing `context()` once [`HANG_GUARD`] has passed.
+pub fn wait_until(what: &str, mut f: impl FnMut() -> bool, context: impl Fn() -> String) {
+    let give_up = Instant::now() + HANG_GUARD;
     while !f() {
-        assert!(start.elapsed() < timeout, "{what} did not happen:\n{}", context());
+        if Instant::now() >= give_up {
+            panic!("{what} did not happen (stuck):\n{}", context());
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
 }

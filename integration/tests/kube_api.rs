@@ -10,16 +10,12 @@
 //! in scripts/bench.sh).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use braid_integration::agent::{wait_until, Agent, Dirs};
+use braid_integration::agent::{wait_until, Agent, Dirs, HANG_GUARD};
 use braid_integration::{require_root, unique, Harness, TempDir};
 use kube_standin::StandIn;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-/// An upper bound for anything the agent does (the watcher's backoff after an API server
-/// restart reaches 30 s).
-const LONG: Duration = Duration::from_secs(90);
 const STATUS: &str = "k8s.v1.cni.cncf.io/network-status";
 
 struct World {
@@ -53,12 +49,12 @@ impl World {
 
     /// Waits until the definition `rel` exists and `f` holds for it.
     fn wait_definition(&self, agent: &Agent, rel: &str, f: impl Fn(&Value) -> bool) -> Value {
-        wait_until(&format!("definition {rel}"), LONG, || self.definition(rel).is_some_and(|v| f(&v)), || agent.log());
+        wait_until(&format!("definition {rel}"), || self.definition(rel).is_some_and(|v| f(&v)), || agent.log());
         self.definition(rel).unwrap()
     }
 
     fn wait_gone(&self, agent: &Agent, rel: &str) {
-        wait_until(&format!("removal of {rel}"), LONG, || self.definition(rel).is_none(), || agent.log());
+        wait_until(&format!("removal of {rel}"), || self.definition(rel).is_none(), || agent.log());
     }
 }
 
@@ -87,7 +83,7 @@ fn nads_of_two_namespaces_are_mirrored_changed_and_removed_and_a_broken_one_is_n
         &[],
     );
     let mut agent = w.agent("node-a");
-    agent.wait_log("first full list mirrored", 1, LONG);
+    agent.wait_log("first full list mirrored", 1);
     // Both namespaces; a missing name is the NAD's, a present one kept; resourceName kept.
     let side = w.definition("team-a/side.conflist").unwrap();
     assert_eq!((&side["name"], &side["plugins"][0]["type"]), (&json!("side"), &json!("ptp")));
@@ -100,7 +96,7 @@ fn nads_of_two_namespaces_are_mirrored_changed_and_removed_and_a_broken_one_is_n
     );
     // The broken one: not mirrored, an Event on it and a log line name the error.
     assert!(w.definition("team-b/broken.conflist").is_none());
-    let ev = w.api.wait_until("the Event on team-b/broken", LONG, |s| {
+    let ev = w.api.wait_until("the Event on team-b/broken", HANG_GUARD, |s| {
         s.events().into_iter().find(|e| e["involvedObject"]["name"] == "broken").cloned()
     });
     assert_eq!(
@@ -129,7 +125,7 @@ fn a_410_relist_and_an_api_server_restart_mid_watch_keep_the_mirror_current() {
     let mut w = World::new("kapi-relist");
     w.api.create_nad("team-a", "one", Some(&ptp(None, 1)), &[]);
     let mut agent = w.agent("node-a");
-    agent.wait_log("first full list mirrored", 1, LONG);
+    agent.wait_log("first full list mirrored", 1);
     let lists = |api: &StandIn| {
         api.requests()
             .iter()
@@ -142,7 +138,7 @@ fn a_410_relist_and_an_api_server_restart_mid_watch_keep_the_mirror_current() {
     w.api.create_nad("team-a", "two", Some(&ptp(None, 2)), &[]);
     w.wait_definition(&agent, "team-a/two.conflist", |_| true);
     w.api.compact();
-    w.api.wait_until("a relist after 410", LONG, |s| {
+    w.api.wait_until("a relist after 410", HANG_GUARD, |s| {
         (s.requests()
             .iter()
             .filter(|r| r.method == "GET" && !r.is_watch() && r.path.ends_with("network-attachment-definitions"))
@@ -157,7 +153,7 @@ fn a_410_relist_and_an_api_server_restart_mid_watch_keep_the_mirror_current() {
     // The API server dies mid-watch: the mirror keeps everything, a change made while it is
     // down arrives once it is back.
     w.api.stop();
-    agent.wait_log("retrying with backoff, the mirrored definitions stay as they are", 1, LONG);
+    agent.wait_log("retrying with backoff, the mirrored definitions stay as they are", 1);
     for rel in ["team-a/one.conflist", "team-a/two.conflist", "team-b/three.conflist"] {
         assert!(w.definition(rel).is_some(), "{rel} removed while the API server was down");
     }
@@ -167,7 +163,7 @@ fn a_410_relist_and_an_api_server_restart_mid_watch_keep_the_mirror_current() {
     w.wait_definition(&agent, "team-a/one.conflist", |v| v["plugins"][0]["ipam"]["subnet"] == "198.18.9.0/24");
     w.wait_gone(&agent, "team-a/two.conflist");
     assert!(w.definition("team-b/three.conflist").is_some());
-    agent.wait_log("the API server answers again", 1, LONG);
+    agent.wait_log("the API server answers again", 1);
 }
 
 #[test]
@@ -176,7 +172,7 @@ fn a_restarted_agent_removes_stale_definitions_only_after_its_first_full_list() 
     w.api.create_nad("team-a", "kept", Some(&ptp(None, 1)), &[]);
     w.api.create_nad("team-a", "gone", Some(&ptp(None, 2)), &[]);
     let mut agent = w.agent("node-a");
-    agent.wait_log("first full list mirrored", 1, LONG);
+    agent.wait_log("first full list mirrored", 1);
     assert!(agent.stop().success());
     // While the agent is away: one NAD deleted; a file put there by hand stays whatever happens.
     w.api.delete_nad("team-a", "gone");
@@ -184,11 +180,11 @@ fn a_restarted_agent_removes_stale_definitions_only_after_its_first_full_list() 
     // It comes back while the API server is down: nothing is removed before a full list.
     w.api.stop();
     let mut agent = w.agent("node-a");
-    agent.wait_log("retrying with backoff, the mirrored definitions stay as they are", 1, LONG);
+    agent.wait_log("retrying with backoff, the mirrored definitions stay as they are", 1);
     assert!(w.definition("team-a/gone.conflist").is_some(), "removed before a full list:\n{}", agent.log());
     w.api.restart().unwrap();
     // (One log for both runs: the second run's line is the second.)
-    agent.wait_log("first full list mirrored", 2, LONG);
+    agent.wait_log("first full list mirrored", 2);
     assert!(w.definition("team-a/gone.conflist").is_none(), "{}", agent.log());
     assert!(w.definition("team-a/kept.conflist").is_some());
     assert!(w.definition("team-a/by-hand.conflist").is_some());
@@ -205,13 +201,12 @@ fn a_nad_wins_over_the_configmap_for_the_same_network() {
     w.api.create_nad("team-a", "both", Some(&ptp(None, 1)), &[]);
     let cm_flag = cm.display().to_string();
     let mut agent = w.agent_with("node-a", &["--networks-configmap", &cm_flag]);
-    agent.wait_log("first full list mirrored", 1, LONG);
+    agent.wait_log("first full list mirrored", 1);
     w.wait_definition(&agent, "team-a/both.conflist", |v| v["plugins"][0]["ipam"]["subnet"] == "198.18.1.0/24");
     w.wait_definition(&agent, "team-a/cm-only.conflist", |_| true);
     agent.wait_log(
         "ConfigMap key team-a.both.conflist not used: the NetworkAttachmentDefinition team-a/both defines that network",
         1,
-        LONG,
     );
     // The NAD goes: the ConfigMap's definition takes its place.
     w.api.delete_nad("team-a", "both");
@@ -243,14 +238,9 @@ fn network_status_is_published_on_this_nodes_pods_only_retried_and_again_after_a
     write_status(&w.dirs.status, "default", "elsewhere", "c2", &status_doc(2));
     write_status(&w.dirs.status, "default", "ghost", "c3", &status_doc(3));
     let mut agent = w.agent("node-a");
-    wait_until(
-        "mine's annotation",
-        LONG,
-        || annotation(&w.api, "default", "mine") == Some(status_doc(1)),
-        || agent.log(),
-    );
-    agent.wait_log("default/elsewhere: not published, the pod is bound to node \"node-b\"", 1, LONG);
-    agent.wait_log("default/ghost: the pod is gone", 1, LONG);
+    wait_until("mine's annotation", || annotation(&w.api, "default", "mine") == Some(status_doc(1)), || agent.log());
+    agent.wait_log("default/elsewhere: not published, the pod is bound to node \"node-b\"", 1);
+    agent.wait_log("default/ghost: the pod is gone", 1);
     // A merge patch of that one annotation: the others stay.
     assert_eq!(w.api.pod("default", "mine").unwrap()["metadata"]["annotations"]["keep"], "me");
     let patches: Vec<_> = w.api.requests().into_iter().filter(|r| r.method == "PATCH").collect();
@@ -265,25 +255,15 @@ fn network_status_is_published_on_this_nodes_pods_only_retried_and_again_after_a
 
     // A new sandbox's file (written by the delegator on the pod's next ADD): the newest wins.
     write_status(&w.dirs.status, "default", "mine", "c4", &status_doc(4));
-    wait_until(
-        "the newer document",
-        LONG,
-        || annotation(&w.api, "default", "mine") == Some(status_doc(4)),
-        || agent.log(),
-    );
+    wait_until("the newer document", || annotation(&w.api, "default", "mine") == Some(status_doc(4)), || agent.log());
 
     // The API server is down when a file appears: retried with backoff until it is back.
     w.api.stop();
     w.api.create_pod("default", "later", "node-a", &[]);
     write_status(&w.dirs.status, "default", "later", "c5", &status_doc(5));
-    agent.wait_log("network-status: reading pod default/later", 1, LONG);
+    agent.wait_log("network-status: reading pod default/later", 1);
     w.api.restart().unwrap();
-    wait_until(
-        "later's annotation",
-        LONG,
-        || annotation(&w.api, "default", "later") == Some(status_doc(5)),
-        || agent.log(),
-    );
+    wait_until("later's annotation", || annotation(&w.api, "default", "later") == Some(status_doc(5)), || agent.log());
 
     // The agent restarts after someone cleared an annotation: every file is published again.
     assert!(agent.stop().success());
@@ -291,7 +271,6 @@ fn network_status_is_published_on_this_nodes_pods_only_retried_and_again_after_a
     let agent = w.agent("node-a");
     wait_until(
         "mine's annotation again",
-        LONG,
         || annotation(&w.api, "default", "mine") == Some(status_doc(4)),
         || agent.log(),
     );
@@ -367,7 +346,7 @@ fn a_network_that_exists_only_as_a_nad_attaches_through_a_real_add_and_its_statu
     let pod = unique("web");
     w.api.create_pod("team-a", &pod, "node-a", &[("k8s.v1.cni.cncf.io/networks", "side")]);
     let mut agent = w.agent("node-a");
-    agent.wait_log("first full list mirrored", 1, LONG);
+    agent.wait_log("first full list mirrored", 1);
     assert!(w.definition("team-a/side.conflist").is_some());
 
     let cluster =
@@ -398,12 +377,7 @@ fn a_network_that_exists_only_as_a_nad_attaches_through_a_real_add_and_its_statu
     let file = w.dirs.status.join(format!("team-a_{pod}_{}.json", rt.container_id));
     let written = std::fs::read_to_string(&file).unwrap();
     let doc = written.strip_suffix('\n').unwrap().to_string();
-    wait_until(
-        "the pod's network-status",
-        LONG,
-        || annotation(&w.api, "team-a", &pod) == Some(doc.clone()),
-        || agent.log(),
-    );
+    wait_until("the pod's network-status", || annotation(&w.api, "team-a", &pod) == Some(doc.clone()), || agent.log());
     let status: Value = serde_json::from_str(&doc).unwrap();
     assert_eq!(status[1]["name"], "team-a/side", "{status}");
     assert_eq!(status[1]["interface"], "net1");

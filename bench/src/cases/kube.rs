@@ -27,7 +27,7 @@ pub fn status_published(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String
         api.create_pod("bench", &format!("pod-{p}"), "bench-node", &[]);
     }
     let mut agent = Agent::start(&dirs, &kubeconfig, "bench-node", &base.join("agent.log"), &[]);
-    agent.wait_log("Kubernetes API mode", 1, Duration::from_secs(60));
+    agent.wait_log("Kubernetes API mode", 1);
     let mut s = Sample::new("node agent: network-status", "status file written → pod annotation set", "ms");
     let reps = w.reps(200);
     for i in 0..reps + 10 {
