@@ -33,3 +33,12 @@ pub use options::{Action, Options};
 pub fn log(msg: &str) {
     eprintln!("braid-install: {msg}");
 }
+
+/// Logs `msg` unless it is what `slot` logged last: a state that repeats (a bad key, a missing
+/// primary, a retried API failure) is logged when it changes, not on every pass.
+pub fn log_changed(slot: &mut Option<String>, msg: String) {
+    if slot.as_deref() != Some(msg.as_str()) {
+        log(&msg);
+        *slot = Some(msg);
+    }
+}

@@ -122,7 +122,13 @@ pub fn is_definition_path(rel: &str) -> bool {
 }
 
 fn read_manifest(networks: &Path) -> BTreeSet<String> {
-    fsutil::read_opt(&networks.join(MANIFEST))
+    read_record(networks, MANIFEST)
+}
+
+/// The files a mirror recorded in `<networks>/<record>` (only definition places: a tampered
+/// record cannot point elsewhere). The ConfigMap and the NAD mirror each keep one.
+pub fn read_record(networks: &Path, record: &str) -> BTreeSet<String> {
+    fsutil::read_opt(&networks.join(record))
         .and_then(|b| serde_json::from_slice::<Vec<String>>(&b).ok())
         .unwrap_or_default()
         .into_iter()
@@ -214,10 +220,16 @@ impl Mirror {
 
 /// Removes every file the mirror wrote, and its record (uninstall).
 pub fn remove_all(networks: &Path) -> Result<usize, InstallError> {
+    remove_recorded(networks, MANIFEST).map_err(|e| InstallError::Networks { path: networks.to_path_buf(), source: e })
+}
+
+/// Removes every file recorded in `<networks>/<record>` (and the namespace directories they
+/// leave empty), then the record; how many files were removed.
+pub fn remove_recorded(networks: &Path, record: &str) -> std::io::Result<usize> {
     let mut n = 0;
-    for rel in read_manifest(networks) {
+    for rel in read_record(networks, record) {
         let target = networks.join(&rel);
-        if fsutil::remove(&target).map_err(|e| InstallError::Networks { path: target.clone(), source: e })? {
+        if fsutil::remove(&target)? {
             log(&format!("removed {}", target.display()));
             n += 1;
         }
@@ -225,8 +237,7 @@ pub fn remove_all(networks: &Path) -> Result<usize, InstallError> {
             let _ = std::fs::remove_dir(dir);
         }
     }
-    let path = networks.join(MANIFEST);
-    fsutil::remove(&path).map_err(|e| InstallError::Networks { path, source: e })?;
+    fsutil::remove(&networks.join(record))?;
     Ok(n)
 }
 

@@ -46,12 +46,7 @@ pub struct NadMirror {
 }
 
 fn read_manifest(networks: &Path) -> BTreeSet<String> {
-    fsutil::read_opt(&networks.join(MANIFEST))
-        .and_then(|b| serde_json::from_slice::<Vec<String>>(&b).ok())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|rel| crate::mirror::is_definition_path(rel))
-        .collect()
+    crate::mirror::read_record(networks, MANIFEST)
 }
 
 impl NadMirror {
@@ -190,19 +185,7 @@ impl NadMirror {
 
 /// Removes every file the NAD mirror wrote, and its record (uninstall).
 pub fn remove_all(networks: &Path) -> std::io::Result<usize> {
-    let mut n = 0;
-    for rel in read_manifest(networks) {
-        let target = networks.join(&rel);
-        if fsutil::remove(&target)? {
-            crate::log(&format!("removed {}", target.display()));
-            n += 1;
-        }
-        if let Some(dir) = target.parent() {
-            let _ = std::fs::remove_dir(dir);
-        }
-    }
-    fsutil::remove(&networks.join(MANIFEST))?;
-    Ok(n)
+    crate::mirror::remove_recorded(networks, MANIFEST)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use crate::error::InstallError;
 use crate::mirror::Mirror;
 use crate::options::{Options, BINARIES};
 use crate::owners::Owners;
-use crate::{api, binaries, config, fsutil, log, mirror, nad_mirror, primary};
+use crate::{api, binaries, config, fsutil, log, log_changed, mirror, nad_mirror, primary};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -58,14 +58,6 @@ fn source_dir(o: &Options) -> Result<PathBuf, InstallError> {
     let exe = std::env::current_exe()
         .map_err(|e| InstallError::Source { path: PathBuf::from("/proc/self/exe"), source: e })?;
     Ok(exe.parent().map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/")))
-}
-
-/// Logs `msg` unless it is the same as the last one logged in `slot`.
-fn log_changed(slot: &mut Option<String>, msg: String) {
-    if slot.as_deref() != Some(msg.as_str()) {
-        log(&msg);
-        *slot = Some(msg);
-    }
 }
 
 /// Runs the installer.

@@ -106,11 +106,3 @@ async fn client() -> Result<kube::Client, String> {
     let server = config.cluster_url.to_string();
     kube::Client::try_from(config).map_err(|e| format!("cannot build a client for {server}: {e}"))
 }
-
-/// Logs `msg` unless it is what `slot` logged last (a retried failure is logged once per change).
-pub(crate) fn log_changed(slot: &mut Option<String>, msg: String) {
-    if slot.as_deref() != Some(msg.as_str()) {
-        crate::log(&msg);
-        *slot = Some(msg);
-    }
-}

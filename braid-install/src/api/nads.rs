@@ -1,6 +1,7 @@
 //! NetworkAttachmentDefinitions of every namespace, watched and mirrored.
 
-use super::{event, log_changed, Agent};
+use super::{event, Agent};
+use crate::log_changed;
 use crate::nad::Nad;
 use crate::nad_mirror::{Applied, NadMirror};
 use crate::owners::Owners;

@@ -13,7 +13,8 @@
 //!   pod's ADD never waits for any of it. When a pod has files of several sandboxes, the newest
 //!   is published.
 
-use super::{log_changed, Agent};
+use super::Agent;
+use crate::log_changed;
 use futures::StreamExt;
 use inotify::{Inotify, WatchMask};
 use k8s_openapi::api::core::v1::Pod;
