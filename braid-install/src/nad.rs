@@ -18,7 +18,8 @@
 //! differs from the selected name only when that key says it is the NAD of that name.
 
 use cni_types::validate::is_dns_label;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
 /// The NAD annotation naming a device-plugin resource (Multus and SR-IOV's convention, not NPWG's).
@@ -29,46 +30,59 @@ pub const RESOURCE_NAME: &str = "k8s.v1.cni.cncf.io/resourceName";
 /// conflist but `cniVersion` and `name` on to plugins, so plugins never see it.
 pub const SOURCE_KEY: &str = "braid.io/networkAttachmentDefinition";
 
-/// What the mirror needs of a NAD.
+/// Which NAD a definition came from: what the mirror keys its files and Events by, and — the
+/// same fields, serialized — the record a definition carries under [`SOURCE_KEY`], so that
+/// the delegator and an operator reading the file see the object and version it was made from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Source {
+    /// `metadata.namespace`: with the name, how a pod selects the network (`<namespace>/<name>`).
+    pub namespace: String,
+    /// `metadata.name`, the network's name unless its config names itself.
+    pub name: String,
+    /// `metadata.uid`: the object an Event is about (a NAD deleted and created again under its
+    /// name has a new one).
+    pub uid: String,
+    /// `metadata.resourceVersion`: the version the file was made from, the version an Event
+    /// and a log line speak of.
+    pub resource_version: String,
+    /// The [`RESOURCE_NAME`] annotation, kept for the device plugin's consumers as Multus keeps it.
+    #[serde(rename = "k8s.v1.cni.cncf.io/resourceName", skip_serializing_if = "Option::is_none")]
+    pub resource_name: Option<String>,
+}
+
+/// What the mirror needs of a NAD: where it came from and its `spec.config`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Nad {
-    /// `metadata.namespace`.
-    pub namespace: String,
-    /// `metadata.name`.
-    pub name: String,
-    /// `metadata.uid`.
-    pub uid: String,
-    /// `metadata.resourceVersion`.
-    pub resource_version: String,
+    /// Its identity (metadata).
+    pub source: Source,
     /// `spec.config`; `None` when absent.
     pub config: Option<String>,
-    /// The [`RESOURCE_NAME`] annotation.
-    pub resource_name: Option<String>,
 }
 
 impl Nad {
     /// `<namespace>/<name>`, as a selection and the network-status name it.
     pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+        format!("{}/{}", self.source.namespace, self.source.name)
     }
 
     /// The mirror's file for it, relative to networksDir.
     pub fn rel_path(&self) -> String {
-        format!("{}/{}.conflist", self.namespace, self.name)
+        format!("{}/{}.conflist", self.source.namespace, self.source.name)
     }
 
     /// Reads a NAD from its JSON object (as the API serves it).
     pub fn from_object(o: &Value) -> Nad {
         let meta = &o["metadata"];
         let s = |v: &Value| v.as_str().map(str::to_string);
-        Nad {
+        let source = Source {
             namespace: s(&meta["namespace"]).unwrap_or_default(),
             name: s(&meta["name"]).unwrap_or_default(),
             uid: s(&meta["uid"]).unwrap_or_default(),
             resource_version: s(&meta["resourceVersion"]).unwrap_or_default(),
-            config: s(&o["spec"]["config"]),
             resource_name: s(&meta["annotations"][RESOURCE_NAME]),
-        }
+        };
+        Nad { source, config: s(&o["spec"]["config"]) }
     }
 }
 
@@ -78,16 +92,17 @@ pub type Refusal = String;
 /// The definition file's bytes for `nad`; `conf_dirs` (as the agent reaches them) are searched
 /// in order when its `spec.config` is empty.
 pub fn render(nad: &Nad, conf_dirs: &[PathBuf]) -> Result<Vec<u8>, Refusal> {
-    if !is_dns_label(&nad.namespace) || !is_dns_label(&nad.name) {
+    let id = &nad.source;
+    if !is_dns_label(&id.namespace) || !is_dns_label(&id.name) {
         return Err(format!(
             "{:?} cannot be selected: a pod's k8s.v1.cni.cncf.io/networks names networks by DNS-1123 label (lower-case letters, digits, '-', at most 63)",
-            nad.name
+            id.name
         ));
     }
     let (mut conf, origin) = match nad.config.as_deref().map(str::trim) {
         Some(c) if !c.is_empty() => (parse_object(c.as_bytes()).map_err(|e| format!("spec.config {e}"))?, None),
         _ => {
-            let (path, v) = from_conf_dirs(&nad.name, conf_dirs)?;
+            let (path, v) = from_conf_dirs(&id.name, conf_dirs)?;
             (v, Some(path))
         }
     };
@@ -97,10 +112,10 @@ pub fn render(nad: &Nad, conf_dirs: &[PathBuf]) -> Result<Vec<u8>, Refusal> {
     };
     match conf.get("name") {
         None | Some(Value::Null) => {
-            conf.insert("name".into(), Value::String(nad.name.clone()));
+            conf.insert("name".into(), Value::String(id.name.clone()));
         }
         Some(Value::String(n)) if n.is_empty() => {
-            conf.insert("name".into(), Value::String(nad.name.clone()));
+            conf.insert("name".into(), Value::String(id.name.clone()));
         }
         Some(Value::String(_)) => {}
         Some(other) => return Err(format!("{}: \"name\" must be a string, not {other}", from("name"))),
@@ -119,11 +134,7 @@ pub fn render(nad: &Nad, conf_dirs: &[PathBuf]) -> Result<Vec<u8>, Refusal> {
         l.insert("plugins".into(), Value::Array(vec![Value::Object(conf)]));
         l
     };
-    let mut source =
-        json!({"namespace": nad.namespace, "name": nad.name, "uid": nad.uid, "resourceVersion": nad.resource_version});
-    if let Some(r) = &nad.resource_name {
-        source[RESOURCE_NAME] = Value::String(r.clone());
-    }
+    let mut source = serde_json::to_value(id).unwrap_or_default();
     if let Some(p) = &origin {
         source["file"] = Value::String(p.display().to_string());
     }
@@ -178,16 +189,17 @@ fn read_small(path: &Path) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn nad(config: Option<&str>) -> Nad {
-        Nad {
+        let source = Source {
             namespace: "team-a".into(),
             name: "macvlan-conf".into(),
             uid: "u-1".into(),
             resource_version: "7".into(),
-            config: config.map(str::to_string),
             resource_name: None,
-        }
+        };
+        Nad { source, config: config.map(str::to_string) }
     }
 
     fn parsed(b: &[u8]) -> Value {
@@ -209,7 +221,7 @@ mod tests {
     #[test]
     fn a_single_plugin_is_wrapped_and_a_missing_name_is_the_nads() {
         let mut n = nad(Some(r#"{"cniVersion":"0.3.1","type":"macvlan","master":"eth0"}"#));
-        n.resource_name = Some("intel.com/sriov_a".into());
+        n.source.resource_name = Some("intel.com/sriov_a".into());
         let v = parsed(&render(&n, &[]).unwrap());
         assert_eq!(v["name"], "macvlan-conf");
         assert_eq!(v["cniVersion"], "0.3.1");
@@ -265,7 +277,7 @@ mod tests {
             assert!(e.contains(want), "{config}: {e}");
         }
         let mut dotted = nad(Some(r#"{"type":"ptp"}"#));
-        dotted.name = "a.b".into();
+        dotted.source.name = "a.b".into();
         assert!(render(&dotted, &[]).unwrap_err().contains("DNS-1123 label"));
     }
 
@@ -276,7 +288,7 @@ mod tests {
             "spec":{"config":"{}"}});
         let n = Nad::from_object(&o);
         assert_eq!(
-            (n.key(), n.rel_path(), n.config.as_deref(), n.resource_name.as_deref()),
+            (n.key(), n.rel_path(), n.config.as_deref(), n.source.resource_name.as_deref()),
             ("n/x".into(), "n/x.conflist".into(), Some("{}"), Some("r/x"))
         );
         assert_eq!(Nad::from_object(&json!({"metadata":{"name":"x"}})).config, None);

@@ -100,7 +100,7 @@ impl NadMirror {
                 self.write(&rel, &bytes, &nad)?
             }
             Err(why) => {
-                let this = (nad.uid.clone(), nad.resource_version.clone(), why.clone());
+                let this = (nad.source.uid.clone(), nad.source.resource_version.clone(), why.clone());
                 if self.reported.get(&nad.key()) == Some(&this) {
                     Applied::StillRefused
                 } else {
@@ -155,7 +155,7 @@ impl NadMirror {
             "network {}: wrote {} (NetworkAttachmentDefinition, resourceVersion {})",
             nad.key(),
             target.display(),
-            nad.resource_version
+            nad.source.resource_version
         ));
         if newly_owned {
             owned.insert(rel.to_string());
@@ -192,6 +192,7 @@ pub fn remove_all(networks: &Path) -> std::io::Result<usize> {
 mod tests {
     use super::*;
     use crate::mirror::Mirror;
+    use crate::nad::Source;
 
     struct Dir(PathBuf);
     impl Drop for Dir {
@@ -206,14 +207,10 @@ mod tests {
         Dir(d)
     }
     fn nad(ns: &str, name: &str, rv: &str, config: &str) -> Nad {
-        Nad {
-            namespace: ns.into(),
-            name: name.into(),
-            uid: format!("uid-{ns}-{name}"),
-            resource_version: rv.into(),
-            config: Some(config.into()),
-            resource_name: None,
-        }
+        let uid = format!("uid-{ns}-{name}");
+        let source =
+            Source { namespace: ns.into(), name: name.into(), uid, resource_version: rv.into(), resource_name: None };
+        Nad { source, config: Some(config.into()) }
     }
     const PTP: &str = r#"{"cniVersion":"1.0.0","type":"ptp"}"#;
 

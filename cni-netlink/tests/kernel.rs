@@ -179,17 +179,15 @@ fn an_alias_of_max_alias_bytes_is_kept_and_a_longer_one_refused_by_name() {
     if !require_root("an_alias_of_max_alias_bytes_is_kept_and_a_longer_one_refused_by_name") {
         return;
     }
-    let ns = TempNetns::new("nl-alias");
-    ns.ip(&["link", "add", "al0", "type", "veth", "peer", "name", "al1"]);
+    let ns = veth_ns("nl-alias", ("al0", "al1"), "198.18.214.2/24");
+    // The link's alias after setting it, or the refusal.
     let set_alias = |alias: &str| {
-        let alias = alias.to_string();
-        run_in(&ns.path(), move || {
-            let mut r = Rtnl::open()?;
-            let al0 = links::links(&mut r)?.into_iter().find(|l| l.name == "al0").unwrap();
-            links::set(&mut r, al0.index, "al0", &LinkChange { alias: Some(&alias), ..LinkChange::default() })?;
-            Ok::<_, NetlinkError>(links::links(&mut r)?.into_iter().find(|l| l.name == "al0").unwrap().alias)
+        inside(&ns, |r| {
+            let al0 = links::links(r)?.into_iter().find(|l| l.name == "al0").unwrap();
+            let change = LinkChange { alias: Some(alias), ..LinkChange::default() };
+            let set = links::set(r, al0.index, "al0", &change);
+            Ok(set.and_then(|()| links::links(r)).map(|l| l.into_iter().find(|l| l.name == "al0").unwrap().alias))
         })
-        .unwrap()
     };
     // IFALIASZ − 2 and IFALIASZ − 1 bytes: kept as they are.
     for len in [MAX_ALIAS - 1, MAX_ALIAS] {

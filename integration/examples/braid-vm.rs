@@ -76,10 +76,10 @@ fn read_result(file: Option<&str>) -> Result<CniResult, String> {
 
 fn describe(k: usize, n: &Nic) -> String {
     let mut s = format!("NIC {k}: tap {:<6} MAC {}  {}", n.tap, n.mac, n.addresses.join(" "));
-    if !n.gateways.is_empty() {
-        s += &format!("  gateway {}", n.gateways.join(" "));
+    if !n.gateways().is_empty() {
+        s += &format!("  gateway {}", n.gateways().join(" "));
     }
-    for r in &n.routes {
+    for r in n.routes.iter().filter(|r| r.dst != "default") {
         s += &format!("  route {}{}", r.dst, r.via.as_deref().map(|v| format!(" via {v}")).unwrap_or_default());
     }
     s
@@ -96,7 +96,7 @@ fn run(argv: Vec<String>) -> Result<(), (i32, String)> {
     }
     let mut guest = guest_for(&nics);
     for (k, n) in nics.iter().enumerate() {
-        for g in &n.gateways {
+        for g in n.gateways() {
             guest = guest.ping(k, g);
         }
     }

@@ -54,7 +54,7 @@ fn a_vm_reaches_every_network_of_a_merged_result() {
     let mut guest = guest_for(&nics);
     let targets = ["198.18.90.1", "198.18.91.1", "198.18.92.1"];
     for (k, t) in targets.iter().enumerate() {
-        assert_eq!(nics[k].gateways, [t.to_string()], "the result names {t} as NIC {k}'s gateway");
+        assert_eq!(nics[k].gateways(), [*t], "the result names {t} as NIC {k}'s gateway");
         guest = guest.ping(k, t);
     }
     let run = Vm::boot(ctr.path(), image, &guest);

@@ -19,17 +19,17 @@ pub async fn invalid_nad(client: &kube::Client, node: &str, nad: &Nad, why: &str
     let ev = Event {
         metadata: ObjectMeta {
             // As kubectl's and client-go's recorders name them: object, a dot, a unique suffix.
-            name: Some(format!("{}.{:x}", nad.name, now.as_nanosecond())),
-            namespace: Some(nad.namespace.clone()),
+            name: Some(format!("{}.{:x}", nad.source.name, now.as_nanosecond())),
+            namespace: Some(nad.source.namespace.clone()),
             ..ObjectMeta::default()
         },
         involved_object: ObjectReference {
             api_version: Some("k8s.cni.cncf.io/v1".into()),
             kind: Some("NetworkAttachmentDefinition".into()),
-            namespace: Some(nad.namespace.clone()),
-            name: Some(nad.name.clone()),
-            uid: Some(nad.uid.clone()).filter(|u| !u.is_empty()),
-            resource_version: Some(nad.resource_version.clone()).filter(|r| !r.is_empty()),
+            namespace: Some(nad.source.namespace.clone()),
+            name: Some(nad.source.name.clone()),
+            uid: Some(nad.source.uid.clone()).filter(|u| !u.is_empty()),
+            resource_version: Some(nad.source.resource_version.clone()).filter(|r| !r.is_empty()),
             ..ObjectReference::default()
         },
         reason: Some(REASON.into()),
@@ -45,7 +45,7 @@ pub async fn invalid_nad(client: &kube::Client, node: &str, nad: &Nad, why: &str
         event_time: Some(MicroTime(now)),
         ..Event::default()
     };
-    let api: Api<Event> = Api::namespaced(client.clone(), &nad.namespace);
+    let api: Api<Event> = Api::namespaced(client.clone(), &nad.source.namespace);
     if let Err(e) = api.create(&PostParams::default(), &ev).await {
         crate::log(&format!("NetworkAttachmentDefinition {}: cannot create its Event: {e}", nad.key()));
     }

@@ -93,7 +93,7 @@ async fn report(client: &kube::Client, agent: &Agent, nad: &Nad, applied: Applie
         crate::log(&format!(
             "NetworkAttachmentDefinition {} (resourceVersion {}) not mirrored: {why}",
             nad.key(),
-            nad.resource_version
+            nad.source.resource_version
         ));
         event::invalid_nad(client, &agent.node, nad, &why).await;
     }

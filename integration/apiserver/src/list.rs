@@ -58,7 +58,7 @@ pub(crate) fn list(
     let current = store.rv();
     let too_large = |asked: u64| ApiError::too_large_resource_version(asked, current);
     // Which snapshot, from which key, how many.
-    let (snapshot, start, limit) = if let Some(token) = &opts.continue_token {
+    let (snapshot, start, limit) = if let Some(token) = &opts.page.token {
         if matches!(opts.rv, Rv::At(_)) {
             return Err(ApiError::bad_request("specifying resource version is not allowed when using continue".into()));
         }
@@ -72,24 +72,24 @@ pub(crate) fn list(
             status.body["metadata"] = json!({ "continue": encode_continue(current, restart) });
             return Err(status);
         }
-        (rv, Some(start), opts.limit)
+        (rv, Some(start), opts.page.limit)
     } else {
         match (opts.rv, opts.rv_match) {
             // "0": whatever the watch cache holds, which pages nothing.
             (Rv::Any, _) => (current, None, None),
-            (Rv::Unset, _) => (current, None, opts.limit),
+            (Rv::Unset, _) => (current, None, opts.page.limit),
             (Rv::At(rv), _) if rv > current => return Err(too_large(rv)),
             // Exact, or a limit with no match given (the legacy paging semantics): that snapshot.
             (Rv::At(rv), Some(RvMatch::Exact)) | (Rv::At(rv), None)
-                if opts.limit.is_some() || opts.rv_match.is_some() =>
+                if opts.page.limit.is_some() || opts.rv_match.is_some() =>
             {
                 if rv < store.compacted() {
                     return Err(ApiError::expired(LIST_EXPIRED.into()));
                 }
-                (rv, None, opts.limit)
+                (rv, None, opts.page.limit)
             }
             // NotOlderThan: the newest data is not older.
-            (Rv::At(_), _) => (current, None, opts.limit),
+            (Rv::At(_), _) => (current, None, opts.page.limit),
         }
     };
     let objects = store.at(view.kind(), snapshot).ok_or_else(|| ApiError::expired(LIST_EXPIRED.into()))?;
@@ -98,7 +98,7 @@ pub(crate) fn list(
         .into_values()
         .filter(|o| namespace.is_none_or(|ns| crate::store::key_of(o).0 == ns))
         .map(|o| view.to_view(&o))
-        .filter(|o| opts.labels.matches(o) && opts.fields.matches(view, o))
+        .filter(|o| opts.selectors.matches(view, o))
         .map(|o| (list_key(&o, across), o))
         .filter(|(key, _)| start.as_deref().is_none_or(|s| key.as_str() >= s))
         .collect();
@@ -111,7 +111,7 @@ pub(crate) fn list(
             if let Some((last, _)) = matching.last() {
                 metadata["continue"] = json!(encode_continue(snapshot, last));
             }
-            if opts.labels.is_empty() && opts.fields.is_empty() {
+            if opts.selectors.is_empty() {
                 metadata["remainingItemCount"] = json!(remaining);
             }
         }

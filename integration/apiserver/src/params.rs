@@ -2,7 +2,7 @@
 //! the apiserver checks them before it reads the store.
 
 use crate::resource::View;
-use crate::select::{FieldSelector, LabelSelector};
+use crate::select::Selectors;
 use crate::status::{ApiError, FieldError, FieldErrorKind};
 
 /// A decoded query string.
@@ -60,16 +60,35 @@ pub(crate) enum RvMatch {
     Exact,
 }
 
+/// A list or watch request's options, checked.
 pub(crate) struct ListOptions {
-    pub watch: bool,
+    /// `resourceVersion`, and `resourceVersionMatch` saying how a list reads it.
     pub rv: Rv,
     pub rv_match: Option<RvMatch>,
+    /// `limit` and `continue`.
+    pub page: Page,
+    /// `labelSelector` and `fieldSelector`.
+    pub selectors: Selectors,
+    /// `watch`: a stream of changes instead of one list, and what only a watch reads.
+    pub watch: Option<WatchOptions>,
+}
+
+/// A list served in pages, each continuing at the first one's snapshot.
+pub(crate) struct Page {
+    /// `limit`: at most this many objects a page.
     pub limit: Option<u64>,
-    pub continue_token: Option<String>,
-    pub labels: LabelSelector,
-    pub fields: FieldSelector,
+    /// `continue`: the token the previous page ended with.
+    pub token: Option<String>,
+}
+
+/// What only a watch reads.
+pub(crate) struct WatchOptions {
+    /// `allowWatchBookmarks`.
     pub bookmarks: bool,
+    /// `timeoutSeconds`; the server's default when absent.
     pub timeout_seconds: Option<u64>,
+    /// `sendInitialEvents`: the state first, as ADDED events, then (to a client that takes
+    /// them) a bookmark.
     pub send_initial_events: Option<bool>,
 }
 
@@ -118,16 +137,15 @@ impl ListOptions {
             None => None,
         };
         Ok(ListOptions {
-            watch,
+            watch: watch.then_some(WatchOptions { bookmarks, timeout_seconds, send_initial_events }),
             rv: parse_rv(raw_rv)?,
             rv_match,
-            limit,
-            continue_token,
-            labels: LabelSelector::parse(query.get("labelSelector").unwrap_or_default())?,
-            fields: FieldSelector::parse(query.get("fieldSelector").unwrap_or_default(), view)?,
-            bookmarks,
-            timeout_seconds,
-            send_initial_events,
+            page: Page { limit, token: continue_token },
+            selectors: Selectors::parse(
+                query.get("labelSelector").unwrap_or_default(),
+                query.get("fieldSelector").unwrap_or_default(),
+                view,
+            )?,
         })
     }
 }

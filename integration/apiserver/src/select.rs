@@ -27,6 +27,30 @@ pub(crate) struct LabelSelector(Vec<Label>);
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct FieldSelector(Vec<(String, String, bool)>);
 
+/// A request's `labelSelector` and `fieldSelector`: an object is listed or watched when it
+/// meets both, and a list with either set counts no `remainingItemCount` (the apiserver cannot
+/// know it without reading every object).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Selectors {
+    labels: LabelSelector,
+    fields: FieldSelector,
+}
+
+impl Selectors {
+    pub fn parse(labels: &str, fields: &str, view: View) -> Result<Self, ApiError> {
+        Ok(Selectors { labels: LabelSelector::parse(labels)?, fields: FieldSelector::parse(fields, view)? })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
+    }
+
+    /// Whether `object`, in the form `view` serves it, meets both selectors.
+    pub fn matches(&self, view: View, object: &Value) -> bool {
+        self.labels.matches(object) && self.fields.matches(view, object)
+    }
+}
+
 /// Splits at commas outside parentheses.
 fn terms(selector: &str) -> Vec<&str> {
     let mut out = Vec::new();

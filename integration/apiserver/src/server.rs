@@ -155,11 +155,11 @@ fn collection(
     form: Form,
     what: String,
 ) -> Result<Response, ApiError> {
-    let opts = ListOptions::parse(query, route.view)?;
-    if opts.watch {
+    let mut opts = ListOptions::parse(query, route.view)?;
+    if let Some(options) = opts.watch.take() {
         let metadata_only = form.metadata_only;
         let filter = Filter { view: route.view, namespace: route.namespace.clone(), opts, metadata_only };
-        let watch = shared.write(|store| watch::start(shared, store, filter, what));
+        let watch = shared.write(|store| watch::start(shared, store, filter, &options, what));
         let headers = [(header::CONTENT_TYPE, "application/json")];
         return Ok((StatusCode::OK, headers, watch.into_body()).into_response());
     }

@@ -4,7 +4,7 @@
 //! resourceVersion, then live changes, BOOKMARKs, and an end — the client's `timeoutSeconds`, or an
 //! `ERROR` event with a 410 `Status` once the history it needs is compacted.
 
-use crate::params::{ListOptions, Rv};
+use crate::params::{ListOptions, Rv, WatchOptions};
 use crate::resource::View;
 use crate::status::ApiError;
 use crate::store::{Change, ChangeType, Msg, Shared, Store};
@@ -37,7 +37,7 @@ impl Filter {
             return None;
         }
         let viewed = self.view.to_view(stored);
-        (self.opts.labels.matches(&viewed) && self.opts.fields.matches(self.view, &viewed)).then_some(viewed)
+        self.opts.selectors.matches(self.view, &viewed).then_some(viewed)
     }
 
     /// A change as this watch sees it: an object that starts matching is ADDED, one that stops
@@ -123,7 +123,13 @@ impl Drop for Watch {
 
 /// Starts a watch under the store's lock, so no change falls between the initial events and the
 /// live ones. A watch from a compacted resourceVersion is still a 200: its one event is the 410.
-pub(crate) fn start(shared: &Arc<Shared>, store: &mut Store, filter: Filter, what: String) -> Watch {
+pub(crate) fn start(
+    shared: &Arc<Shared>,
+    store: &mut Store,
+    filter: Filter,
+    options: &WatchOptions,
+    what: String,
+) -> Watch {
     let (tx, rx) = unbounded_channel();
     let current = store.rv();
     let mut pending = VecDeque::new();
@@ -134,12 +140,12 @@ pub(crate) fn start(shared: &Arc<Shared>, store: &mut Store, filter: Filter, wha
             pending.push_back(line(&json!({ "type": "ADDED", "object": filter.output(object) })));
         }
     };
-    match (filter.opts.send_initial_events, filter.opts.rv) {
+    match (options.send_initial_events, filter.opts.rv) {
         (Some(true), _) => {
             initial(&mut pending);
             // The end of the initial events is a bookmark, sent only to a client that takes
             // bookmarks (the cacher's isListWatchRequest).
-            if filter.opts.bookmarks {
+            if options.bookmarks {
                 pending.push_back(line(&filter.bookmark(current, true)));
             }
         }
@@ -157,8 +163,8 @@ pub(crate) fn start(shared: &Arc<Shared>, store: &mut Store, filter: Filter, wha
         },
     }
     let id = (!done).then(|| store.register(filter.view.kind(), tx, what));
-    let timeout = filter.opts.timeout_seconds.map_or(DEFAULT_TIMEOUT, Duration::from_secs);
-    let bookmarks = filter.opts.bookmarks.then(|| {
+    let timeout = options.timeout_seconds.map_or(DEFAULT_TIMEOUT, Duration::from_secs);
+    let bookmarks = options.bookmarks.then(|| {
         let every = shared.bookmark_interval;
         let mut interval = tokio::time::interval_at(Instant::now() + every, every);
         interval.set_missed_tick_behavior(MissedTickBehavior::Delay);

@@ -29,10 +29,8 @@ pub struct Nic {
     pub mac: String,
     /// `address/prefix`, IPv4 or IPv6.
     pub addresses: Vec<String>,
-    /// Gateways: the guest gets a default route via each (at most one per family makes sense;
-    /// [`super::guest_for`] keeps one).
-    pub gateways: Vec<String>,
-    /// Further routes.
+    /// Its routes, in the order the guest adds them; a gateway is a `default` route via it
+    /// ([`Nic::gateways`]; [`super::guest_for`] keeps one per guest).
     pub routes: Vec<Route>,
 }
 
@@ -49,9 +47,13 @@ impl Nic {
     }
 
     /// Adds a default route via `gateway`.
-    pub fn gateway(mut self, gateway: &str) -> Nic {
-        self.gateways.push(gateway.into());
-        self
+    pub fn gateway(self, gateway: &str) -> Nic {
+        self.route("default", Some(gateway))
+    }
+
+    /// The gateways: where its `default` routes lead.
+    pub fn gateways(&self) -> Vec<&str> {
+        self.routes.iter().filter(|r| r.dst == "default").filter_map(|r| r.via.as_deref()).collect()
     }
 
     /// Adds a route to `dst` (a CIDR, or `default` with a gateway) via `via`, or on the link.
@@ -159,9 +161,6 @@ impl Guest {
                 });
                 s += &format!("route {i} {} {}{}\n", fam(v6), sq(&r.dst), via.unwrap_or_default());
             }
-            for g in &n.gateways {
-                s += &format!("route {i} {} default {}\n", fam(ip(g).is_ipv6()), sq(g));
-            }
         }
         s += "show\n";
         for (k, p) in self.probes.iter().enumerate() {
@@ -258,8 +257,8 @@ pub(super) mod tests {
                 "up 0",
                 "addr 1 '198.18.2.2/24'",
                 "up 1",
+                "route 0 4 'default' '198.18.1.1'",
                 "route 0 4 '198.19.1.0/24' '198.18.1.1'",
-                "route 0 4 default '198.18.1.1'",
                 "show",
                 "probe 0 ping 4 0 '198.18.1.1' 5",
                 "probe 1 ping 6 1 '2001:db8:1::1' 1",

@@ -9,7 +9,7 @@
 //!   the virtio-net modules of that kernel, and `src/vm/init.sh` as `/init`. Done once per
 //!   process; two processes preparing at once each unpack into their own staging directory and
 //!   `rename` it into place.
-//! - [`guest`]: [`Guest`] describes the NICs (tap, MAC, addresses, gateways, routes) and the
+//! - [`guest`]: [`Guest`] describes the NICs (tap, MAC, addresses, routes — a gateway is a default route) and the
 //!   probes. It reaches the guest as `/braid/guest.sh`, an extra newc archive appended to the
 //!   image's initramfs for this boot (the kernel unpacks concatenated archives in order), so there
 //!   is no kernel command-line length limit. The file is a list of calls to the functions of

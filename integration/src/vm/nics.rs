@@ -61,9 +61,19 @@ pub fn vm_nics(result: &CniResult, container_id: &str, netns: &str) -> Result<Ve
 pub fn guest_for(nics: &[Nic]) -> Guest {
     let mut guest = Guest::new();
     for (k, n) in nics.iter().enumerate() {
-        let gateways = if k == 0 { n.gateways.iter().take(1).cloned().collect() } else { Vec::new() };
-        let routes = n.routes.iter().filter(|r| !r.dst.ends_with("/0")).cloned().collect();
-        guest = guest.nic(Nic { gateways, routes, ..n.clone() });
+        // Only the first NIC's first gateway becomes the guest's default route.
+        let (mut routes, mut has_default) = (Vec::new(), k != 0);
+        for r in &n.routes {
+            let keep = match r.dst.as_str() {
+                "default" => !has_default,
+                dst => !dst.ends_with("/0"),
+            };
+            has_default |= r.dst == "default";
+            if keep {
+                routes.push(r.clone());
+            }
+        }
+        guest = guest.nic(Nic { routes, ..n.clone() });
     }
     guest
 }
@@ -126,16 +136,23 @@ mod tests {
         assert_eq!(nics.len(), 2);
         assert_eq!((nics[0].tap.as_str(), nics[0].mac.as_str()), ("tap0", "0a:58:c6:12:00:02"));
         assert_eq!(nics[0].addresses, s(&["198.18.1.2/24"]));
-        assert_eq!(nics[0].gateways, s(&["198.18.1.1"]));
+        assert_eq!(nics[0].gateways(), ["198.18.1.1"]);
         assert_eq!(
             nics[0].routes,
             [
+                Route { dst: "default".into(), via: Some("198.18.1.1".into()), v6: false },
                 Route { dst: "0.0.0.0/0".into(), via: Some("198.18.1.1".into()), v6: false },
                 Route { dst: "198.19.9.0/24".into(), via: None, v6: false }
             ]
         );
         assert_eq!((nics[1].tap.as_str(), nics[1].mac.as_str()), ("tap1", "0a:58:c6:12:01:02"));
-        assert_eq!(nics[1].routes, [Route { dst: "198.19.2.0/24".into(), via: Some("198.18.2.1".into()), v6: false }]);
+        assert_eq!(
+            nics[1].routes,
+            [
+                Route { dst: "default".into(), via: Some("198.18.2.1".into()), v6: false },
+                Route { dst: "198.19.2.0/24".into(), via: Some("198.18.2.1".into()), v6: false }
+            ]
+        );
 
         let lines: Vec<String> = guest_for(&nics).script().lines().skip(1).map(str::to_string).collect();
         assert_eq!(
@@ -147,8 +164,8 @@ mod tests {
                 "up 0",
                 "addr 1 '198.18.2.2/24'",
                 "up 1",
+                "route 0 4 'default' '198.18.1.1'",
                 "route 0 4 '198.19.9.0/24'",
-                "route 0 4 default '198.18.1.1'",
                 "route 1 4 '198.19.2.0/24' '198.18.2.1'",
                 "show",
             ]
