@@ -5,8 +5,9 @@
 //! Order of ADD, per interface, so that a crash at any point leaves only what DEL finds:
 //! 1. the tap is created non-persistent (it dies with vmtap's descriptor), owned, and — still
 //!    down — given its ingress qdisc and its redirect to the pod interface (they go with it);
-//!    then given the pod interface's MTU, put in the attachment's device group, brought up
-//!    and marked ([`crate::mark`]); then made persistent;
+//!    then given the pod interface's MTU, put in the attachment's device group and marked
+//!    ([`crate::mark`]); then made persistent, and brought up once vmtap's descriptor is
+//!    closed;
 //! 2. the pod interface gets an ingress qdisc unless its ingress is served already — by an
 //!    ingress qdisc or a clsact qdisc (eBPF-based CNIs add one), used as it is (the mark says
 //!    which);
@@ -143,9 +144,15 @@ fn join(
     let tap = links::get(rtnl, new.name())?.ok_or_else(|| VmtapError::TapNotListed(new.name().to_string()))?;
     tc::add_ingress(rtnl, tap.index, &tap.name)?;
     tc::add_redirect(rtnl, (tap.index, &tap.name), (pod.index, &pod.name))?;
-    let change = LinkChange { mtu: Some(pod.mtu), up: Some(true), alias: Some(&alias), group: Some(group) };
+    let change = LinkChange { mtu: Some(pod.mtu), up: None, alias: Some(&alias), group: Some(group) };
     links::set(rtnl, tap.index, &tap.name, &change)?;
     new.persist()?;
+    // Up once vmtap's descriptor is closed: a tap has carrier only while a descriptor is
+    // attached, and one brought up with carrier is configured for IPv6 at once (a link-local
+    // address, its routes, duplicate address detection) — work for ADD and more for DEL to
+    // undo, for a tap whose frames tc redirects before any of it applies. Without carrier
+    // the kernel does that when the VMM attaches, as for a tap `ip tuntap add` made.
+    links::set(rtnl, tap.index, &tap.name, &LinkChange { up: Some(true), ..LinkChange::default() })?;
 
     if qdisc == Qdisc::Add {
         tc::add_ingress(rtnl, pod.index, &pod.name)?;
