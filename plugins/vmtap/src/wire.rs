@@ -3,15 +3,14 @@
 //! on the thread that entered the namespace (`cni_skel::netns::run_in`).
 //!
 //! Order of ADD, per interface, so that a crash at any point leaves only what DEL finds:
-//! 1. the tap is created non-persistent (it dies with vmtap's descriptor), owned, and — still
-//!    down — given its ingress qdisc and its redirect to the pod interface (they go with it);
-//!    then given the pod interface's MTU, put in the attachment's device group and marked
-//!    ([`crate::mark`]); then made persistent, and brought up once vmtap's descriptor is
-//!    closed;
-//! 2. the pod interface gets an ingress qdisc unless its ingress is served already — by an
+//! 1. the tap is created non-persistent (it dies with vmtap's descriptor), owned, given —
+//!    still down — its ingress qdisc (it goes with the tap), the pod interface's MTU, the
+//!    attachment's device group and the mark ([`crate::mark`]); then made persistent;
+//! 2. once vmtap's descriptor is closed: the redirect tap → pod, and the tap brought up;
+//! 3. the pod interface gets an ingress qdisc unless its ingress is served already — by an
 //!    ingress qdisc or a clsact qdisc (eBPF-based CNIs add one), used as it is (the mark says
 //!    which);
-//! 3. the redirect pod → tap.
+//! 4. the redirect pod → tap.
 //!
 //! DEL removes, for every tap marked with this attachment, the filters on its pod interface
 //! that redirect to it — with that interface's ingress qdisc when vmtap made it and nothing
@@ -23,8 +22,9 @@
 //! once per command, never per tap (each tap is asked for by name); an ingress qdisc grafted
 //! on an *up* device makes the kernel stop and restart its queues (`qdisc_graft`:
 //! `dev_deactivate`, which waits for an RCU grace period), so the tap gets its qdisc while
-//! down; the taps are put in their device group as they are made, so that DEL deletes them
-//! in one request without changing each first.
+//! down, and its first filter once a grace period has passed (see [`join`]); the taps are put
+//! in their device group as they are made, so that DEL deletes them in one request without
+//! changing each first.
 
 use crate::config::Owner;
 use crate::error::VmtapError;
@@ -143,10 +143,13 @@ fn join(
     }
     let tap = links::get(rtnl, new.name())?.ok_or_else(|| VmtapError::TapNotListed(new.name().to_string()))?;
     tc::add_ingress(rtnl, tap.index, &tap.name)?;
-    tc::add_redirect(rtnl, (tap.index, &tap.name), (pod.index, &pod.name))?;
     let change = LinkChange { mtu: Some(pod.mtu), up: None, alias: Some(&alias), group: Some(group) };
     links::set(rtnl, tap.index, &tap.name, &change)?;
     new.persist()?;
+    // The first filter on a new ingress qdisc waits for an RCU grace period since the qdisc
+    // was made (`mini_qdisc_pair_swap`); closing the descriptor just waited for one
+    // (`__tun_detach`: `synchronize_net`), so the filter goes after it, not before.
+    tc::add_redirect(rtnl, (tap.index, &tap.name), (pod.index, &pod.name))?;
     // Up once vmtap's descriptor is closed: a tap has carrier only while a descriptor is
     // attached, and one brought up with carrier is configured for IPv6 at once (a link-local
     // address, its routes, duplicate address detection) — work for ADD and more for DEL to
