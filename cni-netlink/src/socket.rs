@@ -1,5 +1,5 @@
-//! A blocking rtnetlink socket: one request and its acknowledgement, or one dump and all its
-//! parts.
+//! A blocking rtnetlink socket: one request and its acknowledgement, one object asked for and
+//! the kernel's answer, or one dump and all its parts.
 //!
 //! The socket belongs to the network namespace of the thread that opened it, so a plugin opens
 //! it inside `cni_skel::netns::run_in` and keeps it on that thread. Requests are

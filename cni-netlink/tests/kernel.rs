@@ -127,11 +127,8 @@ fn ingress_filters_list_every_chain_and_the_redirects_among_them() {
         return;
     }
     let ns = veth_ns("nl-filters", ("fa", "fb"), "198.18.214.2/24");
-    let (fa, fb) = inside(&ns, |r| {
-        let all = links::links(r)?;
-        let find = |n: &str| all.iter().find(|l| l.name == n).unwrap().index;
-        Ok((find("fa"), find("fb")))
-    });
+    let index = |name: &'static str| inside(&ns, |r| links::get(r, name)).unwrap().index;
+    let (fa, fb) = (index("fa"), index("fb"));
     inside(&ns, |r| {
         tc::add_ingress(r, fa, "fa")?;
         tc::add_redirect(r, (fa, "fa"), (fb, "fb"))

@@ -22,7 +22,7 @@
 //! once per command, never per tap (each tap is asked for by name); an ingress qdisc grafted
 //! on an *up* device makes the kernel stop and restart its queues (`qdisc_graft`:
 //! `dev_deactivate`, which waits for an RCU grace period), so the tap gets its qdisc while
-//! down, and its first filter once a grace period has passed (see [`join`]); the taps are put
+//! down, and its first filter once a grace period has passed (`join`); the taps are put
 //! in their device group as they are made, so that DEL deletes them in one request without
 //! changing each first.
 
