@@ -2,15 +2,18 @@
 //! pod's network namespace needs, without a reactor or a thread of its own.
 //!
 //! - [`Rtnl`]: a netlink-sys socket of the calling thread's namespace; one request and its
-//!   acknowledgement, or one dump (redone when the kernel flags it interrupted). A refusal
+//!   acknowledgement, or one dump (redone when the kernel flags it interrupted), read in
+//!   datagrams of up to 32 KiB. A refusal
 //!   carries the kernel's errno and, where it sent one, its own explanation.
 //! - [`links`]: the links of the namespace (index, name, MAC, MTU, kind, alias, group, master,
-//!   VRF table) and the few changes plugins make to them (MTU, up, alias, group, delete).
+//!   VRF table) — all of them, or one asked for by name — and the few changes plugins make to
+//!   them (MTU, up, alias, group, delete).
 //! - [`addresses`], [`routes`] (every table; adding and deleting one), [`rules`] (policy
 //!   routing): what a plugin needs to see, or change, where traffic goes.
 //! - [`tc`]: the ingress qdisc and the match-all u32 filter with a `mirred egress redirect`
 //!   that joins two interfaces — the technique of awslabs' tc-redirect-tap
-//!   (`internal/netlink.go`, `AddIngressQdisc`, `AddRedirectFilter`) — and reading them back.
+//!   (`internal/netlink.go`, `AddIngressQdisc`, `AddRedirectFilter`) — and reading them back
+//!   (every filter chain of an ingress, and the redirects among them, in one dump).
 //!
 //! Every message is netlink-packet-route's typed one (`LinkMessage`, `RouteMessage`,
 //! `AddressMessage`, `RuleMessage`, `TcMessage`, sent as a `RouteNetlinkMessage`), framed by

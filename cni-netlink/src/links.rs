@@ -160,8 +160,25 @@ fn message(index: u32, attributes: Vec<LinkAttribute>) -> LinkMessage {
 
 /// Every link of the namespace (per-link statistics left out: a third of each message).
 pub fn links(rtnl: &mut Rtnl) -> Result<Vec<Link>, NetlinkError> {
-    let request = HeaderAnd { header: LinkHeader::default(), attribute: skip_stats() };
+    let request = HeaderAnd { header: LinkHeader::default(), attributes: vec![skip_stats()] };
     rtnl.dump_decoded("dump links", RouteNetlinkMessage::GetLink, &request, |body| Link::parse(body).map(Some))
+}
+
+/// The link named `name`, asked for alone (`RTM_GETLINK` with `IFLA_IFNAME`, as `ip link show
+/// dev NAME` does); `None` when there is none. The kernel answers with that one link, where
+/// [`links`] costs it — and the reader — every link of the namespace: a plugin that makes
+/// links one by one and needs each one's index or MAC asks for it by name rather than
+/// listing the namespace after each.
+pub fn get(rtnl: &mut Rtnl, name: &str) -> Result<Option<Link>, NetlinkError> {
+    rtnl.get_decoded(&format!("get link {name}"), RouteNetlinkMessage::GetLink, &get_request(name), Link::parse)
+}
+
+/// `RTM_GETLINK` of the link `name`, statistics left out. The name goes as netlink-packet-route's
+/// `LinkAttribute::IfName` sends it (NUL-terminated), without linking the encoder of every
+/// link attribute (see [`skip_stats`]).
+fn get_request(name: &str) -> HeaderAnd<LinkHeader> {
+    let ifname = DefaultNla::new(kind(LinkAttribute::IfName(String::new())), [name.as_bytes(), &[0]].concat());
+    HeaderAnd { header: LinkHeader::default(), attributes: vec![ifname, skip_stats()] }
 }
 
 /// `IFLA_EXT_MASK` with `RTEXT_FILTER_SKIP_STATS`: the kernel leaves each link's statistics
@@ -176,21 +193,21 @@ fn skip_stats() -> DefaultNla {
     )
 }
 
-/// A request of a header and one attribute.
+/// A request of a header and a few attributes.
 struct HeaderAnd<H> {
     header: H,
-    attribute: DefaultNla,
+    attributes: Vec<DefaultNla>,
 }
 
 impl<H: Emitable> Emitable for HeaderAnd<H> {
     fn buffer_len(&self) -> usize {
-        self.header.buffer_len() + self.attribute.buffer_len()
+        self.header.buffer_len() + self.attributes.as_slice().buffer_len()
     }
 
     fn emit(&self, buffer: &mut [u8]) {
         let at = self.header.buffer_len();
         self.header.emit(&mut buffer[..at]);
-        self.attribute.emit(&mut buffer[at..]);
+        self.attributes.as_slice().emit(&mut buffer[at..]);
     }
 }
 
@@ -351,9 +368,21 @@ mod tests {
 
     #[test]
     fn a_link_dump_asks_for_no_statistics() {
-        let request = HeaderAnd { header: LinkHeader::default(), attribute: skip_stats() };
+        let request = HeaderAnd { header: LinkHeader::default(), attributes: vec![skip_stats()] };
         let theirs = LinkMessage::parse(&emitted(&request)).unwrap();
         assert_eq!(theirs.attributes, [LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats])]);
+    }
+
+    #[test]
+    fn a_link_asked_for_by_name_is_named_as_the_library_names_it() {
+        let request = get_request("tap0");
+        let theirs = LinkMessage::parse(&emitted(&request)).unwrap();
+        assert_eq!(theirs.header.index, 0);
+        let want = [LinkAttribute::IfName("tap0".into()), LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats])];
+        assert_eq!(theirs.attributes, want);
+        // Byte for byte what the library's own encoder sends for the name.
+        let library = message(0, vec![LinkAttribute::IfName("tap0".into())]);
+        assert_eq!(emitted(&request)[..emitted(&library).len()], emitted(&library));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! A blocking rtnetlink socket: one request and its acknowledgement, or one dump and all its
-//! parts.
+//! A blocking rtnetlink socket: one request and its acknowledgement, one object asked for and
+//! the kernel's answer, or one dump and all its parts.
 //!
 //! The socket belongs to the network namespace of the thread that opened it, so a plugin opens
 //! it inside `cni_skel::netns::run_in` and keeps it on that thread. Requests are
@@ -27,15 +27,27 @@ use netlink_packet_core::{
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::constants::NLMSGERR_ATTR_MSG;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use nix::libc::{MSG_PEEK, MSG_TRUNC};
 
 /// How often a dump interrupted by a concurrent change is redone before giving up.
 const DUMP_TRIES: usize = 5;
+
+/// The receive buffer offered to the kernel: 32 KiB, the most it packs into one datagram of a
+/// dump (`netlink_recvmsg` remembers the largest buffer a reader offered, capped at
+/// `SKB_WITH_OVERHEAD(32768)`, and `netlink_dump` fills datagrams of that size). Offering
+/// only what the next datagram needs — netlink-sys's `recv_from_full` peeks with an empty
+/// buffer — keeps dumps at `NLMSG_GOODSIZE`, about 4 KB: three links a datagram, so a link
+/// dump of a pod with a few interfaces took ten exchanges with the kernel instead of one.
+/// vishvananda/netlink reads into 64 KiB (`RECEIVE_BUFFER_SIZE`) for the same reason.
+const RECEIVE_BUFFER: usize = 32 * 1024;
 
 /// An rtnetlink socket of the calling thread's network namespace.
 #[derive(Debug)]
 pub struct Rtnl {
     socket: Socket,
     seq: u32,
+    /// Reused by every receive (see [`RECEIVE_BUFFER`]).
+    buffer: Vec<u8>,
 }
 
 /// What goes out: a typed message and its message type.
@@ -95,7 +107,7 @@ impl Rtnl {
         // flag on, cannot modify"), which errors then quote; a kernel that cannot send them
         // still answers with the errno.
         let _ = socket.set_ext_ack(true);
-        Ok(Rtnl { socket, seq: 0 })
+        Ok(Rtnl { socket, seq: 0, buffer: Vec::with_capacity(RECEIVE_BUFFER) })
     }
 
     /// Sends `message` as `variant` (`RouteNetlinkMessage::SetLink` for a `LinkMessage` that
@@ -150,7 +162,7 @@ impl Rtnl {
         mut decode: impl FnMut(&[u8]) -> Result<Option<T>, DecodeError>,
     ) -> Result<Vec<T>, NetlinkError> {
         let mut out = Vec::new();
-        self.dump_bodies(what, message_type(variant), request, &mut |part| {
+        self.answers(what, message_type(variant), request, NLM_F_DUMP, &mut |part| {
             match part {
                 Part::Answer(body) => out.extend(decode(body)?),
                 Part::Restart => out.clear(),
@@ -160,19 +172,48 @@ impl Rtnl {
         Ok(out)
     }
 
-    /// The dump itself, compiled once for every type of answer: `each` gets
-    /// [`Part::Restart`] as each try starts, then every answer's body.
-    fn dump_bodies(
+    /// Asks for one object — `request` is a whole message that names it (`RTM_GETLINK` of a
+    /// link by name, …), sent as `variant` without `NLM_F_DUMP` — and decodes the kernel's one
+    /// answer with `decode`. `Ok(None)` when the kernel says there is no such object
+    /// ([`NetlinkError::is_not_found`]). One answer costs the kernel one object, where a dump
+    /// costs it every object of the namespace.
+    pub(crate) fn get_decoded<M: Default, T>(
+        &mut self,
+        what: &str,
+        variant: fn(M) -> RouteNetlinkMessage,
+        request: &impl Emitable,
+        mut decode: impl FnMut(&[u8]) -> Result<T, DecodeError>,
+    ) -> Result<Option<T>, NetlinkError> {
+        let mut out = None;
+        let asked = self.answers(what, message_type(variant), request, 0, &mut |part| {
+            if let Part::Answer(body) = part {
+                out = Some(decode(body)?);
+            }
+            Ok(())
+        });
+        match asked {
+            Ok(()) => Ok(out),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The exchange, compiled once for every type of answer: `request` is sent with
+    /// `NLM_F_REQUEST | flags` (`NLM_F_DUMP` for a dump, nothing for a get); `each` gets
+    /// [`Part::Restart`] as each try starts, then every answer's body. Only a dump can be
+    /// interrupted and redone.
+    fn answers(
         &mut self,
         what: &str,
         kind: u16,
         request: &dyn Emitable,
+        flags: u16,
         each: &mut dyn FnMut(Part<'_>) -> Result<(), DecodeError>,
     ) -> Result<(), NetlinkError> {
         let undecodable = |e: DecodeError| NetlinkError::Decode(what.to_string(), e.to_string());
         for _ in 0..DUMP_TRIES {
             each(Part::Restart).map_err(undecodable)?;
-            let seq = self.send(what, kind, request, NLM_F_REQUEST | NLM_F_DUMP)?;
+            let seq = self.send(what, kind, request, NLM_F_REQUEST | flags)?;
             let mut interrupted = false;
             'parts: loop {
                 for reply in self.receive(what, seq)? {
@@ -211,11 +252,23 @@ impl Rtnl {
         Ok(self.seq)
     }
 
-    /// One datagram (sized by the kernel's message: netlink-sys peeks its length first, so
-    /// nothing is ever truncated), split into its messages; replies to other sequence numbers
-    /// (a stale answer) are skipped.
+    /// One datagram, split into its messages; replies to other sequence numbers (a stale
+    /// answer) are skipped. The datagram is peeked at into the reused buffer (at least
+    /// [`RECEIVE_BUFFER`], grown when the kernel says the datagram is larger: `MSG_TRUNC`
+    /// makes it return the real length, so nothing is ever truncated), then dropped from the
+    /// queue by a read of no bytes.
     fn receive(&mut self, what: &str, seq: u32) -> Result<Vec<NetlinkMessage<Incoming>>, NetlinkError> {
-        let (buf, _) = self.socket.recv_from_full().map_err(|e| socket_failed(what, e))?;
+        let len = loop {
+            self.buffer.clear();
+            let len = self.socket.recv(&mut self.buffer, MSG_PEEK | MSG_TRUNC).map_err(|e| socket_failed(what, e))?;
+            if len <= self.buffer.len() {
+                break len;
+            }
+            self.buffer.reserve(len);
+        };
+        let mut nothing: &mut [u8] = &mut [];
+        self.socket.recv(&mut nothing, MSG_TRUNC).map_err(|e| socket_failed(what, e))?;
+        let buf = &self.buffer[..len];
         let mut out = Vec::new();
         let mut at = 0;
         while at < buf.len() {

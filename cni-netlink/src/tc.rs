@@ -143,15 +143,38 @@ impl Redirect {
     }
 }
 
-/// The redirects (u32 filters with a `mirred` action) on the ingress of the link `index`.
-pub fn redirects(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<Vec<Redirect>, NetlinkError> {
-    let filters = ingress_filters(rtnl, index, name, Some)?;
-    let mut out = Vec::new();
-    for f in filters {
+/// What the ingress hook of a link carries, read in one dump.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IngressFilters {
+    /// Every filter chain, of any kind, as (priority, protocol in host byte order): what
+    /// [`delete_filters`] takes. A chain the kernel reports in several messages (a u32 filter
+    /// comes with its hash table) is listed once.
+    pub chains: Vec<(u16, u16)>,
+    /// The redirects among them (u32 filters with a `mirred` action).
+    pub redirects: Vec<Redirect>,
+}
+
+impl IngressFilters {
+    /// Whether a filter is left once the chains `removed` are deleted: what decides if a
+    /// qdisc someone shares may go (deleting the qdisc deletes what is left on it).
+    pub fn others_than(&self, removed: &[(u16, u16)]) -> bool {
+        self.chains.iter().any(|c| !removed.contains(c))
+    }
+}
+
+/// Every filter on the ingress of the link `index` and the redirects among them, in one dump.
+pub fn ingress_filters(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<IngressFilters, NetlinkError> {
+    let request = TcHeader { index: index as i32, parent: INGRESS_HOOK, ..TcHeader::default() };
+    let what = format!("dump ingress filters of {name}");
+    let mut out = IngressFilters::default();
+    for f in rtnl.dump(&what, RouteNetlinkMessage::GetTrafficFilter, &request, Some)? {
+        let (priority, protocol) = priority_and_protocol(f.header.info);
+        if !out.chains.contains(&(priority, protocol)) {
+            out.chains.push((priority, protocol));
+        }
         if !f.attributes.iter().any(|a| matches!(a, TcAttribute::Kind(k) if k == TcFilterU32::KIND)) {
             continue;
         }
-        let (priority, protocol) = priority_and_protocol(f.header.info);
         let mut match_all = false;
         let mut targets = Vec::new();
         for attr in &f.attributes {
@@ -169,26 +192,15 @@ pub fn redirects(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<Vec<Redirect
             }
         }
         for (to, egress_redirect) in targets {
-            out.push(Redirect { from: index, priority, protocol, to, egress_redirect, match_all });
+            out.redirects.push(Redirect { from: index, priority, protocol, to, egress_redirect, match_all });
         }
     }
     Ok(out)
 }
 
-/// How many filters (of any kind) the link's ingress carries.
-pub fn ingress_filter_count(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<usize, NetlinkError> {
-    Ok(ingress_filters(rtnl, index, name, |_| Some(()))?.len())
-}
-
-/// The filters on the ingress of the link `index`, each passed through `keep`.
-fn ingress_filters<T>(
-    rtnl: &mut Rtnl,
-    index: u32,
-    name: &str,
-    keep: impl FnMut(TcMessage) -> Option<T>,
-) -> Result<Vec<T>, NetlinkError> {
-    let request = TcHeader { index: index as i32, parent: INGRESS_HOOK, ..TcHeader::default() };
-    rtnl.dump(&format!("dump ingress filters of {name}"), RouteNetlinkMessage::GetTrafficFilter, &request, keep)
+/// The redirects (u32 filters with a `mirred` action) on the ingress of the link `index`.
+pub fn redirects(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<Vec<Redirect>, NetlinkError> {
+    Ok(ingress_filters(rtnl, index, name)?.redirects)
 }
 
 /// The target and kind of a `mirred` action.

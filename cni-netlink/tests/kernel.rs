@@ -58,6 +58,9 @@ fn links_are_read_and_changed() {
     assert_eq!((net7.mac_string().as_str(), net7.mtu, net7.kind.as_str()), ("02:00:00:00:07:07", 1400, "veth"));
     assert_eq!((p7.master, br7.kind.as_str(), net7.master), (Some(br7.index), "bridge", None));
     assert!(!net7.up && lo.kind.is_empty() && lo.mac.len() == 6);
+    // Asked for by name: the same link as the dump's; a name nobody has: none.
+    let (got, none) = inside(&ns, |r| Ok((links::get(r, "net7")?, links::get(r, "net9")?)));
+    assert_eq!((got, none), (Some(net7.clone()), None));
 
     let change = LinkChange { mtu: Some(1300), up: Some(true), alias: Some("braid test"), group: Some(42) };
     let net7 = inside(&ns, |r| {
@@ -86,6 +89,62 @@ fn a_dump_spanning_many_datagrams_is_read_whole() {
     let all = inside(&ns, links::links);
     assert_eq!(all.len(), 1 + 300);
     assert!((0..150).all(|i| all.iter().any(|l| l.name == format!("e{i}"))));
+}
+
+/// A link whose message is larger than the 32 KiB the socket offers the kernel (400 alternative
+/// names of 100 bytes: about 46 KB): asked for alone and dumped among others, it is read
+/// whole, and so is every link after it.
+#[test]
+fn a_link_larger_than_the_receive_buffer_is_read_whole() {
+    if !require_root("a_link_larger_than_the_receive_buffer_is_read_whole") {
+        return;
+    }
+    let ns = TempNetns::new("nl-big");
+    let mut batch = String::from("link add big0 type veth peer name big1\n");
+    for i in 0..400 {
+        batch.push_str(&format!("link property add dev big0 altname {i:03}{}\n", "a".repeat(97)));
+    }
+    batch.push_str("link add after0 type veth peer name after1\n");
+    let file = std::env::temp_dir().join(format!("{}.batch", ns.name()));
+    std::fs::write(&file, batch).unwrap();
+    ns.ip(&["-batch", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    let (big, all) = inside(&ns, |r| Ok((links::get(r, "big0")?, links::links(r)?)));
+    assert_eq!(big.unwrap().name, "big0");
+    let names: Vec<&str> = all.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names.len(), 5, "{names:?}");
+    for name in ["lo", "big0", "big1", "after0", "after1"] {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
+}
+
+/// Every filter chain on an ingress is listed, redirects or not, once each (a u32 filter comes
+/// in three messages: its chain, its hash table, its key): what decides if the qdisc may go
+/// once some are deleted.
+#[test]
+fn ingress_filters_list_every_chain_and_the_redirects_among_them() {
+    if !require_root("ingress_filters_list_every_chain_and_the_redirects_among_them") {
+        return;
+    }
+    let ns = veth_ns("nl-filters", ("fa", "fb"), "198.18.214.2/24");
+    let index = |name: &'static str| inside(&ns, |r| links::get(r, name)).unwrap().index;
+    let (fa, fb) = (index("fa"), index("fb"));
+    inside(&ns, |r| {
+        tc::add_ingress(r, fa, "fa")?;
+        tc::add_redirect(r, (fa, "fa"), (fb, "fb"))
+    });
+    ns.exec(&[
+        "tc", "filter", "add", "dev", "fa", "ingress", "protocol", "ip", "prio", "7", "u32", "match", "u8", "0", "0",
+        "flowid", "1:1",
+    ]);
+    let filters = inside(&ns, |r| tc::ingress_filters(r, fa, "fa"));
+    let [redirect] = filters.redirects.as_slice() else { panic!("{filters:?}") };
+    assert!(redirect.to == fb && redirect.passes_every_frame(), "{redirect:?}");
+    let ours = (redirect.priority, redirect.protocol);
+    let ip = (7, 0x0800);
+    assert_eq!(filters.chains.len(), 2, "{filters:?}");
+    assert!(filters.chains.contains(&ours) && filters.chains.contains(&ip), "{filters:?}");
+    assert!(filters.others_than(&[ours]) && !filters.others_than(&[ours, ip]));
 }
 
 #[test]

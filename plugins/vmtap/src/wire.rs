@@ -3,18 +3,28 @@
 //! on the thread that entered the namespace (`cni_skel::netns::run_in`).
 //!
 //! Order of ADD, per interface, so that a crash at any point leaves only what DEL finds:
-//! 1. the tap is created non-persistent (it dies with vmtap's descriptor), owned, given the
-//!    pod interface's MTU, brought up and marked ([`crate::mark`]); then made persistent;
-//! 2. the pod interface gets an ingress qdisc unless its ingress is served already — by an
+//! 1. the tap is created non-persistent (it dies with vmtap's descriptor), owned, given —
+//!    still down — its ingress qdisc (it goes with the tap), the pod interface's MTU, the
+//!    attachment's device group and the mark ([`crate::mark`]); then made persistent;
+//! 2. once vmtap's descriptor is closed: the redirect tap → pod, and the tap brought up;
+//! 3. the pod interface gets an ingress qdisc unless its ingress is served already — by an
 //!    ingress qdisc or a clsact qdisc (eBPF-based CNIs add one), used as it is (the mark says
-//!    which) — and the tap gets one;
-//! 3. the two redirect filters: pod → tap, tap → pod.
+//!    which);
+//! 4. the redirect pod → tap.
 //!
 //! DEL removes, for every tap marked with this attachment, the filters on its pod interface
-//! that redirect to it, that interface's ingress qdisc if vmtap made it and no filter is left
-//! on it, then the tap (its own qdisc and filter go with it). Several attachments joining one
-//! pod interface share the qdisc the first one made (each mark says vmtap made it), so the
-//! last one deleted removes it, whatever the order.
+//! that redirect to it — with that interface's ingress qdisc when vmtap made it and nothing
+//! else is on it — then the taps (their own qdiscs and filters go with them). Several
+//! attachments joining one pod interface share the qdisc the first one made (each mark says
+//! vmtap made it), so the last one deleted removes it, whatever the order.
+//!
+//! What each step costs the kernel decides the order too: a listing of the namespace is done
+//! once per command, never per tap (each tap is asked for by name); an ingress qdisc grafted
+//! on an *up* device makes the kernel stop and restart its queues (`qdisc_graft`:
+//! `dev_deactivate`, which waits for an RCU grace period), so the tap gets its qdisc while
+//! down, and its first filter once a grace period has passed (`join`); the taps are put
+//! in their device group as they are made, so that DEL deletes them in one request without
+//! changing each first.
 
 use crate::config::Owner;
 use crate::error::VmtapError;
@@ -51,6 +61,7 @@ pub fn add(wires: &[Wire], att: Attachment<'_>, owner: Option<Owner>, netns: &st
         pods.push(pod);
     }
     let with_ingress = tc::ingress_qdiscs(&mut rtnl)?;
+    let group = free_group(&all, att);
     let mut made = Vec::new();
     for (w, pod) in wires.iter().zip(pods) {
         let qdisc = if !with_ingress.contains(&pod.index) {
@@ -60,7 +71,7 @@ pub fn add(wires: &[Wire], att: Attachment<'_>, owner: Option<Owner>, netns: &st
         } else {
             Qdisc::Keep
         };
-        match join(&mut rtnl, w, pod, qdisc, att, owner) {
+        match join(&mut rtnl, w, pod, qdisc, (att, group), owner) {
             Ok(m) => made.push(m),
             Err(e) => return Err(rolled_back(&mut rtnl, att, e)),
         }
@@ -106,12 +117,14 @@ fn vmtap_made(all: &[Link], pod: &str) -> bool {
     all.iter().filter(|l| l.kind == "tun").filter_map(|l| Mark::parse(&l.alias)).any(|m| m.pod == pod && m.made_ingress)
 }
 
+/// Makes `w`'s tap and joins it to `pod`; the tap goes in device group `group` (the
+/// attachment's: [`free_group`]).
 fn join(
     rtnl: &mut Rtnl,
     w: &Wire,
     pod: &Link,
     qdisc: Qdisc,
-    att: Attachment<'_>,
+    (att, group): (Attachment<'_>, u32),
     owner: Option<Owner>,
 ) -> Result<Made, VmtapError> {
     let mark = Mark {
@@ -128,20 +141,26 @@ fn join(
     if let Some(o) = owner {
         new.set_owner(o.uid, o.gid)?;
     }
-    let tap = links::links(rtnl)?
-        .into_iter()
-        .find(|l| l.name == new.name())
-        .ok_or_else(|| VmtapError::TapNotListed(new.name().to_string()))?;
-    let change = LinkChange { mtu: Some(pod.mtu), up: Some(true), alias: Some(&alias), group: None };
+    let tap = links::get(rtnl, new.name())?.ok_or_else(|| VmtapError::TapNotListed(new.name().to_string()))?;
+    tc::add_ingress(rtnl, tap.index, &tap.name)?;
+    let change = LinkChange { mtu: Some(pod.mtu), up: None, alias: Some(&alias), group: Some(group) };
     links::set(rtnl, tap.index, &tap.name, &change)?;
     new.persist()?;
+    // The first filter on a new ingress qdisc waits for an RCU grace period since the qdisc
+    // was made (`mini_qdisc_pair_swap`); closing the descriptor just waited for one
+    // (`__tun_detach`: `synchronize_net`), so the filter goes after it, not before.
+    tc::add_redirect(rtnl, (tap.index, &tap.name), (pod.index, &pod.name))?;
+    // Up once vmtap's descriptor is closed: a tap has carrier only while a descriptor is
+    // attached, and one brought up with carrier is configured for IPv6 at once (a link-local
+    // address, its routes, duplicate address detection) — work for ADD and more for DEL to
+    // undo, for a tap whose frames tc redirects before any of it applies. Without carrier
+    // the kernel does that when the VMM attaches, as for a tap `ip tuntap add` made.
+    links::set(rtnl, tap.index, &tap.name, &LinkChange { up: Some(true), ..LinkChange::default() })?;
 
     if qdisc == Qdisc::Add {
         tc::add_ingress(rtnl, pod.index, &pod.name)?;
     }
-    tc::add_ingress(rtnl, tap.index, &tap.name)?;
     tc::add_redirect(rtnl, (pod.index, &pod.name), (tap.index, &tap.name))?;
-    tc::add_redirect(rtnl, (tap.index, &tap.name), (pod.index, &pod.name))?;
     Ok(Made { tap_mac: tap.mac_string(), pod_mac: pod.mac_string(), mtu: pod.mtu })
 }
 
@@ -161,13 +180,7 @@ pub fn teardown(rtnl: &mut Rtnl, att: Attachment<'_>) -> Result<Vec<String>, Vmt
     for (tap, mark) in &ours {
         if let Some(pod) = all.iter().find(|l| l.name == mark.pod) {
             if with_ingress.contains(&pod.index) {
-                unredirect(rtnl, pod, tap.index)?;
-                if mark.made_ingress && tc::ingress_filter_count(rtnl, pod.index, &pod.name)? == 0 {
-                    match tc::delete_ingress(rtnl, pod.index, &pod.name) {
-                        Err(e) if !e.is_not_found() => return Err(e.into()),
-                        _ => {}
-                    }
-                }
+                unjoin(rtnl, pod, tap.index, mark.made_ingress)?;
             }
         }
     }
@@ -176,15 +189,16 @@ pub fn teardown(rtnl: &mut Rtnl, att: Attachment<'_>) -> Result<Vec<String>, Vmt
 }
 
 /// Deletes the taps. Each deletion costs the kernel an RCU grace period or two (10–20 ms on a
-/// small VM), so several taps are put in a device group of their own and deleted in one
-/// request, which pays that wait once.
+/// small VM), so several taps are deleted in one request, as the device group of their own
+/// ADD put them in, which pays that wait once. A tap found outside it (one made before ADD
+/// put taps in their group, or a group since taken by another link) is moved first.
 fn delete_taps(rtnl: &mut Rtnl, all: &[Link], taps: &[&Link], att: Attachment<'_>) -> Result<(), VmtapError> {
     if let [tap] = taps {
         links::delete(rtnl, tap.index, &tap.name)?;
         return Ok(());
     }
     let group = free_group(all, att);
-    for tap in taps {
+    for tap in taps.iter().filter(|t| t.group != group) {
         links::set(rtnl, tap.index, &tap.name, &LinkChange { group: Some(group), ..LinkChange::default() })?;
     }
     links::delete_group(rtnl, group)?;
@@ -208,13 +222,23 @@ fn free_group(all: &[Link], att: Attachment<'_>) -> u32 {
     group
 }
 
-/// Deletes the filter chains on `pod`'s ingress that redirect to `target`.
-fn unredirect(rtnl: &mut Rtnl, pod: &Link, target: u32) -> Result<(), VmtapError> {
-    for r in tc::redirects(rtnl, pod.index, &pod.name)?.into_iter().filter(|r| r.to == target) {
-        match tc::delete_filters(rtnl, pod.index, &pod.name, r.priority, r.protocol) {
-            Err(e) if !e.is_not_found() => return Err(e.into()),
-            _ => {}
-        }
+/// Deletes the filter chains on `pod`'s ingress that redirect to `target`, from one listing of
+/// its filters. When vmtap made the ingress qdisc (`made_ingress`) and nothing else is on it,
+/// the qdisc is deleted instead, which takes those filters with it: one request, not one for
+/// the filters and one for the qdisc.
+fn unjoin(rtnl: &mut Rtnl, pod: &Link, target: u32, made_ingress: bool) -> Result<(), VmtapError> {
+    let filters = tc::ingress_filters(rtnl, pod.index, &pod.name)?;
+    let ours: Vec<(u16, u16)> =
+        filters.redirects.iter().filter(|r| r.to == target).map(|r| (r.priority, r.protocol)).collect();
+    let gone = |done: Result<(), cni_netlink::NetlinkError>| match done {
+        Err(e) if !e.is_not_found() => Err(VmtapError::from(e)),
+        _ => Ok(()),
+    };
+    if made_ingress && !filters.others_than(&ours) {
+        return gone(tc::delete_ingress(rtnl, pod.index, &pod.name));
+    }
+    for (priority, protocol) in ours {
+        gone(tc::delete_filters(rtnl, pod.index, &pod.name, priority, protocol))?;
     }
     Ok(())
 }
