@@ -15,14 +15,20 @@ fn net(s: &str) -> IpNet {
     IpNet::parse(s).unwrap()
 }
 
-/// A namespace with a veth pair `a`–`b`, both up, and `addr` on `a`.
-fn veth_ns(tag: &str, (a, b): (&str, &str), addr: &str) -> TempNetns {
-    let ns = TempNetns::new(tag);
+/// A throwaway namespace for `test`, or `None` (the test SKIPPED, or failing under
+/// BRAID_REQUIRE_ROOT_TESTS) without root.
+fn root_ns(test: &str, tag: &str) -> Option<TempNetns> {
+    require_root(test).then(|| TempNetns::new(tag))
+}
+
+/// [`root_ns`] with a veth pair `a`–`b`, both up, and `addr` on `a`.
+fn veth_ns(test: &str, tag: &str, (a, b): (&str, &str), addr: &str) -> Option<TempNetns> {
+    let ns = root_ns(test, tag)?;
     ns.ip(&["link", "add", a, "type", "veth", "peer", "name", b]);
     ns.ip(&["link", "set", a, "up"]);
     ns.ip(&["link", "set", b, "up"]);
     ns.ip(&["addr", "add", addr, "dev", a]);
-    ns
+    Some(ns)
 }
 
 /// Runs `work` on a socket of the namespace.
@@ -32,10 +38,9 @@ fn inside<T: Send>(ns: &TempNetns, work: impl FnOnce(&mut Rtnl) -> Result<T, Net
 
 #[test]
 fn links_are_read_and_changed() {
-    if !require_root("links_are_read_and_changed") {
+    let Some(ns) = root_ns("links_are_read_and_changed", "nl-links") else {
         return;
-    }
-    let ns = TempNetns::new("nl-links");
+    };
     ns.ip(&[
         "link",
         "add",
@@ -79,10 +84,9 @@ fn links_are_read_and_changed() {
 
 #[test]
 fn a_dump_spanning_many_datagrams_is_read_whole() {
-    if !require_root("a_dump_spanning_many_datagrams_is_read_whole") {
+    let Some(ns) = root_ns("a_dump_spanning_many_datagrams_is_read_whole", "nl-many") else {
         return;
-    }
-    let ns = TempNetns::new("nl-many");
+    };
     for i in 0..150 {
         ns.ip(&["link", "add", &format!("d{i}"), "type", "veth", "peer", "name", &format!("e{i}")]);
     }
@@ -96,10 +100,9 @@ fn a_dump_spanning_many_datagrams_is_read_whole() {
 /// whole, and so is every link after it.
 #[test]
 fn a_link_larger_than_the_receive_buffer_is_read_whole() {
-    if !require_root("a_link_larger_than_the_receive_buffer_is_read_whole") {
+    let Some(ns) = root_ns("a_link_larger_than_the_receive_buffer_is_read_whole", "nl-big") else {
         return;
-    }
-    let ns = TempNetns::new("nl-big");
+    };
     let mut batch = String::from("link add big0 type veth peer name big1\n");
     for i in 0..400 {
         batch.push_str(&format!("link property add dev big0 altname {i:03}{}\n", "a".repeat(97)));
@@ -123,10 +126,14 @@ fn a_link_larger_than_the_receive_buffer_is_read_whole() {
 /// once some are deleted.
 #[test]
 fn ingress_filters_list_every_chain_and_the_redirects_among_them() {
-    if !require_root("ingress_filters_list_every_chain_and_the_redirects_among_them") {
+    let Some(ns) = veth_ns(
+        "ingress_filters_list_every_chain_and_the_redirects_among_them",
+        "nl-filters",
+        ("fa", "fb"),
+        "198.18.214.2/24",
+    ) else {
         return;
-    }
-    let ns = veth_ns("nl-filters", ("fa", "fb"), "198.18.214.2/24");
+    };
     let index = |name: &'static str| inside(&ns, |r| links::get(r, name)).unwrap().index;
     let (fa, fb) = (index("fa"), index("fb"));
     inside(&ns, |r| {
@@ -149,10 +156,14 @@ fn ingress_filters_list_every_chain_and_the_redirects_among_them() {
 
 #[test]
 fn addresses_routes_and_rules_are_read_and_routes_changed() {
-    if !require_root("addresses_routes_and_rules_are_read_and_routes_changed") {
+    let Some(ns) = veth_ns(
+        "addresses_routes_and_rules_are_read_and_routes_changed",
+        "nl-routes",
+        ("rta", "rtb"),
+        "198.18.210.2/24",
+    ) else {
         return;
-    }
-    let ns = veth_ns("nl-routes", ("rta", "rtb"), "198.18.210.2/24");
+    };
     ns.ip(&["-6", "addr", "add", "2001:db8:210::2/64", "dev", "rta", "nodad"]);
     ns.ip(&["route", "add", "198.18.211.0/24", "via", "198.18.210.1", "dev", "rta", "table", "1000", "metric", "5"]);
     ns.ip(&["rule", "add", "from", "198.18.210.2", "lookup", "1000", "priority", "100"]);
@@ -208,10 +219,11 @@ fn addresses_routes_and_rules_are_read_and_routes_changed() {
 
 #[test]
 fn the_kernels_explanation_of_a_refusal_is_in_the_error() {
-    if !require_root("the_kernels_explanation_of_a_refusal_is_in_the_error") {
+    let Some(ns) =
+        veth_ns("the_kernels_explanation_of_a_refusal_is_in_the_error", "nl-extack", ("xa", "xb"), "198.18.213.2/24")
+    else {
         return;
-    }
-    let ns = veth_ns("nl-extack", ("xa", "xb"), "198.18.213.2/24");
+    };
     let (unreachable, again) = inside(&ns, |r| {
         let xa = links::links(r)?.into_iter().find(|l| l.name == "xa").unwrap();
         // A gateway off every subnet of the link: the kernel's fib_check_nh says why it
@@ -235,10 +247,14 @@ fn the_kernels_explanation_of_a_refusal_is_in_the_error() {
 
 #[test]
 fn an_alias_of_max_alias_bytes_is_kept_and_a_longer_one_refused_by_name() {
-    if !require_root("an_alias_of_max_alias_bytes_is_kept_and_a_longer_one_refused_by_name") {
+    let Some(ns) = veth_ns(
+        "an_alias_of_max_alias_bytes_is_kept_and_a_longer_one_refused_by_name",
+        "nl-alias",
+        ("al0", "al1"),
+        "198.18.214.2/24",
+    ) else {
         return;
-    }
-    let ns = veth_ns("nl-alias", ("al0", "al1"), "198.18.214.2/24");
+    };
     // The link's alias after setting it, or the refusal.
     let set_alias = |alias: &str| {
         inside(&ns, |r| {
