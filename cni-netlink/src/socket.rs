@@ -37,7 +37,8 @@ const DUMP_TRIES: usize = 5;
 /// `SKB_WITH_OVERHEAD(32768)`, and `netlink_dump` fills datagrams of that size). Offering
 /// only what the next datagram needs — netlink-sys's `recv_from_full` peeks with an empty
 /// buffer — keeps dumps at `NLMSG_GOODSIZE`, about 4 KB: three links a datagram, so a link
-/// dump of a pod with a few interfaces took ten exchanges with the kernel instead of one.
+/// dump of a pod with a few interfaces took ten exchanges with the kernel instead of two (a
+/// socket's first dump fills its first datagram before any read has offered a buffer).
 /// vishvananda/netlink reads into 64 KiB (`RECEIVE_BUFFER_SIZE`) for the same reason.
 const RECEIVE_BUFFER: usize = 32 * 1024;
 
@@ -224,6 +225,18 @@ impl Rtnl {
                         NetlinkPayload::Error(e) if e.code.is_some() => {
                             return Err(refusal(what, reply.header.flags, &e))
                         }
+                        // A dump that failed part way ends in a DONE carrying the errno
+                        // (`netlink_dump_done`: `dump_done_errno`, e.g. EMSGSIZE for an object
+                        // that fits no datagram): what came before it is not the whole list.
+                        NetlinkPayload::Done(d) if d.code < 0 => {
+                            return Err(NetlinkError::Kernel {
+                                what: what.to_string(),
+                                errno: std::io::Error::from_raw_os_error(-d.code),
+                                ext_ack: (reply.header.flags & NLM_F_ACK_TLVS != 0)
+                                    .then(|| ack_message(&d.extended_ack))
+                                    .flatten(),
+                            })
+                        }
                         NetlinkPayload::Done(_) | NetlinkPayload::Error(_) => break 'parts,
                         _ => {}
                     }
@@ -264,6 +277,7 @@ impl Rtnl {
             if len <= self.buffer.len() {
                 break len;
             }
+            self.buffer.clear();
             self.buffer.reserve(len);
         };
         let mut nothing: &mut [u8] = &mut [];
@@ -307,7 +321,12 @@ fn ext_ack_message(flags: u16, after_errno: &[u8]) -> Option<String> {
     } else {
         NetlinkBuffer::new_checked(after_errno).ok()?.length() as usize
     };
-    let attributes = after_errno.get(echoed.next_multiple_of(usize::from(NLMSG_ALIGNTO))..)?;
+    ack_message(after_errno.get(echoed.next_multiple_of(usize::from(NLMSG_ALIGNTO))..)?)
+}
+
+/// The `NLMSGERR_ATTR_MSG` among an acknowledgement's attributes (after an error's echoed
+/// request, or right after a DONE's errno).
+fn ack_message(attributes: &[u8]) -> Option<String> {
     let message = NlasIterator::new(attributes).map_while(Result::ok).find(|a| a.kind() == NLMSGERR_ATTR_MSG as u16)?;
     parse_string(message.value()).ok().filter(|m| !m.is_empty())
 }

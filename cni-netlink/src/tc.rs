@@ -76,13 +76,31 @@ pub fn delete_ingress(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<(), Net
     rtnl.request(&what, RouteNetlinkMessage::DelQueueDiscipline, ingress_message(index), 0)
 }
 
-/// The ifindexes of the links of the namespace whose ingress hook is served: by an ingress
-/// qdisc, or by a clsact qdisc (which serves ingress and egress; one or the other, never both).
-pub fn ingress_qdiscs(rtnl: &mut Rtnl) -> Result<Vec<u32>, NetlinkError> {
+/// A qdisc serving a link's ingress hook: an ingress qdisc, or a clsact (which serves ingress
+/// and egress; a link has one or the other, never both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IngressQdisc {
+    /// The link's ifindex.
+    pub index: u32,
+    /// It is a clsact: [`delete_ingress`] would not take it (its request names the kind
+    /// `ingress`, which the kernel checks), and whoever made it has egress filters on it too.
+    pub clsact: bool,
+}
+
+/// The links of the namespace whose ingress hook is served, and by which kind of qdisc.
+pub fn ingress_qdiscs(rtnl: &mut Rtnl) -> Result<Vec<IngressQdisc>, NetlinkError> {
     rtnl.dump("dump qdiscs", RouteNetlinkMessage::GetQueueDiscipline, &TcHeader::default(), |q: TcMessage| {
-        let ingress = q.attributes.iter().any(|a| matches!(a, TcAttribute::Kind(k) if k == "ingress" || k == "clsact"));
-        ingress.then_some(q.header.index as u32)
+        let kind = q.attributes.iter().find_map(|a| match a {
+            TcAttribute::Kind(k) if k == "ingress" || k == "clsact" => Some(k == "clsact"),
+            _ => None,
+        });
+        kind.map(|clsact| IngressQdisc { index: q.header.index as u32, clsact })
     })
+}
+
+/// Whether `index` is among `qdiscs`.
+pub fn serves(qdiscs: &[IngressQdisc], index: u32) -> bool {
+    qdiscs.iter().any(|q| q.index == index)
 }
 
 /// Adds, on `from`'s ingress qdisc, a match-all u32 filter that redirects every frame to the
@@ -146,10 +164,14 @@ impl Redirect {
 /// What the ingress hook of a link carries, read in one dump.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IngressFilters {
-    /// Every filter chain, of any kind, as (priority, protocol in host byte order): what
-    /// [`delete_filters`] takes. A chain the kernel reports in several messages (a u32 filter
-    /// comes with its hash table) is listed once.
+    /// Every filter chain of tc chain 0 (where the hook starts), of any kind, as (priority,
+    /// protocol in host byte order): what [`delete_filters`] takes. A chain the kernel reports
+    /// in several messages (a u32 filter comes with its hash table) is listed once.
     pub chains: Vec<(u16, u16)>,
+    /// Whether filters sit in other tc chains (`tc filter add … chain N`, reached only by a
+    /// `goto chain` action): never braid's, never counted among [`IngressFilters::chains`] or
+    /// [`IngressFilters::redirects`], but something a shared qdisc must not be deleted under.
+    pub other_tc_chains: bool,
     /// The redirects among them (u32 filters with a `mirred` action).
     pub redirects: Vec<Redirect>,
 }
@@ -158,7 +180,7 @@ impl IngressFilters {
     /// Whether a filter is left once the chains `removed` are deleted: what decides if a
     /// qdisc someone shares may go (deleting the qdisc deletes what is left on it).
     pub fn others_than(&self, removed: &[(u16, u16)]) -> bool {
-        self.chains.iter().any(|c| !removed.contains(c))
+        self.other_tc_chains || self.chains.iter().any(|c| !removed.contains(c))
     }
 }
 
@@ -168,6 +190,10 @@ pub fn ingress_filters(rtnl: &mut Rtnl, index: u32, name: &str) -> Result<Ingres
     let what = format!("dump ingress filters of {name}");
     let mut out = IngressFilters::default();
     for f in rtnl.dump(&what, RouteNetlinkMessage::GetTrafficFilter, &request, Some)? {
+        if f.attributes.iter().any(|a| matches!(a, TcAttribute::Chain(c) if *c != 0)) {
+            out.other_tc_chains = true;
+            continue;
+        }
         let (priority, protocol) = priority_and_protocol(f.header.info);
         if !out.chains.contains(&(priority, protocol)) {
             out.chains.push((priority, protocol));

@@ -152,6 +152,17 @@ fn ingress_filters_list_every_chain_and_the_redirects_among_them() {
     assert_eq!(filters.chains.len(), 2, "{filters:?}");
     assert!(filters.chains.contains(&ours) && filters.chains.contains(&ip), "{filters:?}");
     assert!(filters.others_than(&[ours]) && !filters.others_than(&[ours, ip]));
+    assert!(!filters.other_tc_chains, "{filters:?}");
+    // A filter of the same priority and protocol in another tc chain: not one of the chains,
+    // not a redirect, but a reason to keep the qdisc.
+    let prio = redirect.priority.to_string();
+    ns.exec(&[
+        "tc", "filter", "add", "dev", "fa", "ingress", "chain", "5", "protocol", "all", "prio", &prio, "u32", "match",
+        "u8", "0", "0", "flowid", "1:1",
+    ]);
+    let again = inside(&ns, |r| tc::ingress_filters(r, fa, "fa"));
+    assert_eq!((again.chains.len(), again.redirects.len()), (2, 1), "{again:?}");
+    assert!(again.other_tc_chains && again.others_than(&[ours, ip]), "{again:?}");
 }
 
 #[test]

@@ -437,6 +437,12 @@ impl Lone {
         self.h.exec_plugin("vmtap", command, rt, &self.conf(keys, prev)).map_err(|e| e.to_string())
     }
 
+    /// vmtap's DEL without `prevResult`: it succeeds and no tap is left.
+    fn del_leaves_no_tap(&self) {
+        self.vmtap(Command::Del, &self.rt, json!({}), None).unwrap_or_else(|e| panic!("vmtap DEL: {e}"));
+        assert!(taps(&self.ctr).is_empty(), "{:?}", self.ctr.links());
+    }
+
     /// vmtap's DEL (again, where the test sent it: it finds nothing), then the pod network's:
     /// nothing is left in the pod namespace but its loopback.
     fn gone(self) {
@@ -483,10 +489,79 @@ fn a_clsact_qdisc_already_there_is_used_and_left_as_found() {
     let verifier = json!({"cniVersion": "1.1.0", "name": "x", "type": "verifier", "prevResult": result});
     l.h.exec_plugin("verifier", Command::Check, &l.rt, &serde_json::to_vec(&verifier).unwrap())
         .unwrap_or_else(|e| panic!("verifier CHECK: {e}"));
-    l.vmtap(Command::Del, &l.rt, json!({}), None).unwrap();
-    assert!(taps(&l.ctr).is_empty(), "{:?}", l.ctr.links());
+    l.del_leaves_no_tap();
     assert_eq!(l.tc_state("eth0"), before, "eth0's clsact qdisc and its filters are not as vmtap found them");
     l.gone();
+}
+
+/// vmtap made eth0's ingress qdisc. An operator then adds a filter in another tc chain of it
+/// (same priority and protocol as vmtap's redirect), or replaces the qdisc by a clsact with
+/// filters of their own: DEL takes vmtap's redirect and tap, and leaves the rest as it is.
+#[test]
+fn what_an_operator_put_on_the_pod_ingress_after_add_survives_del() {
+    if !require_root("what_an_operator_put_on_the_pod_ingress_after_add_survives_del") {
+        return;
+    }
+    for (tag, subnet, replace) in [("vmtch", 91, false), ("vmtrc", 90, true)] {
+        let l = lone(tag, subnet);
+        l.vmtap(Command::Add, &l.rt, json!({}), Some(&l.prev)).unwrap_or_else(|e| panic!("ADD: {e}"));
+        assert!(has_ingress(&l.ctr, "eth0"));
+        if replace {
+            tc_do(&l.ctr, "qdisc del dev eth0 ingress");
+            tc_do(&l.ctr, "qdisc add dev eth0 clsact");
+            for hook in ["ingress", "egress"] {
+                tc_do(
+                    &l.ctr,
+                    &format!("filter add dev eth0 {hook} protocol ip prio 7 u32 match ip src 198.18.99.1/32"),
+                );
+            }
+        } else {
+            let filters = tc(&l.ctr, &["filter", "show", "dev", "eth0", "ingress"]);
+            let prio = filters.as_array().unwrap().iter().find_map(|f| f["pref"].as_u64()).unwrap();
+            tc_do(&l.ctr, &format!("filter add dev eth0 ingress chain 5 protocol all prio {prio} u32 match u8 0 0"));
+        }
+        // What the operator put there, as tc lists it: the qdisc's kind and their filters.
+        let theirs = || {
+            let kinds: Vec<Value> = tc(&l.ctr, &["qdisc", "show", "dev", "eth0"])
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|q| q["kind"].clone())
+                .collect();
+            let hooks = if replace { ["ingress", "egress"].as_slice() } else { ["ingress"].as_slice() };
+            let filters: Vec<Value> = hooks
+                .iter()
+                .map(|hook| {
+                    let mut args = vec!["filter", "show", "dev", "eth0", hook];
+                    args.extend(if replace { ["pref", "7"] } else { ["chain", "5"] });
+                    tc(&l.ctr, &args)
+                })
+                .collect();
+            (kinds, filters)
+        };
+        let mut before = theirs();
+        // tc lists vmtap's redirect (its own u32 hash table) among a chain's filters: leave it
+        // out, DEL is to remove it.
+        let entries = |v: &Value| v.as_array().unwrap().clone();
+        let redirect_table = before.1.iter().flat_map(entries).find_map(|f| {
+            let to_tap = f["options"]["actions"].as_array()?.iter().any(|a| a["to_dev"] == "tap0");
+            to_tap.then(|| format!("{}:", f["options"]["key_ht"].as_str().unwrap_or_default()))
+        });
+        if let Some(table) = redirect_table {
+            for list in &mut before.1 {
+                let kept: Vec<Value> = entries(list)
+                    .into_iter()
+                    .filter(|f| !f["options"]["fh"].as_str().is_some_and(|fh| fh.starts_with(&table)))
+                    .collect();
+                *list = Value::Array(kept);
+            }
+        }
+        assert!(before.1.iter().all(|f| !f.as_array().unwrap().is_empty()), "their filters are not listed: {before:?}");
+        l.del_leaves_no_tap();
+        assert!(redirect_targets(&l.ctr, "eth0").is_empty(), "vmtap's redirect is left");
+        assert_eq!(theirs(), before, "DEL touched what the operator put there (replaced: {replace})");
+        l.gone();
+    }
 }
 
 #[test]

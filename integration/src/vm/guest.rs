@@ -152,7 +152,10 @@ impl Guest {
             s += &format!("up {i}\n");
         }
         for (i, n) in self.nics.iter().enumerate() {
-            for r in &n.routes {
+            // Default routes last: `ip route add … via` wants its gateway reachable, and a
+            // gateway may be reachable only by a route of the NIC's own (on-link to a /32).
+            let (defaults, others): (Vec<&Route>, Vec<&Route>) = n.routes.iter().partition(|r| r.dst == "default");
+            for r in others.into_iter().chain(defaults) {
                 let v6 = if r.dst == "default" { r.v6 } else { cidr(&r.dst).is_ipv6() };
                 let via = r.via.as_deref().map(|v| {
                     let ip = ip(v);
@@ -257,14 +260,23 @@ pub(super) mod tests {
                 "up 0",
                 "addr 1 '198.18.2.2/24'",
                 "up 1",
-                "route 0 4 'default' '198.18.1.1'",
                 "route 0 4 '198.19.1.0/24' '198.18.1.1'",
+                "route 0 4 'default' '198.18.1.1'",
                 "show",
                 "probe 0 ping 4 0 '198.18.1.1' 5",
                 "probe 1 ping 6 1 '2001:db8:1::1' 1",
                 r"probe 2 sh 'test -e /sys/class/net/eth1 && echo '\''it'\'''\''s'\'''",
             ]
         );
+    }
+
+    #[test]
+    fn a_default_route_follows_the_routes_that_reach_its_gateway() {
+        // A /32 address whose gateway is reachable only by an on-link route, given after it.
+        let nic = Nic::new("tap0", "0a:58:c6:12:00:02").address("198.18.5.2/32").gateway("198.18.5.1");
+        let s = Guest::new().nic(nic.route("198.18.5.1/32", None)).script();
+        let routes: Vec<&str> = s.lines().filter(|l| l.starts_with("route ")).collect();
+        assert_eq!(routes, ["route 0 4 '198.18.5.1/32'", "route 0 4 'default' '198.18.5.1'"]);
     }
 
     #[test]

@@ -97,7 +97,7 @@ pub fn snapshot() -> Result<Snapshot, KernelError> {
 pub fn redirects() -> Result<Vec<(u32, u32)>, NetlinkError> {
     let mut rtnl = Rtnl::open()?;
     let mut out = Vec::new();
-    for index in cni_netlink::tc::ingress_qdiscs(&mut rtnl)? {
+    for index in cni_netlink::tc::ingress_qdiscs(&mut rtnl)?.into_iter().map(|q| q.index) {
         for r in cni_netlink::tc::redirects(&mut rtnl, index, &format!("#{index}"))? {
             if r.passes_every_frame() {
                 out.push((r.from, r.to));

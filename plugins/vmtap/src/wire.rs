@@ -64,7 +64,7 @@ pub fn add(wires: &[Wire], att: Attachment<'_>, owner: Option<Owner>, netns: &st
     let group = free_group(&all, att);
     let mut made = Vec::new();
     for (w, pod) in wires.iter().zip(pods) {
-        let qdisc = if !with_ingress.contains(&pod.index) {
+        let qdisc = if !tc::serves(&with_ingress, pod.index) {
             Qdisc::Add
         } else if vmtap_made(&all, &pod.name) {
             Qdisc::Share
@@ -157,8 +157,11 @@ fn join(
     // the kernel does that when the VMM attaches, as for a tap `ip tuntap add` made.
     links::set(rtnl, tap.index, &tap.name, &LinkChange { up: Some(true), ..LinkChange::default() })?;
 
-    if qdisc == Qdisc::Add {
-        tc::add_ingress(rtnl, pod.index, &pod.name)?;
+    if qdisc == Qdisc::Add && !tc::add_ingress(rtnl, pod.index, &pod.name)? {
+        // Someone else's qdisc appeared since the listing: the mark must not claim it, or DEL
+        // would delete it (and whatever else is on it) as vmtap's.
+        let mark = Mark { made_ingress: false, ..mark };
+        links::set(rtnl, tap.index, &tap.name, &LinkChange { alias: Some(&mark.to_alias()), ..LinkChange::default() })?;
     }
     tc::add_redirect(rtnl, (pod.index, &pod.name), (tap.index, &tap.name))?;
     Ok(Made { tap_mac: tap.mac_string(), pod_mac: pod.mac_string(), mtu: pod.mtu })
@@ -179,8 +182,10 @@ pub fn teardown(rtnl: &mut Rtnl, att: Attachment<'_>) -> Result<Vec<String>, Vmt
     let with_ingress = tc::ingress_qdiscs(rtnl)?;
     for (tap, mark) in &ours {
         if let Some(pod) = all.iter().find(|l| l.name == mark.pod) {
-            if with_ingress.contains(&pod.index) {
-                unjoin(rtnl, pod, tap.index, mark.made_ingress)?;
+            if let Some(q) = with_ingress.iter().find(|q| q.index == pod.index) {
+                // A clsact there is not the ingress qdisc vmtap made (that one is gone, and
+                // its filters with it): only our redirects, if any, are taken off it.
+                unjoin(rtnl, pod, tap.index, mark.made_ingress && !q.clsact)?;
             }
         }
     }
@@ -215,7 +220,8 @@ fn free_group(all: &[Link], att: Attachment<'_>) -> u32 {
         h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
     }
     let mut group = 0x4000_0000 | (h & 0x3fff_ffff);
-    let ours = |l: &Link| Mark::parse(&l.alias).is_some_and(|m| m.belongs_to(att.container, att.ifname));
+    let ours =
+        |l: &Link| l.kind == "tun" && Mark::parse(&l.alias).is_some_and(|m| m.belongs_to(att.container, att.ifname));
     while all.iter().any(|l| l.group == group && !ours(l)) {
         group = 0x4000_0000 | (group.wrapping_add(1) & 0x3fff_ffff);
     }
@@ -280,7 +286,7 @@ pub fn inspect(pairs: &[VmPair<'_>], att: Attachment<'_>) -> Result<Vec<String>,
             problems.push(format!("tap {name} is down"));
         }
         for (from, to) in [(pod, tap), (tap, pod)] {
-            if !with_ingress.contains(&from.index) {
+            if !tc::serves(&with_ingress, from.index) {
                 problems.push(format!("{} has no ingress qdisc", from.name));
                 continue;
             }
