@@ -168,7 +168,10 @@ pub fn links(rtnl: &mut Rtnl) -> Result<Vec<Link>, NetlinkError> {
 /// dev NAME` does); `None` when there is none. The kernel answers with that one link, where
 /// [`links`] costs it — and the reader — every link of the namespace: a plugin that makes
 /// links one by one and needs each one's index or MAC asks for it by name rather than
-/// listing the namespace after each.
+/// listing the namespace after each. The kernel looks the name up among alternative names
+/// too (`ip link property add … altname`), so the link returned may carry another `name`; a
+/// name longer than `IFNAMSIZ` − 1 bytes is refused by the kernel's attribute policy (ERANGE),
+/// not answered with `None`.
 pub fn get(rtnl: &mut Rtnl, name: &str) -> Result<Option<Link>, NetlinkError> {
     rtnl.get_decoded(&format!("get link {name}"), RouteNetlinkMessage::GetLink, &get_request(name), Link::parse)
 }
