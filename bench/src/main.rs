@@ -27,11 +27,12 @@ use std::path::PathBuf;
 use verdict::Verdict;
 
 /// The cases by the name `--only` selects them with, in the order they run.
-pub const CASES: [&str; 15] = [
+pub const CASES: [&str; 16] = [
     "version",
     "exec-floor",
     "delegator",
     "selection",
+    "merged",
     "parallel",
     "merger",
     "verifier",
@@ -86,6 +87,9 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
     if run("selection", "ADD+DEL with networks selected by the pod annotation vs configured") {
         take(attach::selection(&w)?);
     }
+    if run("merged", "ADD+DEL of 4 networks: merged result vs primary") {
+        take(attach::merged_result(&w)?);
+    }
     if run("parallel", "ADD+DEL of 1, 4, 8 ptp: direct, at once, delegator sequential and parallel") {
         take(attach::parallel_attach(&w)?);
     }
@@ -118,6 +122,13 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
     }
     if run("soak", "churn soak: containerd with braid beside plain bridge, 4 workers, containerd SIGKILLed part-way") {
         take(soak::soak(&w)?);
+    }
+    if let Ok(raw) = std::env::var("BRAID_BENCH_RAW") {
+        let v: Vec<serde_json::Value> = samples
+            .iter()
+            .map(|s| serde_json::json!({"group": s.group, "name": s.name, "values": s.values}))
+            .collect();
+        let _ = std::fs::write(raw, serde_json::to_vec(&v).unwrap_or_default());
     }
     let machine = report::Machine::read(&w.bins);
     report::write_all(&out, &machine, &samples, &verdicts).map_err(|e| format!("{}: {e}", out.display()))?;

@@ -1,6 +1,7 @@
 //! ADD: every delegate attached, or — when one fails — every attempted one rolled back in
 //! reverse (see [`crate::attach`] for the engine's rules).
 
+use crate::ahead::Ahead;
 use crate::attach::{describe, each, thread_panicked, Attacher, Bounded, Order};
 use crate::delegate::{plan, plugin_stdin, Delegate, DelegateConfig, Stdins};
 use crate::plan::{Phase, Plan, Process, Progress};
@@ -15,7 +16,7 @@ use cni_types::version::Command;
 use cni_types::{CniError, Invocation, NetConf};
 use serde_json::Value;
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 /// The plan, written before any delegate is sent its configuration and made durable (fsynced)
@@ -54,8 +55,12 @@ struct Job<'j> {
     stdins: &'j Stdins,
     key: &'j Key,
     durable: &'j DurablePlan<'j>,
-    /// The first delegate's process, when it was started ahead ([`Attacher::add_with_first`]).
-    first: &'j Mutex<Option<Started>>,
+    /// The process of the delegate whose turn is next, when it was started ahead: the first
+    /// one's by [`Attacher::start_first`], and one after another each next one's while the
+    /// one before it works ([`crate::ahead`]).
+    ahead: &'j Ahead,
+    /// Delegates run one after another: the next one's process is started ahead.
+    one_by_one: bool,
 }
 
 /// The delegates whose ADD failed, in plan order: the first decides the code; in a parallel
@@ -145,8 +150,16 @@ impl Attacher<'_> {
         if !self.exec.reports_spawns() {
             durable.ensure()?;
         }
-        let first = Mutex::new(first);
-        let job = Job { call, delegates, stdins: &stdins, key: &key, durable: &durable, first: &first };
+        let ahead = Ahead::with(0, first);
+        let job = Job {
+            call,
+            delegates,
+            stdins: &stdins,
+            key: &key,
+            durable: &durable,
+            ahead: &ahead,
+            one_by_one: !state.parallel,
+        };
         let results =
             if state.parallel { self.add_parallel(&job, state, log)? } else { self.add_sequential(&job, state, log)? };
         // Made durable by the first delegate's process; only an ADD that started none is left.
@@ -165,6 +178,8 @@ impl Attacher<'_> {
                     results.push(result);
                 }
                 Err((e, started)) => {
+                    // The next delegate's turn will not come.
+                    job.ahead.clear();
                     // The failed delegate gets a best-effort DEL (it may have half-attached),
                     // unless it never started; only failures of those that returned a result
                     // keep the state.
@@ -267,6 +282,16 @@ impl Attacher<'_> {
         e
     }
 
+    /// Starts delegate `i`'s process ahead of its turn ([`crate::ahead`]), when it is a single
+    /// plugin that can be found; otherwise its turn starts (or fails to start) it.
+    fn start_next(&self, job: &Job, i: usize) {
+        let Some(d) = job.delegates.get(i) else { return };
+        let DelegateConfig::Plugin(c) = &d.config else { return };
+        if let Ok((path, inv)) = self.plugin_add(job.call, d, c) {
+            job.ahead.start(self.exec, i, &path, &inv.env(), self.deadline.add_until());
+        }
+    }
+
     /// Runs one delegate's ADD. The error says whether the delegate was started at all: one
     /// whose binary was not found or could not be executed did nothing, and needs no DEL.
     /// Every process it starts is recorded (pid and start time) before it is sent its
@@ -302,12 +327,18 @@ impl Attacher<'_> {
                     }
                 };
                 let (path, inv) = self.plugin_add(call, d, c).map_err(|e| (e.into(), false))?;
-                let started = match i {
-                    0 => job.first.lock().ok().and_then(|mut f| f.take()),
-                    _ => None,
-                };
-                // Not the call this delegate makes now: killed unsent on drop, started anew.
-                let started = started.filter(|s| s.plugin() == path && s.env() == inv.env());
+                let env = inv.env();
+                // Started ahead for exactly this call, or killed unsent and started anew.
+                let mut started = job.ahead.take(i, &path, &env);
+                if job.one_by_one {
+                    // This delegate's process first, then the next one's, whose start-up
+                    // overlaps this one's work; it is sent its configuration in its turn.
+                    if started.is_none() {
+                        job.ahead.start(self.exec, i, &path, &env, self.deadline.add_until());
+                        started = job.ahead.take(i, &path, &env);
+                    }
+                    self.start_next(job, i + 1);
+                }
                 let outcome = match started {
                     Some(s) => invoke::add_started(
                         s,

@@ -28,6 +28,7 @@
 //!   waited for, then every attempted one is deleted in reverse plan order, as above. The plan
 //!   records that it was parallel: DEL and CHECK of it run the delegates at once too.
 
+use crate::ahead::Ahead;
 use crate::deadline::Deadline;
 use crate::delegate::ignore_unknown;
 use crate::plan::{Attachment, Phase, Plan};
@@ -65,6 +66,9 @@ impl Exec for Bounded<'_> {
     }
     fn reports_spawns(&self) -> bool {
         self.inner.reports_spawns()
+    }
+    fn start_ahead(&self, plugin: &std::path::Path, env: &[(String, String)]) -> Option<invoke::Started> {
+        self.inner.start_ahead(plugin, env)
     }
 }
 
@@ -194,17 +198,18 @@ impl Attacher<'_> {
     /// Sends DEL or CHECK to one recorded attachment: what ADD sent, with its recorded result
     /// as `prevResult` where its version has one (0.4.0 and later), with its recorded args.
     pub(crate) fn replay(&self, command: Command, call: &RuntimeConf, a: &Attachment) -> Result<(), CniError> {
+        self.replay_in_turn(command, call, (0, a), None, &Ahead::default())
+    }
+
+    /// The binary, stdin and call with which a recorded single-plugin attachment is replayed.
+    fn replay_call(
+        &self,
+        command: Command,
+        call: &RuntimeConf,
+        a: &Attachment,
+    ) -> Result<(PathBuf, Vec<u8>, Invocation), CniError> {
         // States written before IgnoreUnknown was added get it on replay too.
         let args = ignore_unknown(a.args.as_deref().unwrap_or(&call.args));
-        if a.list {
-            let bytes = serde_json::to_vec(&a.config).unwrap_or_default();
-            let list = NetConfList::parse(&bytes).code(DECODING_FAILURE)?;
-            let caps = a.capability_args.clone().unwrap_or_else(|| call.capability_args.clone());
-            let rt = RuntimeConf { ifname: a.ifname.clone(), args, capability_args: caps, ..call.clone() };
-            let exec = self.until_end();
-            let chain = self.chain_with(&exec);
-            return Ok(if command == Command::Check { chain.check(&list, &rt) } else { chain.del(&list, &rt) }?);
-        }
         let mut conf = a.config.clone();
         let has_prev = version::Version::V0_4_0.reached_by(&a.cni_version);
         if let (true, Some(result), Value::Object(map)) = (has_prev, &a.result, &mut conf) {
@@ -213,7 +218,55 @@ impl Attacher<'_> {
         let stdin = serde_json::to_vec(&conf).unwrap_or_default();
         let inv = self.invocation(command, call, &a.ifname, &args);
         let path = self.exec.find(&a.plugin_type, &self.paths)?;
-        Ok(invoke::exec_without_result(&self.until_end(), &path, &stdin, &inv)?)
+        Ok((path, stdin, inv))
+    }
+
+    /// [`Attacher::replay`] of attachment `i` of a plan, one after another: its process taken
+    /// from `ahead` when it was started there, and the `next` one's started ahead while it
+    /// runs ([`crate::ahead`]).
+    fn replay_in_turn(
+        &self,
+        command: Command,
+        call: &RuntimeConf,
+        (i, a): (usize, &Attachment),
+        next: Option<(usize, &Attachment)>,
+        ahead: &Ahead,
+    ) -> Result<(), CniError> {
+        let until = self.deadline.until();
+        let start_next = || {
+            if let Some((j, b)) = next.filter(|(_, b)| !b.list) {
+                if let Ok((path, _, inv)) = self.replay_call(command, call, b) {
+                    ahead.start(self.exec, j, &path, &inv.env(), until);
+                }
+            }
+        };
+        if !a.list {
+            let (path, stdin, inv) = self.replay_call(command, call, a)?;
+            let env = inv.env();
+            let started = match ahead.take(i, &path, &env) {
+                Some(s) => Some(s),
+                None if next.is_some() => {
+                    ahead.start(self.exec, i, &path, &env, until);
+                    ahead.take(i, &path, &env)
+                }
+                None => None,
+            };
+            start_next();
+            return Ok(match started {
+                Some(s) => s.finish(&stdin, invoke::Watch { spawned: &|_| {}, until }).map(|_| ()),
+                None => invoke::exec_without_result(&self.until_end(), &path, &stdin, &inv),
+            }?);
+        }
+        start_next();
+        // States written before IgnoreUnknown was added get it on replay too.
+        let args = ignore_unknown(a.args.as_deref().unwrap_or(&call.args));
+        let bytes = serde_json::to_vec(&a.config).unwrap_or_default();
+        let list = NetConfList::parse(&bytes).code(DECODING_FAILURE)?;
+        let caps = a.capability_args.clone().unwrap_or_else(|| call.capability_args.clone());
+        let rt = RuntimeConf { ifname: a.ifname.clone(), args, capability_args: caps, ..call.clone() };
+        let exec = self.until_end();
+        let chain = self.chain_with(&exec);
+        Ok(if command == Command::Check { chain.check(&list, &rt) } else { chain.del(&list, &rt) }?)
     }
 
     /// DEL the `attempted` attachments of a recorded plan, last first (all at once in `order`
@@ -233,9 +286,17 @@ impl Attacher<'_> {
     ) -> Vec<String> {
         let indices: Vec<usize> =
             (0..state.attachments.len()).rev().filter(|&i| attempted.get(i).copied().unwrap_or(false)).collect();
-        let outcomes = each(order, &indices, &|i| self.replay(Command::Del, call, &state.attachments[i]), &|| {
-            Err(thread_panicked())
-        });
+        let outcomes = if order == Order::OneByOne {
+            let ahead = Ahead::default();
+            let at = |k: usize| indices.get(k).map(|&i| (i, &state.attachments[i]));
+            (0..indices.len())
+                .filter_map(|k| Some(self.replay_in_turn(Command::Del, call, at(k)?, at(k + 1), &ahead)))
+                .collect()
+        } else {
+            each(order, &indices, &|i| self.replay(Command::Del, call, &state.attachments[i]), &|| {
+                Err(thread_panicked())
+            })
+        };
         let mut errors = Vec::new();
         for (&i, outcome) in indices.iter().zip(outcomes) {
             let a = &state.attachments[i];

@@ -15,6 +15,8 @@
 //!   one by one or all at once, a recorded delegate replayed.
 //! * [`add`]: ADD — the plan made durable before any delegate acts — and its rollback in
 //!   reverse.
+//! * `ahead`: a delegate's process started before its turn, so that its start-up overlaps the
+//!   engine's work or the delegate before it; sent its configuration only in its turn.
 //! * [`teardown`]: DEL from the recorded plan (or the configuration), and stale attachments.
 //! * [`forward`]: CHECK, and GC's valid attachments passed on.
 //! * [`status`]: STATUS — whether an ADD could run now (every delegate found and ready).
@@ -28,6 +30,7 @@
 #![forbid(unsafe_code)]
 
 pub mod add;
+mod ahead;
 pub mod attach;
 pub mod command;
 pub mod config;

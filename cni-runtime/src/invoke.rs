@@ -197,6 +197,16 @@ pub trait Exec {
     fn reports_spawns(&self) -> bool {
         false
     }
+
+    /// Starts `plugin` with `env` and leaves it waiting for its stdin ([`RawExec::start`]), so
+    /// that its own start-up (a Go runtime's: about a millisecond before it reads its stdin)
+    /// overlaps the caller's work until [`Started::finish`] sends it its configuration. `None`
+    /// when this executor cannot start a process ahead (the default) or the start failed: the
+    /// caller then runs the plugin with [`Exec::exec_until`] in its turn, which retries a busy
+    /// binary or reports what failed.
+    fn start_ahead(&self, _plugin: &Path, _env: &Env) -> Option<Started> {
+        None
+    }
 }
 
 /// Refuses to start `plugin` once `until` has passed: [`InvokeError::DeadlinePassed`], not
@@ -238,6 +248,10 @@ impl Exec for RawExec {
 
     fn reports_spawns(&self) -> bool {
         true
+    }
+
+    fn start_ahead(&self, plugin: &Path, env: &Env) -> Option<Started> {
+        self.start(plugin, env).ok()
     }
 
     fn exec_until(&self, plugin: &Path, stdin: &[u8], env: &Env, watch: Watch<'_>) -> Result<Vec<u8>, InvokeError> {
