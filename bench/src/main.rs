@@ -124,10 +124,8 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
         take(soak::soak(&w)?);
     }
     if let Ok(raw) = std::env::var("BRAID_BENCH_RAW") {
-        let v: Vec<serde_json::Value> = samples
-            .iter()
-            .map(|s| serde_json::json!({"group": s.group, "name": s.name, "values": s.values}))
-            .collect();
+        let v: Vec<serde_json::Value> =
+            samples.iter().map(|s| serde_json::json!({"group": s.group, "name": s.name, "values": s.values})).collect();
         let _ = std::fs::write(raw, serde_json::to_vec(&v).unwrap_or_default());
     }
     let machine = report::Machine::read(&w.bins);

@@ -32,7 +32,14 @@ impl Ahead {
 
     /// Starts delegate `i`'s process (`plugin` with `env`) ahead with `exec`, unless `until`
     /// has passed; any process held before is killed unsent.
-    pub(crate) fn start(&self, exec: &dyn Exec, i: usize, plugin: &Path, env: &[(String, String)], until: Option<Instant>) {
+    pub(crate) fn start(
+        &self,
+        exec: &dyn Exec,
+        i: usize,
+        plugin: &Path,
+        env: &[(String, String)],
+        until: Option<Instant>,
+    ) {
         let started = match until {
             Some(u) if Instant::now() >= u => None,
             _ => exec.start_ahead(plugin, env),

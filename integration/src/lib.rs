@@ -316,6 +316,13 @@ impl Harness {
         self.in_host(|c| c.del(&list, rt))
     }
 
+    /// DEL, with `env` as for [`Harness::add_with_env`].
+    pub fn del_with_env(&self, list: &Value, rt: &RuntimeConf, env: &[(&str, &Path)]) -> Result<(), ChainError> {
+        let list = parse_list(list);
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.display().to_string())).collect();
+        self.in_host_with(env, |c| c.del(&list, rt))
+    }
+
     /// GC.
     pub fn gc(&self, list: &Value, valid: Option<&[cni_types::config::GcAttachment]>) -> Result<(), ChainError> {
         let list = parse_list(list);

@@ -223,12 +223,8 @@ pub fn parallel_attach(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String>
     const LAUNCHER: usize = 1;
     const SEQUENTIAL: usize = 2;
     const PARALLEL: usize = 3;
-    let names = [
-        "direct, one after another",
-        "direct, started at once (bare launcher)",
-        "delegator",
-        "delegator, parallel",
-    ];
+    let names =
+        ["direct, one after another", "direct, started at once (bare launcher)", "delegator", "delegator, parallel"];
     let mut samples = Vec::new();
     let mut verdicts = Vec::new();
     for n in [1usize, 4, 8] {
