@@ -3,8 +3,9 @@
 //! budget verdicts ([`crate::verdict`]).
 //!
 //! * [`latency`]: one exec — VERSION, the exec floor, STATUS.
-//! * [`attach`]: ADD+DEL through the delegator — beside its delegates called directly, with
-//!   networks selected by annotation, in parallel.
+//! * [`attach`]: ADD+DEL through the delegator — beside its delegates called directly, in
+//!   parallel; and braid's own work (networks selected by annotation, a merged result) with
+//!   `braid-fault` delegates.
 //! * [`chains`]: ADD and DEL of a conflist with and without a chained plugin (merger, vmtap).
 //! * [`verifier`]: the verifier's CHECK as interfaces grow.
 //! * [`merge`]: the merge of many results, in process.
