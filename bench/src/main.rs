@@ -10,6 +10,8 @@
 //! whole run — the written results then hold only those, so it refuses `--readme`), or
 //! `braid-bench --crash [N]`: only the crash run, N SIGKILLs per plugin and mode (default 200).
 //! Started with `BRAID_BENCH_RSS_CHILD` set, it is the helper child that measures peak RSS.
+//! With `BRAID_BENCH_RAW=FILE`, every sample's values, round by round, are also written to FILE
+//! as JSON (`[{"group", "name", "values"}]`): to compare runs or try another statistic on them.
 
 mod cases;
 mod crash;

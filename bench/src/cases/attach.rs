@@ -223,8 +223,16 @@ pub fn parallel_attach(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String>
     const LAUNCHER: usize = 1;
     const SEQUENTIAL: usize = 2;
     const PARALLEL: usize = 3;
-    let names =
-        ["direct, one after another", "direct, started at once (bare launcher)", "delegator", "delegator, parallel"];
+    let names = [
+        "direct, one after another",
+        "direct, started at once (bare launcher)",
+        "delegator",
+        "delegator, parallel",
+        "ADD half, bare launcher",
+        "DEL half, bare launcher",
+        "ADD half, delegator parallel",
+        "DEL half, delegator parallel",
+    ];
     let mut samples = Vec::new();
     let mut verdicts = Vec::new();
     for n in [1usize, 4, 8] {
@@ -239,7 +247,6 @@ pub fn parallel_attach(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String>
                 "stateDir": w.dir.path().join("pstate"), "delegates": ptps})
         };
         let confs = [delegator(false), delegator(true)];
-        let modes = names.len();
         let mut s = timings(g, &names);
         let with_prev = |conf: &Value, out: &[u8]| {
             let mut c = conf.clone();
@@ -258,11 +265,12 @@ pub fn parallel_attach(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String>
             }
             Ok(start.elapsed())
         };
-        let launcher = |id: &str| -> Result<Duration, String> {
+        let launcher = |id: &str| -> Result<(Duration, Duration), String> {
             let adds: Vec<Call> =
                 ptps.iter().zip(&ifnames).map(|(c, i)| w.call(ptp.clone(), Command::Add, id, i, c)).collect();
             let start = Instant::now();
             let outs = at_once(&adds)?;
+            let mid = Instant::now();
             let dels: Vec<Call> = ptps
                 .iter()
                 .zip(&ifnames)
@@ -270,21 +278,30 @@ pub fn parallel_attach(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String>
                 .map(|((c, i), out)| w.call(ptp.clone(), Command::Del, id, i, &with_prev(c, out)))
                 .collect();
             at_once(&dels)?;
-            Ok(start.elapsed())
+            Ok((mid - start, mid.elapsed()))
         };
-        let via = |conf: &Value, id: &str| -> Result<Duration, String> {
+        let via = |conf: &Value, id: &str| -> Result<(Duration, Duration), String> {
             let add = w.call(w.bin("delegator"), Command::Add, id, "eth0", conf);
             let del = w.call(w.bin("delegator"), Command::Del, id, "eth0", conf);
             let start = Instant::now();
             add.run()?;
+            let mid = Instant::now();
             del.run()?;
-            Ok(start.elapsed())
+            Ok((mid - start, mid.elapsed()))
         };
-        let cycle = |mode: usize, id: &str| match mode {
-            DIRECT => direct(id),
-            LAUNCHER => launcher(id),
-            SEQUENTIAL => via(&confs[0], id),
-            _ => via(&confs[1], id),
+        // Each mode's cycle; the two at once with their halves (samples 4–7), to see where a
+        // difference between them comes from.
+        let cycle = |mode: usize, id: &str| -> Result<Vec<Duration>, String> {
+            let halves = |(add, del): (Duration, Duration)| vec![add + del, add, del];
+            Ok(match mode {
+                DIRECT => vec![direct(id)?],
+                LAUNCHER => halves(launcher(id)?),
+                SEQUENTIAL => {
+                    let (add, del) = via(&confs[0], id)?;
+                    vec![add + del]
+                }
+                _ => halves(via(&confs[1], id)?),
+            })
         };
         // Mode `a` ÷ mode `b`, the median of the paired ratios, within `limit`.
         let mut ratios: Vec<(String, usize, usize, f64)> = Vec::new();
@@ -311,19 +328,18 @@ pub fn parallel_attach(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String>
         let checks: Vec<Check> =
             ratios.iter().map(|r| Check { stat: Stat::Ratio(r.1, r.2), limit: Limit::Ratio(r.3) }).collect();
         // Fewer rounds for more delegates: each one is longer. A round runs every mode; once a
-        // budget is decided, further rounds leave out the modes no undecided budget reads.
-        let plan = w.plan(
-            match n {
-                1 => 300,
-                4 => 100,
-                _ => 60,
-            },
-            3,
-        );
-        let layout: Vec<Vec<usize>> = (0..modes).map(|m| vec![m]).collect();
-        let est = w.in_host(|| {
-            compare(plan, &mut s, &layout, &checks, |m, tag| Ok(vec![cycle(m, &format!("p{n}-{m}-{tag}"))?]))
-        })??;
+        // budget is decided, further rounds leave out the modes no undecided budget reads. At 4
+        // and 8 the two modes at once are all that is left after the first look (the sequential
+        // budgets decide there), so their comparison — the closest to its limit, its ADD half
+        // 0.3 ms a delegate above the launcher's — may run up to six looks for little time.
+        let plan = match n {
+            1 => w.plan(300, 3),
+            4 => w.plan(100, 6),
+            _ => w.plan(60, 6),
+        };
+        let layout = [vec![DIRECT], vec![LAUNCHER, 4, 5], vec![SEQUENTIAL], vec![PARALLEL, 6, 7]];
+        let est =
+            w.in_host(|| compare(plan, &mut s, &layout, &checks, |m, tag| cycle(m, &format!("p{n}-{m}-{tag}"))))??;
         for ((what, a, b, _), (e, c)) in ratios.into_iter().zip(est.into_iter().zip(&checks)) {
             verdicts.push(Verdict::at_most(what, e, c.limit).measured(format!(
                 "{:.3} (medians {} vs {})",
