@@ -285,10 +285,21 @@ fn a_delegator_killed_before_its_plan_leaves_its_first_delegate_unsent_and_exiti
     a.nothing_left(&rt.container_id);
 }
 
-/// `[first, second]`, two braid-fault delegates with real links and `extra` keys each; a
-/// container; the hang files the test makes and removes.
+/// `[first, second]`, two braid-fault delegates with real links and `extra` keys each (a
+/// `hangWhile` names a file of the test's directory, which [`World::hang_file`] makes); a
+/// container.
 fn one_after_another(tag: &str, first: Value, second: Value) -> (World, RuntimeConf) {
-    let w = World::with(tag, |_, w| vec![w.fault("first", first), w.fault("second", second)]);
+    let w = World::with(tag, |h, w| {
+        [("first", first), ("second", second)]
+            .into_iter()
+            .map(|(name, mut extra)| {
+                if let Some(file) = extra.get("hangWhile").and_then(Value::as_str) {
+                    extra["hangWhile"] = json!(h.dir.path().join(file));
+                }
+                w.fault(name, extra)
+            })
+            .collect()
+    });
     let rt = w.h.runtime(&w.ctr, &unique("ctr"), "eth0");
     (w, rt)
 }
@@ -299,6 +310,30 @@ impl World {
         let p = self.h.dir.path().join(name);
         std::fs::write(&p, b"").unwrap();
         p
+    }
+
+    /// Runs `command` on a thread until `started` processes exist and `calls` calls were
+    /// logged — one delegate at work, held by `hang`, and the next one's process started —
+    /// checks that exactly one process waits unsent, then removes `hang`. Returns the pid of
+    /// the last call logged by then, the pid that waited, and what `command` returned.
+    fn one_waiting<T: Send>(
+        &self,
+        started: usize,
+        calls: usize,
+        hang: &Path,
+        command: impl FnOnce() -> T + Send,
+    ) -> (u32, u32, T) {
+        std::thread::scope(|s| {
+            let running = s.spawn(command);
+            World::wait_for("the next delegate's process started while one works", || {
+                self.started().len() == started && self.calls().len() == calls
+            });
+            let working = self.calls()[calls - 1].1;
+            let unsent = self.unsent();
+            assert_eq!(unsent.len(), 1, "one process waits for its turn: {:?}", self.started());
+            std::fs::remove_file(hang).unwrap();
+            (working, unsent[0], running.join().unwrap())
+        })
     }
 
     /// The started processes that were never sent a configuration (no call logged).
@@ -317,47 +352,29 @@ fn the_next_delegate_starts_while_the_one_before_works_and_is_configured_in_its_
     if !require_root("the_next_delegate_starts_while_the_one_before_works_and_is_configured_in_its_turn") {
         return;
     }
-    let (w, rt) = one_after_another("cwnext", json!({"sleepOn": "ADD"}), json!({"sleepOn": "DEL"}));
-    let add_hang = w.hang_file("add-hang");
-    let del_hang = w.hang_file("del-hang");
-    let mut list = w.list.clone();
-    list["plugins"][0]["delegates"][0]["hangWhile"] = json!(add_hang);
-    list["plugins"][0]["delegates"][1]["hangWhile"] = json!(del_hang);
+    let (w, rt) = one_after_another(
+        "cwnext",
+        json!({"sleepOn": "ADD", "hangWhile": "add-hang"}),
+        json!({"sleepOn": "DEL", "hangWhile": "del-hang"}),
+    );
+    let (add_hang, del_hang, list) = (w.hang_file("add-hang"), w.hang_file("del-hang"), &w.list);
     let started_dir = w.started_dir();
     let env = [("BRAID_FAULT_STARTED", started_dir.as_path())];
-    std::thread::scope(|s| {
-        let add = s.spawn(|| w.h.add_with_env(&list, &rt, &env));
-        // The first delegate works (its ADD logged, hanging); the second's process exists, unsent.
-        World::wait_for("both ADD processes started, the first one configured", || {
-            w.started().len() == 2 && w.calls().len() == 1
-        });
-        let first = w.calls()[0].1;
-        assert_eq!(w.unsent().len(), 1, "the second delegate's process waits for its turn: {:?}", w.started());
-        let second = w.unsent()[0];
-        std::fs::remove_file(&add_hang).unwrap();
-        add.join().unwrap().unwrap_or_else(|e| panic!("ADD: {e}"));
-        assert_eq!(
-            w.calls(),
-            [("ADD".to_string(), first), ("ADD".to_string(), second)],
-            "in plan order, each by the process started for it"
-        );
-    });
+    // The first delegate works (its ADD logged, hanging); the second's process exists, unsent.
+    let (first, second, added) = w.one_waiting(2, 1, &add_hang, || w.h.add_with_env(list, &rt, &env));
+    added.unwrap_or_else(|e| panic!("ADD: {e}"));
+    assert_eq!(
+        w.calls(),
+        [("ADD".to_string(), first), ("ADD".to_string(), second)],
+        "in plan order, each by the process started for it"
+    );
     assert_eq!(w.started().len(), 2, "no process started twice");
     let links = w.ctr.links();
     assert!(links.iter().any(|l| l == "eth0") && links.iter().any(|l| l == "net1"), "{links:?}");
-    std::thread::scope(|s| {
-        let del = s.spawn(|| w.h.del_with_env(&list, &rt, &env));
-        // DEL in reverse: the second delegate's DEL hangs; the first's process exists, unsent.
-        World::wait_for("both DEL processes started, the second one configured", || {
-            w.started().len() == 4 && w.calls().len() == 3
-        });
-        let second_del = w.calls()[2].1;
-        assert_eq!(w.unsent().len(), 1, "the first delegate's DEL waits for its turn: {:?}", w.started());
-        let first_del = w.unsent()[0];
-        std::fs::remove_file(&del_hang).unwrap();
-        del.join().unwrap().unwrap_or_else(|e| panic!("DEL: {e}"));
-        assert_eq!(&w.calls()[2..], [("DEL".to_string(), second_del), ("DEL".to_string(), first_del)]);
-    });
+    // DEL in reverse: the second delegate's DEL hangs; the first's process exists, unsent.
+    let (second_del, first_del, deleted) = w.one_waiting(4, 3, &del_hang, || w.h.del_with_env(list, &rt, &env));
+    deleted.unwrap_or_else(|e| panic!("DEL: {e}"));
+    assert_eq!(&w.calls()[2..], [("DEL".to_string(), second_del), ("DEL".to_string(), first_del)]);
     w.nothing_left(&rt.container_id);
 }
 
@@ -368,29 +385,20 @@ fn a_failing_delegate_leaves_the_next_ones_process_unsent_and_gone() {
     if !require_root("a_failing_delegate_leaves_the_next_ones_process_unsent_and_gone") {
         return;
     }
-    let (w, rt) = one_after_another("cwnextfail", json!({}), json!({}));
-    let hang = w.hang_file("hang");
-    let mut list = w.list.clone();
-    list["plugins"][0]["delegates"][0]["sleepOn"] = json!("ADD");
-    list["plugins"][0]["delegates"][0]["hangWhile"] = json!(hang);
-    list["plugins"][0]["delegates"][0]["fail"] = json!({"command": "ADD", "code": 7, "msg": "refused on purpose"});
+    let fail = json!({"command": "ADD", "code": 7, "msg": "refused on purpose"});
+    let (w, rt) =
+        one_after_another("cwnextfail", json!({"sleepOn": "ADD", "hangWhile": "hang", "fail": fail}), json!({}));
+    let (hang, list) = (w.hang_file("hang"), &w.list);
     let started_dir = w.started_dir();
     let env = [("BRAID_FAULT_STARTED", started_dir.as_path())];
-    let err = std::thread::scope(|s| {
-        let add = s.spawn(|| w.h.add_with_env(&list, &rt, &env));
-        World::wait_for("the second delegate's process started while the first works", || {
-            w.started().len() == 2 && w.calls().len() == 1
-        });
-        std::fs::remove_file(&hang).unwrap();
-        add.join().unwrap().expect_err("the first delegate fails")
-    });
+    let (_, waited, added) = w.one_waiting(2, 1, &hang, || w.h.add_with_env(list, &rt, &env));
+    let err = added.expect_err("the first delegate fails");
     assert!(err.to_string().contains("refused on purpose"), "{err}");
     let calls = w.calls();
     let commands: Vec<&str> = calls.iter().map(|(c, _)| c.as_str()).collect();
     assert_eq!(commands, ["ADD", "DEL"], "the failed delegate rolled back, the second never configured");
-    let unsent = w.unsent();
-    assert_eq!(unsent.len(), 1, "{:?} {calls:?}", w.started());
-    World::wait_for("the unsent process gone", || gone(unsent[0]));
+    assert_eq!(w.unsent(), [waited], "{:?} {calls:?}", w.started());
+    World::wait_for("the unsent process gone", || gone(waited));
     w.nothing_left(&rt.container_id);
 }
 
@@ -401,15 +409,12 @@ fn a_delegator_killed_while_the_next_delegate_waits_leaves_it_unsent_and_exiting
     if !require_root("a_delegator_killed_while_the_next_delegate_waits_leaves_it_unsent_and_exiting") {
         return;
     }
-    let (w, rt) = one_after_another("cwnextkill", json!({}), json!({}));
-    let hang = w.hang_file("hang");
-    let mut list = w.list.clone();
-    list["plugins"][0]["delegates"][0]["sleepOn"] = json!("ADD");
-    list["plugins"][0]["delegates"][0]["hangWhile"] = json!(hang);
+    let (w, rt) = one_after_another("cwnextkill", json!({"sleepOn": "ADD", "hangWhile": "hang"}), json!({}));
+    let (hang, list) = (w.hang_file("hang"), &w.list);
     let started_dir = w.started_dir();
     let env = [("BRAID_FAULT_STARTED", started_dir.as_path())];
     let w_ref = &w;
-    w.h.kill_during_add_with_env("delegator", &rt, &Harness::first_plugin_stdin(&list), &env, move || {
+    w.h.kill_during_add_with_env("delegator", &rt, &Harness::first_plugin_stdin(list), &env, move || {
         w_ref.started().len() == 2 && w_ref.calls().len() == 1
     });
     let unsent = w.unsent();
@@ -418,6 +423,6 @@ fn a_delegator_killed_while_the_next_delegate_waits_leaves_it_unsent_and_exiting
     assert_eq!(w.calls().len(), 1, "only the first delegate was configured: {:?}", w.calls());
     // The first delegate is still at work for the killed ADD: let it finish; DEL undoes it.
     std::fs::remove_file(&hang).unwrap();
-    w.h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL after SIGKILL: {e}"));
+    w.h.del(list, &rt).unwrap_or_else(|e| panic!("DEL after SIGKILL: {e}"));
     w.nothing_left(&rt.container_id);
 }

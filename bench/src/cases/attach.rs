@@ -4,7 +4,7 @@
 use super::rounds::{compare, Check, Stat};
 use super::{timings, World};
 use crate::run::Call;
-use crate::stats::Sample;
+use crate::stats::{Estimate, Sample};
 use crate::verdict::{ms, signed_ms, Limit, Verdict};
 use cni_types::version::Command;
 use serde_json::{json, Value};
@@ -15,6 +15,11 @@ use std::time::{Duration, Instant};
 /// directory) put the floor near 1.03 on a machine where an exec costs ~0.3 ms and a cycle
 /// ~75 ms; everything else it does must fit in the rest.
 const DELEGATOR_OVER_DIRECT: f64 = 1.035;
+
+/// The budgets on braid's own work, measured with `braid-fault` delegates.
+const SELECTION: &str = "ADD+DEL with two networks selected by annotation, beyond configured (median of paired differences; braid-fault delegates)";
+const MERGED: &str =
+    "ADD+DEL of 4 networks: merged result beyond primary (median of paired differences; braid-fault delegates)";
 
 /// What a merged result of 4 networks may add to a primary one's ADD+DEL.
 const MERGED_OVER_PRIMARY_MS: f64 = 0.25;
@@ -144,17 +149,7 @@ pub fn selection(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
             }])
         })
     })??;
-    let verdict = Verdict::at_most(
-        "ADD+DEL with two networks selected by annotation, beyond configured (median of paired differences; braid-fault delegates)",
-        est[0],
-        check.limit,
-    )
-    .measured(format!(
-        "{} (medians {} vs {})",
-        signed_ms(est[0].value),
-        ms(samples[1].median()),
-        ms(samples[0].median())
-    ));
+    let verdict = difference_verdict(SELECTION, est[0], check.limit, &samples);
     Ok((samples, vec![verdict]))
 }
 
@@ -191,18 +186,19 @@ pub fn merged_result(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
             Ok(vec![start.elapsed()])
         })
     })??;
-    let verdict = Verdict::at_most(
-        "ADD+DEL of 4 networks: merged result beyond primary (median of paired differences; braid-fault delegates)",
-        est[0],
-        check.limit,
-    )
-    .measured(format!(
+    let verdict = difference_verdict(MERGED, est[0], check.limit, &samples);
+    Ok((samples, vec![verdict]))
+}
+
+/// The verdict on `e`, the median of the paired differences sample 1 − sample 0, within
+/// `limit`, with both samples' medians beside it.
+fn difference_verdict(what: &str, e: Estimate, limit: Limit, samples: &[Sample]) -> Verdict {
+    Verdict::at_most(what, e, limit).measured(format!(
         "{} (medians {} vs {})",
-        signed_ms(est[0].value),
+        signed_ms(e.value),
         ms(samples[1].median()),
         ms(samples[0].median())
-    ));
-    Ok((samples, vec![verdict]))
+    ))
 }
 
 /// The group of the ADD+DEL of `n` ptp delegates.
