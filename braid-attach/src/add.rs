@@ -329,16 +329,15 @@ impl Attacher<'_> {
                 let (path, inv) = self.plugin_add(call, d, c).map_err(|e| (e.into(), false))?;
                 let env = inv.env();
                 // Started ahead for exactly this call, or killed unsent and started anew.
-                let mut started = job.ahead.take(i, &path, &env);
-                if job.one_by_one {
+                let started = if job.one_by_one {
                     // This delegate's process first, then the next one's, whose start-up
                     // overlaps this one's work; it is sent its configuration in its turn.
-                    if started.is_none() {
-                        job.ahead.start(self.exec, i, &path, &env, self.deadline.add_until());
-                        started = job.ahead.take(i, &path, &env);
-                    }
+                    let started = job.ahead.take_or_start(self.exec, i, &path, &env, self.deadline.add_until());
                     self.start_next(job, i + 1);
-                }
+                    started
+                } else {
+                    job.ahead.take(i, &path, &env)
+                };
                 let outcome = match started {
                     Some(s) => invoke::add_started(
                         s,

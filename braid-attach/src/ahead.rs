@@ -58,6 +58,24 @@ impl Ahead {
         }
     }
 
+    /// Delegate `i`'s process in its turn: the one started ahead for exactly this call, or one
+    /// started now (so that the next delegate's can be started before this one is sent its
+    /// configuration). `None` when `exec` cannot start ahead or `until` has passed: the turn
+    /// then runs the plugin through `exec` as usual.
+    pub(crate) fn take_or_start(
+        &self,
+        exec: &dyn Exec,
+        i: usize,
+        plugin: &Path,
+        env: &[(String, String)],
+        until: Option<Instant>,
+    ) -> Option<Started> {
+        self.take(i, plugin, env).or_else(|| {
+            self.start(exec, i, plugin, env, until);
+            self.take(i, plugin, env)
+        })
+    }
+
     /// Kills the waiting process, if any, unsent: its turn will not come.
     pub(crate) fn clear(&self) {
         let old = self.slot.lock().ok().and_then(|mut s| s.take());

@@ -243,13 +243,9 @@ impl Attacher<'_> {
         if !a.list {
             let (path, stdin, inv) = self.replay_call(command, call, a)?;
             let env = inv.env();
-            let started = match ahead.take(i, &path, &env) {
-                Some(s) => Some(s),
-                None if next.is_some() => {
-                    ahead.start(self.exec, i, &path, &env, until);
-                    ahead.take(i, &path, &env)
-                }
-                None => None,
+            let started = match next {
+                Some(_) => ahead.take_or_start(self.exec, i, &path, &env, until),
+                None => ahead.take(i, &path, &env),
             };
             start_next();
             return Ok(match started {

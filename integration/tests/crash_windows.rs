@@ -426,3 +426,24 @@ fn a_delegator_killed_while_the_next_delegate_waits_leaves_it_unsent_and_exiting
     w.h.del(list, &rt).unwrap_or_else(|e| panic!("DEL after SIGKILL: {e}"));
     w.nothing_left(&rt.container_id);
 }
+
+/// A DEL that fails while the next delegate's DEL process waits for its turn: that one is still
+/// sent its DEL (DEL attempts every delegate), and the failure is reported with the state kept.
+#[test]
+fn a_failing_del_still_sends_the_next_delegate_its_del_started_ahead() {
+    if !require_root("a_failing_del_still_sends_the_next_delegate_its_del_started_ahead") {
+        return;
+    }
+    let fail = json!({"command": "DEL", "code": 11, "msg": "DEL refused on purpose"});
+    let (w, rt) = one_after_another("cwnextdelfail", json!({}), json!({"fail": fail}));
+    let started_dir = w.started_dir();
+    let env = [("BRAID_FAULT_STARTED", started_dir.as_path())];
+    w.h.add_with_env(&w.list, &rt, &env).unwrap_or_else(|e| panic!("ADD: {e}"));
+    let err = w.h.del_with_env(&w.list, &rt, &env).expect_err("the second delegate's DEL fails");
+    assert!(err.to_string().contains("DEL refused on purpose"), "{err}");
+    let calls = w.calls();
+    let commands: Vec<&str> = calls.iter().map(|(c, _)| c.as_str()).collect();
+    assert_eq!(commands, ["ADD", "ADD", "DEL", "DEL"], "both DELs sent, in reverse");
+    assert!(w.unsent().is_empty(), "every started process was sent its call: {:?} {calls:?}", w.started());
+    assert!(!w.h.state_files().is_empty(), "the state is kept for the runtime's next DEL");
+}
