@@ -9,6 +9,7 @@
 #![allow(clippy::print_stderr, clippy::panic)]
 
 pub mod agent;
+pub mod cluster;
 #[cfg(feature = "cri")]
 pub mod containerd;
 #[cfg(feature = "cri")]

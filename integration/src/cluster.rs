@@ -1,0 +1,274 @@
+//! The real Kubernetes cluster of `scripts/node.sh` (etcd, kube-apiserver,
+//! kube-controller-manager, kube-scheduler, and per node containerd 2.x, kubelet and
+//! kube-proxy, built from the Go modules under `integration/node/`), with braid installed by
+//! `kubectl apply -k deploy/kubernetes`, for the tests that do what an operator does with
+//! `kubectl`.
+//!
+//! `scripts/test.sh` brings a two-node cluster up before `cargo test` and names its directory
+//! in `BRAID_NODE_DIR`; without it these tests print a loud SKIPPED line (and fail under
+//! `BRAID_REQUIRE_ROOT_TESTS=1`). The tests share the cluster, so they hold [`Cluster::lock`]
+//! (one at a time: some stop its parts) and work in Kubernetes namespaces of their own, which
+//! [`Namespace`] deletes on drop, also when a test fails.
+#![allow(clippy::panic, clippy::expect_used, clippy::unwrap_used)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// One test at a time on the shared cluster.
+static LOCK: Mutex<()> = Mutex::new(());
+
+/// The upper bound of every wait: a stuck cluster, never a measurement.
+pub const HANG_GUARD: Duration = Duration::from_secs(240);
+
+/// The annotation a pod selects its networks with (Network Plumbing WG).
+pub const NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
+/// The annotation braid's agent publishes a pod's attachments in.
+pub const NETWORK_STATUS: &str = "k8s.v1.cni.cncf.io/network-status";
+/// The image of the tests' pods (static busybox, imported by `scripts/node.sh`).
+pub const BUSYBOX: &str = "localhost/braid/busybox:1";
+
+/// A cluster brought up by `scripts/node.sh up`.
+#[derive(Debug)]
+pub struct Cluster {
+    dir: PathBuf,
+    kubectl: PathBuf,
+    _guard: MutexGuard<'static, ()>,
+}
+
+impl Cluster {
+    /// The cluster of `BRAID_NODE_DIR`, held for this test alone; `None` (after the SKIPPED
+    /// line) where there is none and skipping is allowed.
+    pub fn lock(test: &str) -> Option<Cluster> {
+        if !cni_skel::testing::require_root(test) {
+            return None;
+        }
+        let dir = match std::env::var_os("BRAID_NODE_DIR") {
+            Some(d) if Path::new(&d).join("nodes").exists() => PathBuf::from(d),
+            _ => {
+                let why = "needs the real cluster of scripts/node.sh (BRAID_NODE_DIR; scripts/test.sh brings it up)";
+                if std::env::var("BRAID_REQUIRE_ROOT_TESTS").is_ok_and(|v| v == "1") {
+                    panic!("{test} {why}, and BRAID_REQUIRE_ROOT_TESTS=1 forbids skipping");
+                }
+                eprintln!("\n*** SKIPPED {test}: {why} ***\n");
+                return None;
+            }
+        };
+        let guard = LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let kubectl = dir.join("bin/kubectl");
+        Some(Cluster { dir, kubectl, _guard: guard })
+    }
+
+    /// The cluster's directory (logs/, the audit log, each node's files).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// How many nodes it has (`node1` … `nodeN`).
+    pub fn nodes(&self) -> usize {
+        std::fs::read_to_string(self.dir.join("nodes")).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+    }
+
+    /// `kubectl ARGS` as the cluster's admin.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_in(args, None)
+    }
+
+    /// `kubectl ARGS` with `stdin` on its standard input.
+    pub fn kubectl_in(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = Command::new(&self.kubectl);
+        cmd.args(args).env("KUBECONFIG", self.dir.join("kubeconfig"));
+        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"));
+        if let Some(s) = stdin {
+            use std::io::Write;
+            let mut w = child.stdin.take().unwrap();
+            w.write_all(s.as_bytes()).unwrap();
+        }
+        child.wait_with_output().unwrap()
+    }
+
+    /// `kubectl ARGS`, which must succeed; its stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `kubectl apply -f -` of these manifests (JSON or YAML).
+    pub fn apply(&self, manifest: &str) -> String {
+        let out = self.kubectl_in(&["apply", "-f", "-"], Some(manifest));
+        assert!(
+            out.status.success(),
+            "kubectl apply failed: {}\n{manifest}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `kubectl get … -o json`, parsed.
+    pub fn get(&self, args: &[&str]) -> Value {
+        let mut a = vec!["get"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["-o", "json"]);
+        serde_json::from_str(&self.ok(&a)).unwrap()
+    }
+
+    /// `scripts/node.sh ARGS` on this cluster (stop, start, restart a part; compact etcd).
+    pub fn node_sh(&self, args: &[&str]) -> String {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/node.sh");
+        let out = Command::new("bash").arg(script).args(args).env("BRAID_NODE_DIR", &self.dir).output().unwrap();
+        assert!(out.status.success(), "node.sh {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs `program ARGS` in a node's network and mount namespaces; its output.
+    pub fn on_node(&self, node: &str, program: &str, args: &[&str]) -> Output {
+        let n = node.trim_start_matches("node");
+        Command::new("nsenter")
+            .arg(format!("--net={}/ns/node{n}.net", self.dir.display()))
+            .arg(format!("--mount={}/ns/node{n}.mnt", self.dir.display()))
+            .arg("--")
+            .arg(program)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("nsenter {node} {program}: {e}"))
+    }
+
+    /// The files below `path` as a node sees it (relative paths, sorted; none if it is missing).
+    pub fn files_on(&self, node: &str, path: &str) -> Vec<String> {
+        let out = self.on_node(node, "find", &[path, "-mindepth", "1", "-type", "f"]);
+        let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix(path).map(|r| r.trim_start_matches('/').to_string()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A file's content as a node sees it.
+    pub fn read_on(&self, node: &str, path: &str) -> Option<String> {
+        let out = self.on_node(node, "cat", &[path]);
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Writes a file on a node (through its mount namespace).
+    pub fn write_on(&self, node: &str, path: &str, content: &str) {
+        let mut child = Command::new("nsenter")
+            .arg(format!("--mount={}/ns/node{}.mnt", self.dir.display(), node.trim_start_matches("node")))
+            .args(["--", "sh", "-c", "cat > \"$0\"", path])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(content.as_bytes()).unwrap();
+        assert!(child.wait().unwrap().success(), "writing {path} on {node}");
+    }
+
+    /// The API server's audit log: one JSON event a line (`logs/audit.log`, level Metadata).
+    pub fn audit(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.join("logs/audit.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// A part's log (`logs/PART.log`), for a failure's message.
+    pub fn log(&self, part: &str) -> String {
+        let text = std::fs::read_to_string(self.dir.join("logs").join(format!("{part}.log"))).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// braid's agent pod on a node (name, uid).
+    pub fn agent_pod(&self, node: &str) -> (String, String) {
+        let pods = self.get(&[
+            "pods",
+            "-n",
+            "kube-system",
+            "-l",
+            "app.kubernetes.io/name=braid",
+            "--field-selector",
+            &format!("spec.nodeName={node}"),
+        ]);
+        let p = pods["items"]
+            .as_array()
+            .and_then(|a| a.iter().find(|p| p["metadata"]["deletionTimestamp"].is_null()))
+            .unwrap_or_else(|| panic!("no braid agent pod on {node}: {pods}"));
+        (p["metadata"]["name"].as_str().unwrap().into(), p["metadata"]["uid"].as_str().unwrap().into())
+    }
+
+    /// The agent's log on a node (`kubectl logs`).
+    pub fn agent_log(&self, node: &str) -> String {
+        let (pod, _) = self.agent_pod(node);
+        let out = self.kubectl(&["logs", "-n", "kube-system", &pod, "--tail=60"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until `f` holds; panics with `context()` after [`HANG_GUARD`].
+    pub fn wait(&self, what: &str, mut f: impl FnMut() -> bool, context: impl Fn() -> String) {
+        let give_up = Instant::now() + HANG_GUARD;
+        while !f() {
+            if Instant::now() >= give_up {
+                panic!("{what} did not happen (stuck):\n{}", context());
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// A Kubernetes namespace of the test's own, deleted (with all it holds) on drop.
+    pub fn namespace(&self, name: &str) -> Namespace<'_> {
+        let _ = self.kubectl(&["delete", "namespace", name, "--ignore-not-found", "--wait=true"]);
+        self.ok(&["create", "namespace", name]);
+        // The namespace's default ServiceAccount (a pod needs it) comes from the controller manager.
+        self.wait(
+            &format!("the default ServiceAccount of {name}"),
+            || self.kubectl(&["get", "serviceaccount", "default", "-n", name]).status.success(),
+            || self.log("kube-controller-manager"),
+        );
+        Namespace { c: self, name: name.to_string() }
+    }
+}
+
+/// A namespace that [`Cluster::namespace`] made; deleted on drop, its pods' DEL included.
+#[derive(Debug)]
+pub struct Namespace<'c> {
+    c: &'c Cluster,
+    /// Its name.
+    pub name: String,
+}
+
+impl Drop for Namespace<'_> {
+    fn drop(&mut self) {
+        let _ = self.c.kubectl(&["delete", "namespace", &self.name, "--wait=true", "--timeout=180s"]);
+    }
+}
+
+/// A pod `ns/name` of the busybox image that sleeps, on `node`, selecting `networks` (none: no
+/// annotation).
+pub fn pod(ns: &str, name: &str, node: &str, networks: Option<&str>) -> String {
+    let annotations = match networks {
+        Some(n) => serde_json::json!({ NETWORKS: n }),
+        None => serde_json::json!({}),
+    };
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "annotations": annotations},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": BUSYBOX, "imagePullPolicy": "Never",
+                            "command": ["sleep", "100000"]}]
+        }
+    })
+    .to_string()
+}

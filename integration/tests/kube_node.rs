@@ -1,0 +1,305 @@
+//! braid on a real Kubernetes: the cluster of `scripts/node.sh` (kube-apiserver with
+//! `Node,RBAC`, NodeRestriction and ValidatingAdmissionPolicy; kube-controller-manager;
+//! kube-scheduler; per node containerd 2.x, a kubelet and kube-proxy), braid installed with
+//! `kubectl apply -k deploy/kubernetes`, its DaemonSet's pods started by the kubelets with their
+//! projected tokens. Each test does what an operator does with `kubectl` and reads what they
+//! would read: pods, their annotations, `kubectl exec … ip`, the nodes' files.
+//!
+//! Waits are upper bounds for a stuck cluster, never measurements; the one figure reported
+//! (creation to network-status) is printed, not asserted.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use braid_integration::cluster::{pod, Cluster, NETWORK_STATUS};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// A NAD with this `spec.config` (`None`: the empty config that names a file).
+fn nad(ns: &str, name: &str, config: Option<&Value>) -> String {
+    let spec = match config {
+        Some(c) => json!({"config": c.to_string()}),
+        None => json!({}),
+    };
+    json!({
+        "apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": name, "namespace": ns}, "spec": spec
+    })
+    .to_string()
+}
+
+/// A bridge network of its own (no gateway) with host-local addresses from `198.18.<net>.0/24`.
+fn bridge(name: &str, bridge: &str, net: u8) -> Value {
+    json!({
+        "cniVersion": "1.0.0", "name": name,
+        "plugins": [{"type": "bridge", "bridge": bridge, "isGateway": false, "ipMasq": false,
+                     "ipam": {"type": "host-local", "ranges": [[{"subnet": format!("198.18.{net}.0/24")}]]}}]
+    })
+}
+
+/// The pod's network-status annotation, parsed (None until the agent has published it).
+fn status(c: &Cluster, ns: &str, name: &str) -> Option<Value> {
+    let out = c.kubectl(&["get", "pod", name, "-n", ns, "-o", &format!("jsonpath={{.metadata.annotations.{}}}", NETWORK_STATUS.replace('.', "\\."))]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.success() && !text.trim().is_empty()).then(|| serde_json::from_str(&text).unwrap())
+}
+
+fn wait_running(c: &Cluster, ns: &str, name: &str) {
+    c.wait(
+        &format!("pod {ns}/{name} Running"),
+        || c.get(&["pod", name, "-n", ns])["status"]["phase"] == "Running",
+        || String::from_utf8_lossy(&c.kubectl(&["describe", "pod", name, "-n", ns]).stdout).into_owned(),
+    );
+}
+
+fn wait_status(c: &Cluster, ns: &str, name: &str, node: &str) -> Value {
+    let mut found = None;
+    c.wait(
+        &format!("network-status of {ns}/{name}"),
+        || {
+            found = status(c, ns, name);
+            found.is_some()
+        },
+        || c.agent_log(node),
+    );
+    found.unwrap()
+}
+
+/// The pod's interfaces as `ip` inside it shows them: name → (MAC, IPv4 addresses with prefix).
+fn interfaces_inside(c: &Cluster, ns: &str, name: &str) -> BTreeMap<String, (String, Vec<String>)> {
+    let link = c.ok(&["exec", "-n", ns, name, "--", "ip", "-o", "link"]);
+    let addr = c.ok(&["exec", "-n", ns, name, "--", "ip", "-o", "-4", "addr"]);
+    let mut m = BTreeMap::new();
+    for l in link.lines() {
+        let mut w = l.split_whitespace();
+        let Some(ifname) = w.nth(1).map(|n| n.trim_end_matches(':').split('@').next().unwrap_or("").to_string()) else {
+            continue;
+        };
+        if ifname == "lo" {
+            continue;
+        }
+        let mac = l.split("link/ether ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or("").to_string();
+        m.insert(ifname, (mac, Vec::new()));
+    }
+    for l in addr.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        if let (Some(ifname), Some(a)) = (w.get(1), w.get(3)) {
+            if let Some(e) = m.get_mut(*ifname) {
+                e.1.push(a.to_string());
+            }
+        }
+    }
+    m
+}
+
+/// Each entry of the network-status is what is inside the pod: the same interface, MAC and
+/// addresses; returns the entries' names by interface.
+fn status_matches_pod(st: &Value, inside: &BTreeMap<String, (String, Vec<String>)>) -> BTreeMap<String, String> {
+    let mut names = BTreeMap::new();
+    for e in st.as_array().unwrap() {
+        let ifname = e["interface"].as_str().unwrap_or_else(|| panic!("entry without interface: {st}"));
+        let (mac, addrs) = inside.get(ifname).unwrap_or_else(|| panic!("{ifname} of {st} is not in the pod: {inside:?}"));
+        assert_eq!(e["mac"].as_str(), Some(mac.as_str()), "MAC of {ifname}: {st} vs {inside:?}");
+        let ips: Vec<&str> = e["ips"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        for ip in &ips {
+            assert!(addrs.iter().any(|a| a.split('/').next() == Some(*ip)), "{ip} of {ifname} not in the pod: {inside:?}");
+        }
+        assert!(!ips.is_empty(), "no IPs for {ifname}: {st}");
+        names.insert(ifname.to_string(), e["name"].as_str().unwrap().to_string());
+    }
+    names
+}
+
+#[test]
+fn nads_of_two_namespaces_and_the_configmap_give_pods_their_networks_and_network_status() {
+    let Some(c) = Cluster::lock("nads_of_two_namespaces_and_the_configmap_give_pods_their_networks_and_network_status")
+    else {
+        return;
+    };
+    let _ns = c.namespace("braid-nets");
+    // A NAD with its config in the pod's namespace; one in `default` (a global namespace) whose
+    // empty spec.config names a file in Multus's conf dir on every node, as Multus users have.
+    c.apply(&nad("braid-nets", "net-a", Some(&bridge("net-a", "br-net-a", 110))));
+    let file = bridge("net-file", "br-net-file", 111);
+    for n in 1..=c.nodes() {
+        c.write_on(&format!("node{n}"), "/etc/cni/multus/net.d/net-file.conflist", &file.to_string());
+    }
+    c.apply(&nad("default", "net-file", None));
+    let _cleanup = Defer(|| {
+        let _ = c.kubectl(&["delete", "net-attach-def", "net-file", "-n", "default", "--ignore-not-found"]);
+    });
+    // Mirrored on every node (the agents list and watch NADs).
+    for n in 1..=c.nodes() {
+        let node = format!("node{n}");
+        c.wait(
+            &format!("NADs mirrored on {node}"),
+            || {
+                let f = c.files_on(&node, "/etc/cni/braid.d");
+                f.contains(&"braid-nets/net-a.conflist".to_string()) && f.contains(&"default/net-file.conflist".to_string())
+            },
+            || c.agent_log(&node),
+        );
+    }
+
+    // Short form (NAD of the pod's namespace, namespace/name of the empty-config NAD) and JSON
+    // form (the ConfigMap's `isolated`, the NAD again).
+    let pods = [
+        ("short", "net-a, default/net-file", ["braid-nets/net-a", "default/net-file"]),
+        (
+            "json",
+            r#"[{"name": "isolated", "namespace": "default"}, {"name": "net-a"}]"#,
+            ["default/isolated", "braid-nets/net-a"],
+        ),
+    ];
+    for (name, networks, _) in &pods {
+        let started = Instant::now();
+        c.apply(&pod("braid-nets", name, "node1", Some(networks)));
+        let st = wait_status(&c, "braid-nets", name, "node1");
+        eprintln!("pod braid-nets/{name}: network-status on the pod object {:?} after kubectl apply returned", started.elapsed());
+        let _ = st;
+    }
+    for (name, _, expected) in &pods {
+        wait_running(&c, "braid-nets", name);
+        let st = status(&c, "braid-nets", name).unwrap();
+        let inside = interfaces_inside(&c, "braid-nets", name);
+        assert_eq!(inside.keys().cloned().collect::<Vec<_>>(), ["eth0", "net1", "net2"], "{name}: {inside:?}");
+        let names = status_matches_pod(&st, &inside);
+        assert_eq!(names.get("net1").map(String::as_str), Some(expected[0]), "{st}");
+        assert_eq!(names.get("net2").map(String::as_str), Some(expected[1]), "{st}");
+        let default: Vec<&Value> = st.as_array().unwrap().iter().filter(|e| e["default"] == true).collect();
+        assert_eq!(default.len(), 1, "one default entry: {st}");
+        assert_eq!(default[0]["interface"], "eth0", "{st}");
+    }
+}
+
+/// Runs a closure on drop (a test's cleanup, also when it fails).
+struct Defer<F: FnMut()>(F);
+impl<F: FnMut()> Drop for Defer<F> {
+    fn drop(&mut self) {
+        (self.0)();
+    }
+}
+
+/// What `kubectl` says with these credentials instead of the admin's.
+fn as_token(c: &Cluster, token: &str, args: &[&str]) -> (bool, String) {
+    let mut a = vec!["--kubeconfig=/dev/null", "--server=https://198.18.0.1:6443"];
+    let ca = format!("--certificate-authority={}/pki/ca.crt", c.dir().display());
+    let tk = format!("--token={token}");
+    a.push(&ca);
+    a.push(&tk);
+    a.extend_from_slice(args);
+    let out = c.kubectl(&a);
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// The token the kubelet mounted into braid's agent pod on `node` (its projected volume).
+fn agent_token(c: &Cluster, node: &str) -> String {
+    let (_, uid) = c.agent_pod(node);
+    let dir = format!("/var/lib/kubelet/pods/{uid}/volumes/kubernetes.io~projected");
+    let files = c.files_on(node, &dir);
+    let token = files.iter().find(|f| f.ends_with("/token")).unwrap_or_else(|| panic!("no token in {dir}: {files:?}"));
+    c.read_on(node, &format!("{dir}/{token}")).unwrap().trim().to_string()
+}
+
+#[test]
+fn the_shipped_rbac_and_admission_policy_are_enforced_by_the_api_server() {
+    let Some(c) = Cluster::lock("the_shipped_rbac_and_admission_policy_are_enforced_by_the_api_server") else {
+        return;
+    };
+    assert!(c.nodes() >= 2, "this test needs two nodes (scripts/node.sh up 2)");
+    // The API server type-checked the policy against the pod schema: no warning.
+    let policy = || c.get(&["validatingadmissionpolicy", "braid-node-agent"]);
+    c.wait(
+        "the policy's type check",
+        || {
+            let p = policy();
+            p["status"]["observedGeneration"] == p["metadata"]["generation"]
+        },
+        || policy().to_string(),
+    );
+    let policy = policy();
+    assert_eq!(policy["status"]["typeChecking"], json!({}), "type-checking warnings: {}", policy["status"]);
+
+    let ns = c.namespace("braid-policy");
+    c.apply(&pod("braid-policy", "on-1", "node1", None));
+    c.apply(&pod("braid-policy", "on-2", "node2", None));
+    let token = agent_token(&c, "node1");
+    let patch = |pod: &str, p: Value| as_token(&c, &token, &["patch", "pod", pod, "-n", &ns.name, "--type=merge", "-p", &p.to_string()]);
+
+    let (ok, said) = patch("on-1", json!({"metadata": {"annotations": {NETWORK_STATUS: "[]"}}}));
+    assert!(ok, "the agent's own token may set network-status on its node's pod: {said}");
+    for (what, pod, p, words) in [
+        ("a label", "on-1", json!({"metadata": {"labels": {"x": "y"}}}), "not metadata.labels"),
+        ("another annotation", "on-1", json!({"metadata": {"annotations": {"x": "y"}}}), "not x"),
+        ("the spec", "on-1", json!({"spec": {"activeDeadlineSeconds": 100000}}), "not its spec"),
+        (
+            "a pod of another node",
+            "on-2",
+            json!({"metadata": {"annotations": {NETWORK_STATUS: "[]"}}}),
+            "may change only pods bound to that node",
+        ),
+    ] {
+        let (ok, said) = patch(pod, p);
+        assert!(!ok, "{what} was admitted: {said}");
+        assert!(said.contains("ValidatingAdmissionPolicy 'braid-node-agent'") && said.contains(words), "{what}: {said}");
+    }
+    // A token of the same ServiceAccount that names no node (not bound to a pod).
+    let unbound = c.ok(&["create", "token", "braid", "-n", "kube-system"]).trim().to_string();
+    let (ok, said) = as_token(
+        &c,
+        &unbound,
+        &["patch", "pod", "on-1", "-n", &ns.name, "--type=merge", "-p", &json!({"metadata": {"annotations": {NETWORK_STATUS: "[]"}}}).to_string()],
+    );
+    assert!(!ok && said.contains("this request's credentials name no node"), "{said}");
+
+    // RBAC: exactly the documented grants.
+    let list = c.ok(&["auth", "can-i", "--list", "--as=system:serviceaccount:kube-system:braid"]);
+    let grants: Vec<String> = list
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|l| !l.starts_with("selfsubject") && !l.is_empty())
+        .collect();
+    let expected = [
+        "events [] [] [create]",
+        "network-attachment-definitions.k8s.cni.cncf.io [] [] [get list watch]",
+        "pods [] [] [get patch]",
+    ];
+    let ours: Vec<&String> = grants.iter().filter(|g| !is_everyones(g)).collect();
+    assert_eq!(ours, expected.iter().map(|s| s.to_string()).collect::<Vec<_>>().iter().collect::<Vec<_>>(), "{list}");
+}
+
+/// Grants every authenticated user has (system:basic-user, system:discovery,
+/// system:public-info-viewer): not braid's.
+fn is_everyones(grant: &str) -> bool {
+    grant.starts_with('[') || grant.starts_with("selfsubject")
+}
+
+#[test]
+fn deleting_pods_leaves_no_interface_reservation_state_or_status_file() {
+    let Some(c) = Cluster::lock("deleting_pods_leaves_no_interface_reservation_state_or_status_file") else {
+        return;
+    };
+    let before = c.on_node("node1", "ip", &["-o", "link"]);
+    let ns = c.namespace("braid-del");
+    for i in 0..3 {
+        let name = format!("p{i}");
+        c.apply(&pod("braid-del", &name, "node1", Some("default/isolated")));
+    }
+    for i in 0..3 {
+        wait_status(&c, "braid-del", &format!("p{i}"), "node1");
+    }
+    let reserved = |c: &Cluster| c.files_on("node1", "/var/lib/cni/networks/isolated").into_iter().filter(|f| f.starts_with("198.")).count();
+    assert_eq!(reserved(&c), 3);
+    // The namespace is gone once its pods' objects are; the kubelet stops their sandboxes (the
+    // runtime's CNI DEL) on its own schedule, so wait for that, then look for anything left.
+    drop(ns);
+    c.wait(
+        "the runtime's DEL of the three pods",
+        || c.on_node("node1", "ip", &["-o", "link"]).stdout == before.stdout && reserved(&c) == 0,
+        || format!("{:?}\n{}", c.files_on("node1", "/var/lib/cni/networks/isolated"), c.log("containerd-node1")),
+    );
+    let left = |dir: &str| c.files_on("node1", dir).into_iter().filter(|f| f.contains("braid-del")).collect::<Vec<_>>();
+    assert_eq!(left("/run/braid/network-status"), Vec::<String>::new());
+    assert!(c.files_on("node1", "/var/lib/cni/braid").iter().all(|f| !f.contains("braid-del")));
+    assert_eq!(c.files_on("node1", "/var/lib/cni/networks/isolated").iter().filter(|f| f.starts_with("198.")).count(), 0);
+}
