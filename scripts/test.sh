@@ -29,15 +29,11 @@ command -v qemu-system-x86_64 >/dev/null 2>&1 || need_pkgs+=(qemu-system-x86)
 command -v musl-gcc >/dev/null 2>&1 || need_pkgs+=(musl-tools)
 # The delegator's no-connection test traces a real ADD's system calls.
 command -v strace >/dev/null 2>&1 || need_pkgs+=(strace)
-# The manifest tests (integration/tests/manifests.rs) render deploy/kubernetes with
-# `kubectl kustomize` and need kubectl 1.27 or later (kustomize v5). No Debian package provides
-# one: Debian 12's kubernetes-client is kubectl 1.20, whose kustomize v2.0.3 builds neither layout,
-# so it is not installed; without a newer kubectl those tests print SKIPPED (and fail under
-# BRAID_REQUIRE_ROOT_TESTS=1).
-kubectl_minor="$(kubectl version --client -o json 2>/dev/null | sed -n 's/.*"minor": *"\([0-9]*\).*/\1/p' | head -n1)"
-if [ -z "$kubectl_minor" ] || [ "$kubectl_minor" -lt 27 ]; then
-  log "WARNING: no kubectl 1.27 or later on PATH (found: ${kubectl_minor:+1.}${kubectl_minor:-none}); Debian has none to install: the manifest tests will be SKIPPED"
-fi
+# The real node (scripts/node.sh, integration/tests/kube_node.rs): its parts are built from Go
+# modules (scripts/build-node.sh, once per machine); its certificates come from openssl, its
+# health checks use curl, kube-proxy programs iptables.
+command -v openssl >/dev/null 2>&1 || need_pkgs+=(openssl)
+command -v curl >/dev/null 2>&1 || need_pkgs+=(curl)
 need_index=0
 case "$(apt-cache depends linux-image-cloud-amd64 2>/dev/null)" in
   *"Depends: linux-image-"*) ;;
@@ -95,9 +91,38 @@ log "release build (static binaries for the installer image)"
 BRAID_RELEASE_DIR="$(bash scripts/build-release.sh | tail -n1)"
 export BRAID_RELEASE_DIR
 
-log "cargo test"
+# The real node's parts (Kubernetes, etcd, containerd) from the Go modules under
+# integration/node/: built once per machine into /var/cache/braid/node, reused after. Its kubectl
+# (kustomize v5) is also the one the manifest tests render deploy/kubernetes with: a directory
+# holding only it goes first on PATH (the containerd tests keep Debian's containerd 1.6).
+command -v go >/dev/null 2>&1 || { echo "go not found: the real node's parts are built with Go 1.26 or later" >&2; exit 1; }
+log "the real node's parts (scripts/build-node.sh)"
+node_bin="$(bash scripts/build-node.sh | tail -n1)"
+mkdir -p target/node-tools
+ln -sfn "$node_bin/kubectl" target/node-tools/kubectl
+export PATH="$PWD/target/node-tools:$PATH"
+
+# A two-node cluster for integration/tests/kube_node.rs (root only), down again on exit. If it
+# does not come up, BRAID_NODE_DIR stays unset: those tests then fail under
+# BRAID_REQUIRE_ROOT_TESTS=1 (and print SKIPPED otherwise).
+node_dir=""
 out="$(mktemp)"
-trap 'rm -f "$out"' EXIT
+trap 'rm -f "$out"; if [ -n "$node_dir" ]; then BRAID_NODE_DIR="$node_dir" bash scripts/node.sh down >/dev/null 2>&1 || true; fi' EXIT
+if [ "$(id -u)" -eq 0 ]; then
+  mkdir -p /var/lib/braid
+  node_dir="$(mktemp -d /var/lib/braid/test-node.XXXXXX)"
+  log "scripts/node.sh up 2 (in $node_dir)"
+  if BRAID_NODE_DIR="$node_dir" bash scripts/node.sh up 2 > /dev/null 2> "$node_dir.up.log"; then
+    export BRAID_NODE_DIR="$node_dir"
+  else
+    cat "$node_dir.up.log"
+    tail -n 30 "$node_dir"/logs/*.log 2>/dev/null || true
+    echo "scripts/node.sh up 2 FAILED: the real-node tests will fail" >&2
+  fi
+  rm -f "$node_dir.up.log"
+fi
+
+log "cargo test"
 set +e
 cargo test --workspace --locked 2>&1 | tee "$out"
 status=${PIPESTATUS[0]}
