@@ -305,3 +305,197 @@ fn deleting_pods_leaves_no_interface_reservation_state_or_status_file() {
     assert!(c.files_on("node1", "/var/lib/cni/braid").iter().all(|f| !f.contains("braid-del")));
     assert_eq!(c.files_on("node1", "/var/lib/cni/networks/isolated").iter().filter(|f| f.starts_with("198.")).count(), 0);
 }
+
+/// braid-fault (integration/src/bin) on every node's CNI bin dir, for the networks that must
+/// hold a pod's ADD at a known point.
+fn install_fault_plugin(c: &Cluster) {
+    let fault = braid_integration::build_dir().join("braid-fault");
+    for n in 1..=c.nodes() {
+        let out = c.on_node(&format!("node{n}"), "cp", &[fault.to_str().unwrap(), "/opt/cni/bin/braid-fault"]);
+        assert!(out.status.success(), "installing braid-fault on node{n}: {out:?}");
+    }
+}
+
+/// A network whose ADD first waits while `gate` exists on the node (logging the call to
+/// `calls`), then attaches a bridge: a pod that selects it is held mid-ADD until the test
+/// removes the gate.
+fn gated(name: &str, net: u8, gate: &str, calls: &str) -> Value {
+    let mut list = bridge(name, &format!("br-{name}"), net);
+    let fault = json!({"type": "braid-fault", "sleepOn": "ADD", "hangWhile": gate, "log": calls});
+    list["plugins"].as_array_mut().unwrap().insert(0, fault);
+    list
+}
+
+/// The delegator's status files of a pod on a node (`<ns>_<pod>_<sandbox>.json`).
+fn status_files(c: &Cluster, node: &str, ns: &str, pod: &str) -> Vec<String> {
+    c.files_on(node, "/run/braid/network-status").into_iter().filter(|f| f.starts_with(&format!("{ns}_{pod}_"))).collect()
+}
+
+/// The API server's audit events of braid's agents (their ServiceAccount), by verb and resource.
+fn agent_requests(c: &Cluster) -> Vec<Value> {
+    c.audit()
+        .into_iter()
+        .filter(|e| e["user"]["username"] == "system:serviceaccount:kube-system:braid")
+        .collect()
+}
+
+#[test]
+fn with_the_api_server_stopped_pods_start_from_the_node_mirror_and_get_their_status_once_it_is_back() {
+    let Some(c) = Cluster::lock("with_the_api_server_stopped_pods_start_from_the_node_mirror_and_get_their_status_once_it_is_back")
+    else {
+        return;
+    };
+    install_fault_plugin(&c);
+    let ns = c.namespace("braid-apidown");
+    let (gate, calls) = ("/run/braid-apidown.gate", "/run/braid-apidown.calls");
+    c.write_on("node1", gate, "");
+    let _open = Defer(|| {
+        let _ = c.on_node("node1", "rm", &["-f", gate, calls]);
+    });
+    c.apply(&nad(&ns.name, "gated", Some(&gated("gated", 112, gate, calls))));
+    c.wait(
+        "the gated NAD mirrored on node1",
+        || c.files_on("node1", "/etc/cni/braid.d").contains(&format!("{}/gated.conflist", ns.name)),
+        || c.agent_log("node1"),
+    );
+    c.apply(&pod(&ns.name, "starting", "node1", Some("gated")));
+    // The pod's ADD is under way (held at the gate) when the API server goes.
+    c.wait("the pod's ADD at the gate", || c.read_on("node1", calls).is_some_and(|l| l.contains("\"ADD\"")), || c.log("kubelet-node1"));
+    c.node_sh(&["stop", "kube-apiserver"]);
+    let _back = Defer(|| {
+        c.node_sh(&["start", "kube-apiserver"]);
+    });
+    let _ = c.on_node("node1", "rm", &["-f", gate]);
+    // The ADD completes with no API server: its networks come from the node's mirror.
+    c.wait("the pod's ADD to finish without the API server", || !status_files(&c, "node1", &ns.name, "starting").is_empty(), || c.log("containerd-node1"));
+    let file = status_files(&c, "node1", &ns.name, "starting").remove(0);
+    let doc: Value = serde_json::from_str(&c.read_on("node1", &format!("/run/braid/network-status/{file}")).unwrap()).unwrap();
+    assert!(doc.to_string().contains(&format!("{}/gated", ns.name)), "{doc}");
+    c.node_sh(&["start", "kube-apiserver"]);
+    c.wait("the API server back", || c.kubectl(&["get", "--raw", "/readyz"]).status.success(), || c.log("kube-apiserver"));
+    let st = wait_status(&c, &ns.name, "starting", "node1");
+    assert_eq!(st, doc, "the published status is the node's document");
+    wait_running(&c, &ns.name, "starting");
+}
+
+#[test]
+fn a_watch_resumed_after_an_etcd_compaction_answers_410_and_the_agent_relists_what_changed_meanwhile() {
+    let Some(c) = Cluster::lock("a_watch_resumed_after_an_etcd_compaction_answers_410_and_the_agent_relists_what_changed_meanwhile")
+    else {
+        return;
+    };
+    assert!(c.nodes() >= 2, "needs two nodes");
+    let ns = c.namespace("braid-compact");
+    c.apply(&nad(&ns.name, "old", Some(&bridge("old", "br-old", 113))));
+    let has = |node: &str, name: &str| c.files_on(node, "/etc/cni/braid.d").contains(&format!("{}/{name}.conflist", ns.name));
+    c.wait("old mirrored on node2", || has("node2", "old"), || c.agent_log("node2"));
+    // node2 loses the API server (its agent's watch breaks); meanwhile a NAD is deleted and
+    // one created, etcd is compacted past both, and the API server restarts (its watch cache
+    // starts at the compacted revision): node2's agent resumes its watch from a revision that
+    // no longer exists.
+    // Both ways: an established watch would still receive what the server sends.
+    let rules: [[&str; 9]; 2] = [
+        ["OUTPUT", "-d", "198.18.0.1", "-p", "tcp", "--dport", "6443", "-j", "DROP"],
+        ["INPUT", "-s", "198.18.0.1", "-p", "tcp", "--sport", "6443", "-j", "DROP"],
+    ];
+    let iptables = |op: &str| {
+        rules.iter().all(|r| {
+            let mut a = vec![op];
+            a.extend_from_slice(r);
+            c.on_node("node2", "iptables", &a).status.success()
+        })
+    };
+    assert!(iptables("-I"), "cutting node2 off the API server");
+    let _uncut = Defer(|| {
+        iptables("-D");
+    });
+    c.ok(&["delete", "net-attach-def", "old", "-n", &ns.name]);
+    c.apply(&nad(&ns.name, "new", Some(&bridge("new", "br-new", 114))));
+    c.wait("the change mirrored on node1", || has("node1", "new") && !has("node1", "old"), || c.agent_log("node1"));
+    c.node_sh(&["compact"]);
+    c.node_sh(&["restart", "kube-apiserver"]);
+    c.wait("the API server back", || c.kubectl(&["get", "--raw", "/readyz"]).status.success(), || c.log("kube-apiserver"));
+    assert!(has("node2", "old") && !has("node2", "new"), "node2 saw the change while cut off");
+    let mark = agent_requests(&c).len();
+    assert!(iptables("-D"), "node2 back");
+    c.wait("node2's mirror current again", || has("node2", "new") && !has("node2", "old"), || c.agent_log("node2"));
+    // What the API server answered node2's agent once it could reach it: its watch resumed
+    // from the revision it had (a watch answers 410 inside its stream: the audit log shows it
+    // complete at once), then a list.
+    let node2_nads = || -> Vec<Value> {
+        agent_requests(&c)
+            .into_iter()
+            .skip(mark)
+            .filter(|e| e["objectRef"]["resource"] == "network-attachment-definitions" && e["stage"] == "ResponseComplete")
+            .filter(|e| e["user"]["extra"]["authentication.kubernetes.io/node-name"][0] == "node2")
+            .collect()
+    };
+    c.wait("node2's watch and list in the audit log", || node2_nads().iter().any(|e| e["verb"] == "list"), || format!("{:#?}", node2_nads()));
+    let reqs = node2_nads();
+    let resumed = reqs.iter().position(|e| e["verb"] == "watch").unwrap_or_else(|| panic!("no watch of node2's agent: {reqs:#?}"));
+    let uri = reqs[resumed]["requestURI"].as_str().unwrap();
+    let rv = uri.split("resourceVersion=").nth(1).unwrap().split('&').next().unwrap();
+    // ... which is 410 Gone now (the same request, as the admin) ...
+    let answer = c.ok(&["get", "--raw", &format!("/apis/k8s.cni.cncf.io/v1/network-attachment-definitions?watch=true&resourceVersion={rv}&timeoutSeconds=5")]);
+    assert!(answer.contains("\"code\":410"), "a watch from revision {rv}: {answer}");
+    // ... and then it listed again.
+    assert!(reqs[resumed..].iter().any(|e| e["verb"] == "list"), "no relist after the 410: {reqs:#?}");
+}
+
+#[test]
+fn the_agent_killed_the_kubelet_restarted_and_containerd_restarted_lose_nothing() {
+    let Some(c) = Cluster::lock("the_agent_killed_the_kubelet_restarted_and_containerd_restarted_lose_nothing") else {
+        return;
+    };
+    install_fault_plugin(&c);
+    let ns = c.namespace("braid-restarts");
+    let (gate, calls) = ("/run/braid-restarts.gate", "/run/braid-restarts.calls");
+    let _open = Defer(|| {
+        let _ = c.on_node("node1", "rm", &["-f", gate, calls]);
+    });
+    c.apply(&nad(&ns.name, "gated", Some(&gated("gated", 115, gate, calls))));
+    c.wait(
+        "the gated NAD mirrored on node1",
+        || c.files_on("node1", "/etc/cni/braid.d").contains(&format!("{}/gated.conflist", ns.name)),
+        || c.agent_log("node1"),
+    );
+    c.apply(&pod(&ns.name, "running", "node1", Some("gated")));
+    let running = wait_status(&c, &ns.name, "running", "node1");
+    wait_running(&c, &ns.name, "running");
+    let inside = interfaces_inside(&c, &ns.name, "running");
+
+    for (what, part) in [("the agent", None), ("the kubelet", Some("kubelet-node1")), ("containerd", Some("containerd-node1"))] {
+        // A pod starting (held mid-ADD) while the part goes away and comes back.
+        let name = format!("during-{}", part.unwrap_or("agent").split('-').next().unwrap());
+        c.write_on("node1", gate, "");
+        let _ = c.on_node("node1", "rm", &["-f", calls]);
+        c.apply(&pod(&ns.name, &name, "node1", Some("gated")));
+        c.wait(&format!("{name}'s ADD at the gate"), || c.read_on("node1", calls).is_some_and(|l| l.contains("\"ADD\"")), || c.log("kubelet-node1"));
+        match part {
+            None => {
+                // SIGKILL the agent's process; the kubelet restarts its container.
+                let (pod_name, _) = c.agent_pod("node1");
+                let restarts = |c: &Cluster| c.get(&["pod", &pod_name, "-n", "kube-system"])["status"]["containerStatuses"][0]["restartCount"].as_u64().unwrap_or(0);
+                let r0 = restarts(&c);
+                // Only node1's: the agent is in node1's network namespace, as its kubelet is.
+                let kubelet = std::fs::read_to_string(c.dir().join("pids/kubelet-node1")).unwrap();
+                let out = c.on_node("node1", "pkill", &["-KILL", "-x", "braid-install", "--ns", kubelet.trim(), "--nslist", "net"]);
+                assert!(out.status.success(), "no braid-install process on node1: {out:?}");
+                c.wait("the kubelet restarting the agent", || restarts(&c) > r0, || c.log("kubelet-node1"));
+            }
+            Some(p) => {
+                c.node_sh(&["restart", p]);
+            }
+        }
+        let _ = c.on_node("node1", "rm", &["-f", gate]);
+        let st = wait_status(&c, &ns.name, &name, "node1");
+        wait_running(&c, &ns.name, &name);
+        let inside_new = interfaces_inside(&c, &ns.name, &name);
+        assert_eq!(inside_new.keys().cloned().collect::<Vec<_>>(), ["eth0", "net1"], "{what}: {inside_new:?}");
+        status_matches_pod(&st, &inside_new);
+        // The pod that ran all along keeps its interfaces and its status.
+        assert_eq!(interfaces_inside(&c, &ns.name, "running"), inside, "after {what}");
+        assert_eq!(status(&c, &ns.name, "running").as_ref(), Some(&running), "after {what}");
+        c.wait("node1 Ready", || c.get(&["node", "node1"])["status"]["conditions"].as_array().unwrap().iter().any(|x| x["type"] == "Ready" && x["status"] == "True"), || c.log("kubelet-node1"));
+    }
+}
