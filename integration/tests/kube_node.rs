@@ -499,3 +499,96 @@ fn the_agent_killed_the_kubelet_restarted_and_containerd_restarted_lose_nothing(
         c.wait("node1 Ready", || c.get(&["node", "node1"])["status"]["conditions"].as_array().unwrap().iter().any(|x| x["type"] == "Ready" && x["status"] == "True"), || c.log("kubelet-node1"));
     }
 }
+
+/// The Warning events of a pod, their messages joined.
+fn pod_warnings(c: &Cluster, ns: &str, pod: &str) -> String {
+    let ev = c.get(&["events", "-n", ns, "--field-selector", &format!("involvedObject.name={pod},type=Warning")]);
+    ev["items"].as_array().unwrap().iter().filter_map(|e| e["message"].as_str()).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn a_nad_changed_or_deleted_under_running_pods_changes_only_later_pods_and_their_del_still_releases_all() {
+    let Some(c) = Cluster::lock("a_nad_changed_or_deleted_under_running_pods_changes_only_later_pods_and_their_del_still_releases_all")
+    else {
+        return;
+    };
+    let ns = c.namespace("braid-nadlife");
+    let mirrored = |f: &dyn Fn(&Value) -> bool| {
+        c.wait("the NAD's file on node1", || c.read_on("node1", &format!("/etc/cni/braid.d/{}/net.conflist", ns.name)).is_some_and(|t| f(&serde_json::from_str(&t).unwrap())), || c.agent_log("node1"));
+    };
+    c.apply(&nad(&ns.name, "net", Some(&bridge("net", "br-life", 116))));
+    mirrored(&|v| v.to_string().contains("198.18.116.0/24"));
+    c.apply(&pod(&ns.name, "before", "node1", Some("net")));
+    wait_running(&c, &ns.name, "before");
+    let before = interfaces_inside(&c, &ns.name, "before");
+    assert!(before["net1"].1.iter().any(|a| a.starts_with("198.18.116.")), "{before:?}");
+
+    // Changed: the running pod keeps what it has; a new pod gets the new definition.
+    c.apply(&nad(&ns.name, "net", Some(&bridge("net", "br-life", 117))));
+    mirrored(&|v| v.to_string().contains("198.18.117.0/24"));
+    c.apply(&pod(&ns.name, "after", "node1", Some("net")));
+    wait_running(&c, &ns.name, "after");
+    assert!(interfaces_inside(&c, &ns.name, "after")["net1"].1.iter().any(|a| a.starts_with("198.18.117.")));
+    assert_eq!(interfaces_inside(&c, &ns.name, "before"), before, "the running pod was touched");
+
+    // Deleted: its file goes; a pod selecting it does not start, and says which network.
+    c.ok(&["delete", "net-attach-def", "net", "-n", &ns.name]);
+    c.wait("the NAD's file removed on node1", || c.read_on("node1", &format!("/etc/cni/braid.d/{}/net.conflist", ns.name)).is_none(), || c.agent_log("node1"));
+    c.apply(&pod(&ns.name, "orphan", "node1", Some("net")));
+    c.wait("the orphan's sandbox failure", || pod_warnings(&c, &ns.name, "orphan").contains("FailedCreatePodSandBox") || pod_warnings(&c, &ns.name, "orphan").contains(&format!("{}/net", ns.name)), || pod_warnings(&c, &ns.name, "orphan"));
+    let said = pod_warnings(&c, &ns.name, "orphan");
+    assert!(said.contains(&format!("{}/net", ns.name)), "the event names the network: {said}");
+    assert_eq!(c.get(&["pod", "orphan", "-n", &ns.name])["status"]["phase"], "Pending");
+    // The running pods still have their interfaces, and their DEL (from braid's recorded
+    // state, not the deleted NAD) releases every address of both versions.
+    assert_eq!(interfaces_inside(&c, &ns.name, "before"), before);
+    c.ok(&["delete", "pod", "before", "after", "orphan", "-n", &ns.name, "--wait=true"]);
+    c.wait(
+        "both pods' addresses released",
+        || c.files_on("node1", "/var/lib/cni/networks/net").iter().all(|f| !f.starts_with("198.")),
+        || format!("{:?}", c.files_on("node1", "/var/lib/cni/networks/net")),
+    );
+}
+
+#[test]
+fn with_two_nodes_each_agent_publishes_only_its_own_pods_and_mirrors_every_nad() {
+    let Some(c) = Cluster::lock("with_two_nodes_each_agent_publishes_only_its_own_pods_and_mirrors_every_nad") else {
+        return;
+    };
+    assert!(c.nodes() >= 2, "needs two nodes");
+    let ns = c.namespace("braid-two");
+    let mark = agent_requests(&c).len();
+    c.apply(&nad(&ns.name, "shared", Some(&bridge("shared", "br-shared", 118))));
+    for n in 1..=2 {
+        let node = format!("node{n}");
+        c.wait(&format!("the NAD mirrored on {node}"), || c.files_on(&node, "/etc/cni/braid.d").contains(&format!("{}/shared.conflist", ns.name)), || c.agent_log(&node));
+    }
+    for n in 1..=2 {
+        c.apply(&pod(&ns.name, &format!("on-{n}"), &format!("node{n}"), Some("shared")));
+    }
+    for n in 1..=2 {
+        let name = format!("on-{n}");
+        let st = wait_status(&c, &ns.name, &name, &format!("node{n}"));
+        wait_running(&c, &ns.name, &name);
+        status_matches_pod(&st, &interfaces_inside(&c, &ns.name, &name));
+        // The pod's attachment came from its own node: the status file is on that node only.
+        assert_eq!(status_files(&c, &format!("node{n}"), &ns.name, &name).len(), 1);
+        assert_eq!(status_files(&c, &format!("node{}", 3 - n), &ns.name, &name).len(), 0);
+    }
+    // Every patch of a pod by braid's agents came from the agent of the pod's node (the token's
+    // node name) — none was refused.
+    let patches: Vec<Value> = agent_requests(&c)
+        .into_iter()
+        .skip(mark)
+        .filter(|e| e["verb"] == "patch" && e["objectRef"]["resource"] == "pods" && e["objectRef"]["namespace"] == ns.name.as_str())
+        .filter(|e| e["stage"] == "ResponseComplete")
+        .collect();
+    for n in 1..=2 {
+        let mine: Vec<&Value> = patches.iter().filter(|e| e["objectRef"]["name"] == format!("on-{n}").as_str()).collect();
+        assert!(!mine.is_empty(), "no patch of on-{n}: {patches:#?}");
+        for e in mine {
+            assert_eq!(e["user"]["extra"]["authentication.kubernetes.io/node-name"][0], format!("node{n}").as_str(), "{e:#}");
+            assert_eq!(e["responseStatus"]["code"], 200, "{e:#}");
+        }
+    }
+}
