@@ -35,7 +35,7 @@ pub enum Applied {
 #[derive(Debug)]
 pub struct NadMirror {
     networks: PathBuf,
-    conf_dirs: Vec<PathBuf>,
+    nad_conf_dir: PathBuf,
     owners: Owners,
     /// The NADs known now, by file.
     nads: BTreeMap<String, Nad>,
@@ -51,13 +51,13 @@ fn read_manifest(networks: &Path) -> BTreeSet<String> {
 
 impl NadMirror {
     /// The mirror of `networks` (networksDir as the agent reaches it), empty-config NADs looked
-    /// up in `conf_dirs`. The files of an earlier run are owned again at once (the ConfigMap
+    /// up in `nad_conf_dir` alone. The files of an earlier run are owned again at once (the ConfigMap
     /// mirror leaves them alone) and kept until a full list shows which NADs are gone.
-    pub fn open(networks: &Path, conf_dirs: Vec<PathBuf>, owners: Owners) -> NadMirror {
+    pub fn open(networks: &Path, nad_conf_dir: PathBuf, owners: Owners) -> NadMirror {
         owners.lock().extend(read_manifest(networks));
         NadMirror {
             networks: networks.to_path_buf(),
-            conf_dirs,
+            nad_conf_dir,
             owners,
             nads: BTreeMap::new(),
             listing: None,
@@ -94,7 +94,7 @@ impl NadMirror {
         if let Some(seen) = &mut self.listing {
             seen.insert(rel.clone());
         }
-        let outcome = match nad::render(&nad, &self.conf_dirs) {
+        let outcome = match nad::render(&nad, &self.nad_conf_dir) {
             Ok(bytes) => {
                 self.reported.remove(&nad.key());
                 self.write(&rel, &bytes, &nad)?
@@ -218,7 +218,7 @@ mod tests {
     fn stale_files_go_only_after_a_full_list() {
         let d = dir("stale");
         let nets = d.0.join("networks");
-        let mut m = NadMirror::open(&nets, vec![], Owners::default());
+        let mut m = NadMirror::open(&nets, PathBuf::new(), Owners::default());
         m.begin_list();
         assert_eq!(m.apply(nad("a", "x", "1", PTP)).unwrap(), Applied::Written);
         assert_eq!(m.apply(nad("b", "y", "2", PTP)).unwrap(), Applied::Written);
@@ -228,7 +228,7 @@ mod tests {
         drop(m);
         // A restart: the old files are owned at once and stay until the first full list ends.
         let owners = Owners::default();
-        let mut m = NadMirror::open(&nets, vec![], owners.clone());
+        let mut m = NadMirror::open(&nets, PathBuf::new(), owners.clone());
         assert_eq!(owners.lock().len(), 2);
         m.begin_list();
         m.apply(nad("a", "x", "3", PTP)).unwrap();
@@ -248,7 +248,7 @@ mod tests {
     fn a_broken_nad_is_reported_once_per_version_and_its_last_good_file_stays() {
         let d = dir("broken");
         let nets = d.0.join("networks");
-        let mut m = NadMirror::open(&nets, vec![], Owners::default());
+        let mut m = NadMirror::open(&nets, PathBuf::new(), Owners::default());
         m.apply(nad("a", "x", "1", PTP)).unwrap();
         let good = std::fs::read(nets.join("a/x.conflist")).unwrap();
         let Applied::Refused(why) = m.apply(nad("a", "x", "2", "{")).unwrap() else { panic!("not refused") };
@@ -270,7 +270,7 @@ mod tests {
         let owners = Owners::default();
         let mut cmm = Mirror::default();
         assert_eq!(cmm.sync(&cm, &nets, &owners).unwrap().written, 1);
-        let mut m = NadMirror::open(&nets, vec![], owners.clone());
+        let mut m = NadMirror::open(&nets, PathBuf::new(), owners.clone());
         m.apply(nad("a", "x", "1", PTP)).unwrap();
         let pass = cmm.sync(&cm, &nets, &owners).unwrap();
         assert_eq!((pass.written, pass.removed, pass.shadowed), (0, 0, 1));

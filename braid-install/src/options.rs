@@ -49,9 +49,10 @@ pub struct Options {
     /// The Kubernetes API mode (`--kubernetes-api`): NetworkAttachmentDefinitions mirrored into
     /// networksDir, the delegator's network-status published on the pods (see `api`).
     pub kubernetes_api: bool,
-    /// Where a NetworkAttachmentDefinition with an empty `spec.config` finds its file, before
-    /// the CNI conf dir (`--nad-conf-dir`, node path; Multus's `confDir` default
-    /// `/etc/cni/multus/net.d`, so a cluster moving from Multus keeps its files).
+    /// Where a NetworkAttachmentDefinition with an empty `spec.config` finds its file, and the
+    /// only place (`--nad-conf-dir`, node path; Multus's `confDir` default
+    /// `/etc/cni/multus/net.d`, so a cluster moving from Multus keeps its files). Never the CNI
+    /// conf dir: see [`crate::nad`].
     pub nad_conf_dir: PathBuf,
 }
 
@@ -118,8 +119,8 @@ mounted ConfigMap, then keeps them current (or exits with --once).
   --kubernetes-api          also mirror NetworkAttachmentDefinitions into the networks dir and
                             publish pods' network-status (needs NODE_NAME and API credentials:
                             in-cluster ServiceAccount, or KUBECONFIG)
-  --nad-conf-dir DIR        where a NAD with an empty spec.config finds its file, before the
-                            CNI conf dir (node path)                   [/etc/cni/multus/net.d]
+  --nad-conf-dir DIR        where (only) a NAD with an empty spec.config finds its file; never
+                            the CNI conf dir (node path)               [/etc/cni/multus/net.d]
   --once                    install, write, mirror once, then exit
   --uninstall               remove braid's conflist, binaries and mirrored networks, then exit
   --help, --version

@@ -71,17 +71,23 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
     } else {
         binaries::install(&source_dir(o)?, &o.host(&o.cni_bin_dir), BINARIES)?;
     }
-    // The delegator's own directories, so that they exist (0700: state and pod names) before
-    // the first pod, whatever the node's umask.
-    for dir in [&o.state_dir, &o.status_dir] {
+    // The delegator's own directories, so that they exist before the first pod, whatever the
+    // node's umask: its state 0700 (what it attached, for DEL alone); its status documents
+    // 0755, as the delegator's README promises (each is 0644: what the pod's annotation shows
+    // anyone who may read the pod, so a node agent need not be root to publish it).
+    for (dir, mode) in [(&o.state_dir, 0o700), (&o.status_dir, 0o755)] {
         let path = o.host(dir);
         if !path.is_dir() {
             std::fs::DirBuilder::new()
                 .recursive(true)
-                .mode(0o700)
+                .mode(mode)
                 .create(&path)
+                .and_then(|()| {
+                    // Exactly `mode`: the umask applied to the creation only narrows it.
+                    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                })
                 .map_err(|e| InstallError::Config { path: path.clone(), source: e })?;
-            log(&format!("created {}", path.display()));
+            log(&format!("created {} ({mode:04o})", path.display()));
         }
     }
     let conf_path = o.conf_path();

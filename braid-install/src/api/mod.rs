@@ -33,8 +33,9 @@ pub struct Agent {
     pub node: String,
     /// networksDir, as the agent reaches it.
     pub networks: PathBuf,
-    /// Where a NAD with an empty config finds its file, in order (as the agent reaches them).
-    pub conf_dirs: Vec<PathBuf>,
+    /// Where a NAD with an empty config finds its file (`--nad-conf-dir`, as the agent reaches
+    /// it): that directory only, never the CNI conf dir (see [`crate::nad`]).
+    pub nad_conf_dir: PathBuf,
     /// The delegator's statusDir, as the agent reaches it.
     pub status_dir: PathBuf,
     /// How often NADs with an empty config look at the conf dirs again.
@@ -52,7 +53,7 @@ impl Agent {
         Ok(Agent {
             node: node.trim().to_string(),
             networks: o.host(&o.networks_dir),
-            conf_dirs: vec![o.host(&o.nad_conf_dir), o.host(&o.cni_conf_dir)],
+            nad_conf_dir: o.host(&o.nad_conf_dir),
             status_dir: o.host(&o.status_dir),
             refresh: o.interval.max(std::time::Duration::from_secs(1)) * 10,
         })
@@ -105,4 +106,49 @@ async fn client() -> Result<kube::Client, String> {
     })?;
     let server = config.cluster_url.to_string();
     kube::Client::try_from(config).map_err(|e| format!("cannot build a client for {server}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nad::{Nad, Source};
+    use crate::nad_mirror::{Applied, NadMirror};
+
+    /// Multus looks an empty `spec.config` up in its own conf dir only
+    /// (network-attachment-definition-client `GetCNIConfigFromFile`, Multus's `confDir`): a
+    /// tenant's NAD named after the node's primary network, or after braid's own, must not
+    /// mirror the node's file into the tenant's namespace.
+    #[test]
+    fn a_tenant_nad_named_after_a_node_network_mirrors_no_file_of_the_cni_conf_dir() {
+        let root = std::env::temp_dir().join(format!("braid-agent-confdirs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let o = Options { host_root: root.clone(), ..Options::default() };
+        let (conf, nad_conf) = (o.host(&o.cni_conf_dir), o.host(&o.nad_conf_dir));
+        std::fs::create_dir_all(&conf).unwrap();
+        std::fs::create_dir_all(&nad_conf).unwrap();
+        let primary = r#"{"cniVersion":"1.0.0","name":"cbr0","plugins":[{"type":"bridge"}]}"#;
+        std::fs::write(conf.join("10-flannel.conflist"), primary).unwrap();
+        let braid = r#"{"cniVersion":"1.0.0","name":"braid","plugins":[{"type":"delegator"}]}"#;
+        std::fs::write(conf.join(&o.conf_file), braid).unwrap();
+        std::fs::write(nad_conf.join("20-side.conf"), r#"{"cniVersion":"1.0.0","name":"side","type":"ptp"}"#).unwrap();
+        let agent = Agent::new(&o, Some("node-a".into())).unwrap();
+        let mut m = NadMirror::open(&agent.networks, agent.nad_conf_dir.clone(), crate::owners::Owners::default());
+        let nad = |name: &str| Nad {
+            source: Source { namespace: "tenant".into(), name: name.into(), ..Source::default() },
+            config: None,
+        };
+        for name in ["cbr0", "braid"] {
+            let Applied::Refused(why) = m.apply(nad(name)).unwrap() else {
+                panic!("tenant/{name} mirrored a file of the CNI conf dir")
+            };
+            assert!(
+                why.contains(&nad_conf.display().to_string()) && !why.contains(&conf.display().to_string()),
+                "{why}"
+            );
+            assert!(!agent.networks.join(format!("tenant/{name}.conflist")).exists());
+        }
+        // What is in the NAD conf dir is found, as under Multus.
+        assert_eq!(m.apply(nad("side")).unwrap(), Applied::Written);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

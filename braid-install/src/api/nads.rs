@@ -25,7 +25,7 @@ pub fn resource() -> ApiResource {
 /// with kube-runtime's default backoff (0.8 s doubling to 30 s), the mirror untouched meanwhile.
 pub async fn run(client: kube::Client, agent: Agent, owners: Owners) {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
-    let mut mirror = NadMirror::open(&agent.networks, agent.conf_dirs.clone(), owners);
+    let mut mirror = NadMirror::open(&agent.networks, agent.nad_conf_dir.clone(), owners);
     let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
     let mut refresh = tokio::time::interval(agent.refresh);
