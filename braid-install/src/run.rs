@@ -96,6 +96,10 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
     let networks = o.host(&o.networks_dir);
     let owners = Owners::default();
     if o.kubernetes_api {
+        // Before either mirror writes: the files the NAD mirror recorded are its own from the
+        // start, so the ConfigMap mirror's first pass (below) leaves them alone even though the
+        // NAD mirror, on the API thread, has not opened yet.
+        nad_mirror::load_record(&networks, &owners);
         // After the signal mask is set (the API thread inherits it: SIGTERM stays the main
         // loop's) and the directories exist (the status directory is watched).
         let agent = api::Agent::new(o, std::env::var(api::NODE_NAME_ENV).ok())?;

@@ -213,6 +213,31 @@ fn a_nad_wins_over_the_configmap_for_the_same_network() {
     w.wait_definition(&agent, "team-a/both.conflist", |v| v["plugins"][0]["ipam"]["subnet"] == "198.18.7.0/24");
 }
 
+/// The start-up race: after a restart the NAD mirror's record is loaded before either mirror
+/// writes, so the ConfigMap mirror's first pass never overwrites a file a NAD owns — even
+/// when no NAD list ever arrives (the API server down), which leaves only the record to say.
+/// (Before, the record was read on the API thread while the main loop's first pass ran: a race
+/// that the ConfigMap won when it came first.)
+#[test]
+fn the_configmaps_first_pass_after_a_restart_leaves_the_nad_owned_files_alone() {
+    let mut w = World::new("kapi-startup");
+    let nad_made = ptp(None, 1);
+    std::fs::create_dir_all(w.dirs.networks.join("team-a")).unwrap();
+    std::fs::write(w.dirs.networks.join("team-a/both.conflist"), &nad_made).unwrap();
+    std::fs::write(w.dirs.networks.join(".braid-install-nads.json"), r#"["team-a/both.conflist"]"#).unwrap();
+    let cm = w.dir.path().join("configmap");
+    std::fs::create_dir_all(&cm).unwrap();
+    std::fs::write(cm.join("team-a.both.conflist"), ptp(Some("both"), 7)).unwrap();
+    std::fs::write(cm.join("team-a.cm-only.conflist"), ptp(Some("cm-only"), 8)).unwrap();
+    w.api.stop();
+    let cm_flag = cm.display().to_string();
+    let mut agent = w.agent_with("node-a", &["--networks-configmap", &cm_flag]);
+    // The first pass is done once it wrote the other key.
+    agent.wait_log("(ConfigMap key team-a.cm-only.conflist)", 1);
+    agent.wait_log("ConfigMap key team-a.both.conflist not used", 1);
+    assert_eq!(std::fs::read_to_string(w.dirs.networks.join("team-a/both.conflist")).unwrap(), nad_made, "{}", agent.log());
+}
+
 fn status_doc(i: u8) -> String {
     json!([{"name": "cluster", "interface": "eth0", "ips": [format!("198.18.{i}.2")], "mac": "02:00:00:00:00:01", "default": true, "dns": {}}]).to_string()
 }
