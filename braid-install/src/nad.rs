@@ -89,19 +89,44 @@ impl Nad {
     }
 }
 
-/// Why a NAD is not mirrored: the text of its Event and log line.
-pub type Refusal = String;
+/// Why a NAD is not mirrored: the text of its Event and log line, and whether another node may
+/// judge it otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// What is wrong, for the operator.
+    pub why: String,
+    /// The refusal rests on this node's files (an empty `spec.config`: the file of that name in
+    /// `--nad-conf-dir`, missing or bad here), so another node may mirror the same version; a
+    /// refusal of `spec.config` itself or of the NAD's name is the same on every node.
+    pub on_node: bool,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
 
 /// The definition file's bytes for `nad`; `nad_conf_dir` (as the agent reaches it) is searched
 /// when its `spec.config` is empty.
 pub fn render(nad: &Nad, nad_conf_dir: &Path) -> Result<Vec<u8>, Refusal> {
     let id = &nad.source;
     if !is_dns_label(&id.namespace) || !is_dns_label(&id.name) {
-        return Err(format!(
-            "{:?} cannot be selected: a pod's k8s.v1.cni.cncf.io/networks names networks by DNS-1123 label (lower-case letters, digits, '-', at most 63)",
-            id.name
-        ));
+        return Err(Refusal {
+            why: format!(
+                "{:?} cannot be selected: a pod's k8s.v1.cni.cncf.io/networks names networks by DNS-1123 label (lower-case letters, digits, '-', at most 63)",
+                id.name
+            ),
+            on_node: false,
+        });
     }
+    let from_file = nad.config.as_deref().is_none_or(|c| c.trim().is_empty());
+    render_checked(nad, nad_conf_dir).map_err(|why| Refusal { why, on_node: from_file })
+}
+
+/// [`render`] of a NAD whose name is a label.
+fn render_checked(nad: &Nad, nad_conf_dir: &Path) -> Result<Vec<u8>, String> {
+    let id = &nad.source;
     let (mut conf, origin) = match nad.config.as_deref().map(str::trim) {
         Some(c) if !c.is_empty() => (parse_object(c.as_bytes()).map_err(|e| format!("spec.config {e}"))?, None),
         _ => {
@@ -160,7 +185,7 @@ fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, String> {
 /// The first file of `dir` (in lexical order, `.conf`, `.json` or `.conflist`) whose network is
 /// named `name`. Files that do not parse are passed over (Multus stops at them; one operator's
 /// broken file should not hide another network).
-fn from_conf_dir(name: &str, dir: &Path) -> Result<(PathBuf, Map<String, Value>), Refusal> {
+fn from_conf_dir(name: &str, dir: &Path) -> Result<(PathBuf, Map<String, Value>), String> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
@@ -255,6 +280,8 @@ mod tests {
         let v = parsed(&render(&nad(None), &a).unwrap());
         assert_eq!(v["plugins"][0]["type"], "ptp");
         let e = render(&nad(None), &d.join("none")).unwrap_err();
+        assert!(e.on_node, "{e}");
+        let e = e.why;
         assert!(
             e.contains("spec.config is empty and no .conf, .json or .conflist file in")
                 && e.contains("\"macvlan-conf\""),
@@ -274,11 +301,11 @@ mod tests {
             (r#"{"cniVersion":"1.0.0","name":"x","plugins":"ptp"}"#, "is not a valid CNI configuration list"),
         ] {
             let e = render(&nad(Some(config)), Path::new("")).unwrap_err();
-            assert!(e.contains(want), "{config}: {e}");
+            assert!(e.why.contains(want) && !e.on_node, "{config}: {e}");
         }
         let mut dotted = nad(Some(r#"{"type":"ptp"}"#));
         dotted.source.name = "a.b".into();
-        assert!(render(&dotted, Path::new("")).unwrap_err().contains("DNS-1123 label"));
+        assert!(render(&dotted, Path::new("")).unwrap_err().why.contains("DNS-1123 label"));
     }
 
     #[test]

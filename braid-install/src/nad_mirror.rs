@@ -42,7 +42,7 @@ pub struct NadMirror {
     /// Files seen in the list under way (`Some` between a list's start and its end).
     listing: Option<BTreeSet<String>>,
     /// The refusal last reported per NAD (uid, resourceVersion, text).
-    reported: BTreeMap<String, (String, String, String)>,
+    reported: BTreeMap<String, (String, String, Refusal)>,
 }
 
 fn read_manifest(networks: &Path) -> BTreeSet<String> {
@@ -120,6 +120,12 @@ impl NadMirror {
         };
         self.nads.insert(rel, nad);
         Ok(outcome)
+    }
+
+    /// How many NADs known now are mirrored, and how many refused (`braid_install_nads`).
+    pub fn counts(&self) -> (usize, usize) {
+        let refused = self.reported.len();
+        (self.nads.len().saturating_sub(refused), refused)
     }
 
     /// A NAD was deleted: its file goes (true when there was one).
@@ -283,7 +289,7 @@ mod tests {
         m.apply(nad("a", "x", "1", PTP)).unwrap();
         let good = std::fs::read(nets.join("a/x.conflist")).unwrap();
         let Applied::Refused(why) = m.apply(nad("a", "x", "2", "{")).unwrap() else { panic!("not refused") };
-        assert!(why.contains("spec.config is not JSON"), "{why}");
+        assert!(why.why.contains("spec.config is not JSON"), "{why}");
         assert_eq!(m.apply(nad("a", "x", "2", "{")).unwrap(), Applied::StillRefused);
         assert!(matches!(m.apply(nad("a", "x", "3", "{")).unwrap(), Applied::Refused(_)));
         assert_eq!(std::fs::read(nets.join("a/x.conflist")).unwrap(), good);

@@ -2,10 +2,11 @@
 //! every tick (`--interval`) until SIGTERM/SIGINT, or once with `--once`.
 
 use crate::error::InstallError;
+use crate::metrics::Metrics;
 use crate::mirror::Mirror;
 use crate::options::{Options, BINARIES};
 use crate::owners::Owners;
-use crate::{api, binaries, config, fsutil, log, log_changed, mirror, nad_mirror, primary};
+use crate::{api, binaries, config, fsutil, log, log_changed, mirror, nad_mirror, primary, serve};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -66,6 +67,12 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
         return uninstall(o);
     }
     let signals = Signals::new()?;
+    let metrics = Metrics::new(o.kubernetes_api);
+    if let Some(addr) = o.metrics_addr {
+        // First, so that a taken port fails the start at once, and /readyz answers (503) while
+        // the installer waits for the primary network.
+        serve::start(addr, metrics.clone())?;
+    }
     if o.skip_binaries {
         log("not copying plugin binaries (--skip-binaries)");
     } else {
@@ -102,7 +109,7 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
         nad_mirror::load_record(&networks, &owners);
         // After the signal mask is set (the API thread inherits it: SIGTERM stays the main
         // loop's) and the directories exist (the status directory is watched).
-        let agent = api::Agent::new(o, std::env::var(api::NODE_NAME_ENV).ok())?;
+        let agent = api::Agent::new(o, std::env::var(api::NODE_NAME_ENV).ok(), metrics.clone())?;
         api::start(agent, owners.clone())?;
     }
     let mut mirror = Mirror::default();
@@ -143,6 +150,7 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
                     log_changed(&mut primary_msg, format!("{} is current: {what}", conf_path.display()));
                 }
                 configured = true;
+                metrics.set_installed();
                 if o.once {
                     return Ok(());
                 }

@@ -120,6 +120,49 @@ fn nads_of_two_namespaces_are_mirrored_changed_and_removed_and_a_broken_one_is_n
     assert!(w.api.requests().iter().all(|r| r.method != "PATCH"));
 }
 
+/// One Event per broken NAD version for the whole cluster: two nodes' agents, and one of them
+/// restarted, create one Event (its name derived from the NAD's uid, resourceVersion and reason;
+/// the others' 409 AlreadyExists means "already reported"); a new broken version gets one more.
+#[test]
+fn a_broken_nad_version_gets_one_event_for_the_whole_cluster() {
+    let w = World::new("kapi-one-event");
+    let nad = w.api.create_nad("team-b", "broken", Some("{"), &[]);
+    let event_posts =
+        |api: &StandIn| api.requests().iter().filter(|r| r.method == "POST" && r.path.ends_with("/events")).count();
+    let mut a = w.agent("node-a");
+    let b_dirs = Dirs::under(&w.dir.path().join("node-b"));
+    let mut b = Agent::start(&b_dirs, &w.kubeconfig, "node-b", &w.dir.path().join("b.log"), &[]);
+    a.wait_log("first full list mirrored", 1);
+    b.wait_log("first full list mirrored", 1);
+    w.api.wait_until("both nodes' Event POSTs", HANG_GUARD, |s| {
+        (s.requests().iter().filter(|r| r.method == "POST" && r.path.ends_with("/events")).count() >= 2).then_some(())
+    });
+    let events = w.api.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let (uid, rv) = (nad["metadata"]["uid"].as_str().unwrap(), nad["metadata"]["resourceVersion"].as_str().unwrap());
+    assert_eq!(events[0]["metadata"]["name"], format!("broken.{uid}.{rv}.invalidconfig"));
+    let msg = events[0]["message"].as_str().unwrap();
+    assert!(msg.contains("every node refuses this version alike") && msg.contains("spec.config is not JSON"), "{msg}");
+    // The other node was told 409 and took it as reported.
+    let told = format!("{}{}", a.log(), b.log());
+    assert!(told.contains("its Event exists already"), "{told}");
+    // A restart: one more POST, no second Event.
+    assert!(a.stop().success());
+    let mut a = w.agent("node-a");
+    a.wait_log("first full list mirrored", 2);
+    w.api.wait_until("the restarted agent's POST", HANG_GUARD, |s| {
+        (s.requests().iter().filter(|r| r.method == "POST" && r.path.ends_with("/events")).count() >= 3).then_some(())
+    });
+    assert_eq!(w.api.events().len(), 1, "{:?}", w.api.events());
+    // A new broken version: its own Event, once.
+    w.api.replace_nad("team-b", "broken", Some("[]"), &[]);
+    w.api.wait_until("the new version's POSTs", HANG_GUARD, |s| {
+        (s.requests().iter().filter(|r| r.method == "POST" && r.path.ends_with("/events")).count() >= 5).then_some(())
+    });
+    assert_eq!(w.api.events().len(), 2, "{:?}", w.api.events());
+    assert_eq!(event_posts(&w.api), 5);
+}
+
 #[test]
 fn a_410_relist_and_an_api_server_restart_mid_watch_keep_the_mirror_current() {
     let mut w = World::new("kapi-relist");
@@ -235,7 +278,12 @@ fn the_configmaps_first_pass_after_a_restart_leaves_the_nad_owned_files_alone() 
     // The first pass is done once it wrote the other key.
     agent.wait_log("(ConfigMap key team-a.cm-only.conflist)", 1);
     agent.wait_log("ConfigMap key team-a.both.conflist not used", 1);
-    assert_eq!(std::fs::read_to_string(w.dirs.networks.join("team-a/both.conflist")).unwrap(), nad_made, "{}", agent.log());
+    assert_eq!(
+        std::fs::read_to_string(w.dirs.networks.join("team-a/both.conflist")).unwrap(),
+        nad_made,
+        "{}",
+        agent.log()
+    );
 }
 
 fn status_doc(i: u8) -> String {
