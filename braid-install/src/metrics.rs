@@ -67,6 +67,8 @@ pub struct Metrics {
     pub status_files: Family<FileOutcome, Counter>,
     /// Pods whose status waits to be published (queued, in flight or retrying).
     pub pending: Gauge,
+    /// Rescans of the status directory (local `stat`s for lost inotify events).
+    pub status_rescans: Counter,
     /// NADs of the last list and watch, mirrored or refused on this node.
     pub nads: Family<NadState, Gauge>,
     ready_gauge: Gauge,
@@ -99,6 +101,7 @@ impl Metrics {
             publish_latency: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
             status_files: Family::default(),
             pending: Gauge::default(),
+            status_rescans: Counter::default(),
             nads: Family::default(),
             ready_gauge: Gauge::default(),
         };
@@ -119,6 +122,11 @@ impl Metrics {
             m.status_files.clone(),
         );
         r.register("status_pending", "Pods whose network-status waits to be published", m.pending.clone());
+        r.register(
+            "status_rescans",
+            "Rescans of the status directory for lost inotify events (modification times only, no API request)",
+            m.status_rescans.clone(),
+        );
         r.register("nads", "NetworkAttachmentDefinitions mirrored or refused on this node", m.nads.clone());
         r.register("ready", "1 once the agent is ready (what /readyz answers 200 to)", m.ready_gauge.clone());
         Metrics { registry: Arc::new(r), ..m }
