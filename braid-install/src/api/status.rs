@@ -218,9 +218,7 @@ impl Queue {
             }
             Err((attempt, at)) => {
                 // A newer document woke it meanwhile: that one goes first, now.
-                if !self.waiting.contains_key(&pod) {
-                    self.waiting.insert(pod, (attempt, at));
-                }
+                self.waiting.entry(pod).or_insert((attempt, at));
             }
         }
     }
