@@ -250,6 +250,20 @@ mod tests {
         Nad { source, config: Some(config.into()) }
     }
     const PTP: &str = r#"{"cniVersion":"1.0.0","type":"ptp"}"#;
+    const FROM_CM: &str = r#"{"cniVersion":"1.0.0","name":"x","plugins":[{"type":"bridge"}]}"#;
+
+    /// A ConfigMap with key `a.x.conflist` ([`FROM_CM`]) mirrored once into `<d>/networks`, and
+    /// a NAD mirror opened after it on the same owners.
+    fn configmap_then_nad_mirror(d: &Dir) -> (PathBuf, PathBuf, Owners, Mirror, NadMirror) {
+        let (nets, cm) = (d.0.join("networks"), d.0.join("cm"));
+        std::fs::create_dir_all(&cm).unwrap();
+        std::fs::write(cm.join("a.x.conflist"), FROM_CM).unwrap();
+        let owners = Owners::default();
+        let mut cmm = Mirror::default();
+        assert_eq!(cmm.sync(&cm, &nets, &owners).unwrap().written, 1);
+        let m = NadMirror::open(&nets, PathBuf::new(), owners.clone());
+        (nets, cm, owners, cmm, m)
+    }
 
     #[test]
     fn stale_files_go_only_after_a_full_list() {
@@ -300,14 +314,8 @@ mod tests {
     #[test]
     fn a_nad_wins_over_the_configmap_and_hands_back_when_deleted() {
         let d = dir("owners");
-        let (nets, cm) = (d.0.join("networks"), d.0.join("cm"));
-        std::fs::create_dir_all(&cm).unwrap();
-        let from_cm = r#"{"cniVersion":"1.0.0","name":"x","plugins":[{"type":"bridge"}]}"#;
-        std::fs::write(cm.join("a.x.conflist"), from_cm).unwrap();
-        let owners = Owners::default();
-        let mut cmm = Mirror::default();
-        assert_eq!(cmm.sync(&cm, &nets, &owners).unwrap().written, 1);
-        let mut m = NadMirror::open(&nets, PathBuf::new(), owners.clone());
+        let (nets, cm, owners, mut cmm, mut m) = configmap_then_nad_mirror(&d);
+        let from_cm = FROM_CM;
         m.apply(nad("a", "x", "1", PTP)).unwrap();
         let pass = cmm.sync(&cm, &nets, &owners).unwrap();
         assert_eq!((pass.written, pass.removed, pass.shadowed), (0, 0, 1));
@@ -349,14 +357,8 @@ mod tests {
     #[test]
     fn a_refused_nad_takes_its_name_over_from_the_configmap() {
         let d = dir("refused-owner");
-        let (nets, cm) = (d.0.join("networks"), d.0.join("cm"));
-        std::fs::create_dir_all(&cm).unwrap();
-        let from_cm = r#"{"cniVersion":"1.0.0","name":"x","plugins":[{"type":"bridge"}]}"#;
-        std::fs::write(cm.join("a.x.conflist"), from_cm).unwrap();
-        let owners = Owners::default();
-        let mut cmm = Mirror::default();
-        assert_eq!(cmm.sync(&cm, &nets, &owners).unwrap().written, 1);
-        let mut m = NadMirror::open(&nets, PathBuf::new(), owners.clone());
+        let (nets, cm, owners, mut cmm, mut m) = configmap_then_nad_mirror(&d);
+        let from_cm = FROM_CM;
         assert!(matches!(m.apply(nad("a", "x", "1", "{")).unwrap(), Applied::Refused(_)));
         // The ConfigMap's key changes: not used any more, the file untouched.
         let changed = r#"{"cniVersion":"1.0.0","name":"x","plugins":[{"type":"macvlan"}]}"#;
