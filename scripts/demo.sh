@@ -326,7 +326,7 @@ addrs="$(nsenter --net="$netns" ip -br -4 addr)"
 while read -r ifname _ addr; do
   ifname="${ifname%@*}"
   [ "$ifname" = lo ] && continue
-  entry="$(jq -c --arg i "$ifname" '.[] | select(.interface == $i) | {name, ips, default}' "$status")"
+  entry="$(jq -c --arg i "$ifname" '.networkStatus[] | select(.interface == $i) | {name, ips, default}' "$status")"
   printf '%-5s %-18s | %s\n' "$ifname" "$addr" "${entry:-(not in the network-status)}"
 done <<<"$addrs"
 ok=1
@@ -336,7 +336,7 @@ for want in "eth0 198.18.30." "net1 198.18.100." "net2 198.19.10."; do
 done
 for want in "net1 default/isolated" "net2 default/storage"; do
   set -- $want
-  jq -e --arg i "$1" --arg n "$2" 'any(.[]; .interface == $i and .name == $n)' "$status" >/dev/null \
+  jq -e --arg i "$1" --arg n "$2" 'any(.networkStatus[]; .interface == $i and .name == $n)' "$status" >/dev/null \
     || { echo "the network-status lacks $2 on $1" >&2; ok=0; }
 done
 [ "$ok" -eq 1 ] || { echo "the pod did not get its networks; containerd's log: $k/containerd.log" >&2; tail -20 "$k/containerd.log" >&2; exit 1; }

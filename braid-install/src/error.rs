@@ -14,6 +14,8 @@ pub const EXIT_CONFIG: u8 = 5;
 pub const EXIT_NETWORKS: u8 = 6;
 /// Exit code: `--kubernetes-api` without `NODE_NAME` or without usable API credentials.
 pub const EXIT_KUBERNETES: u8 = 7;
+/// Exit code: `--metrics-addr` cannot be bound.
+pub const EXIT_METRICS: u8 = 8;
 /// Exit code: the installer could not set up its signal handling.
 pub const EXIT_INTERNAL: u8 = 1;
 
@@ -71,6 +73,14 @@ pub enum InstallError {
     /// keep starting from the mirror.)
     #[error("--kubernetes-api: {0}")]
     Kubernetes(String),
+    /// `--metrics-addr` cannot be served (taken, not this node's address).
+    #[error("--metrics-addr {addr}: {source}")]
+    Metrics {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
     /// Blocking SIGTERM/SIGINT or waiting for them failed.
     #[error("cannot set up SIGTERM/SIGINT handling: {0}")]
     Signals(#[source] nix::Error),
@@ -86,6 +96,7 @@ impl InstallError {
             InstallError::Config { .. } => EXIT_CONFIG,
             InstallError::Networks { .. } => EXIT_NETWORKS,
             InstallError::Kubernetes(_) => EXIT_KUBERNETES,
+            InstallError::Metrics { .. } => EXIT_METRICS,
             InstallError::Signals(_) => EXIT_INTERNAL,
         }
     }

@@ -18,6 +18,7 @@ pub mod binaries;
 pub mod config;
 pub mod error;
 pub mod fsutil;
+pub mod metrics;
 pub mod mirror;
 pub mod nad;
 pub mod nad_mirror;
@@ -25,6 +26,7 @@ pub mod options;
 pub mod owners;
 pub mod primary;
 pub mod run;
+pub mod serve;
 
 pub use error::InstallError;
 pub use options::{Action, Options};

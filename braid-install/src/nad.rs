@@ -6,8 +6,11 @@
 //!   kept, since it is the network name plugins key their state by (host-local's
 //!   `/var/lib/cni/networks/<name>`), and a cluster moving from Multus must keep it;
 //! - an empty (or absent) `spec.config` means the first `.conf`, `.json` or `.conflist` file,
-//!   in lexical order, of the NAD conf dirs whose network `name` is the NAD's name
-//!   (`GetCNIConfigFromFile`; Multus looks in its `confDir`, `/etc/cni/multus/net.d`);
+//!   in lexical order, of the NAD conf dir (`--nad-conf-dir`) whose network `name` is the NAD's
+//!   name (`GetCNIConfigFromFile`; Multus looks in its `confDir`, `/etc/cni/multus/net.d`, and
+//!   nowhere else). Never the node's CNI conf dir: a NAD is any namespace's to create, and one
+//!   named after the node's primary network (or `braid`) would otherwise hand that namespace
+//!   the node's own conflist — a second address from the cluster pool under the pod's identity;
 //! - the NAD's `k8s.v1.cni.cncf.io/resourceName` annotation (the SR-IOV device plugin's
 //!   resource, which Multus turns into a `deviceID`) is kept in the file.
 //!
@@ -86,23 +89,48 @@ impl Nad {
     }
 }
 
-/// Why a NAD is not mirrored: the text of its Event and log line.
-pub type Refusal = String;
+/// Why a NAD is not mirrored: the text of its Event and log line, and whether another node may
+/// judge it otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// What is wrong, for the operator.
+    pub why: String,
+    /// The refusal rests on this node's files (an empty `spec.config`: the file of that name in
+    /// `--nad-conf-dir`, missing or bad here), so another node may mirror the same version; a
+    /// refusal of `spec.config` itself or of the NAD's name is the same on every node.
+    pub on_node: bool,
+}
 
-/// The definition file's bytes for `nad`; `conf_dirs` (as the agent reaches them) are searched
-/// in order when its `spec.config` is empty.
-pub fn render(nad: &Nad, conf_dirs: &[PathBuf]) -> Result<Vec<u8>, Refusal> {
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+/// The definition file's bytes for `nad`; `nad_conf_dir` (as the agent reaches it) is searched
+/// when its `spec.config` is empty.
+pub fn render(nad: &Nad, nad_conf_dir: &Path) -> Result<Vec<u8>, Refusal> {
     let id = &nad.source;
     if !is_dns_label(&id.namespace) || !is_dns_label(&id.name) {
-        return Err(format!(
-            "{:?} cannot be selected: a pod's k8s.v1.cni.cncf.io/networks names networks by DNS-1123 label (lower-case letters, digits, '-', at most 63)",
-            id.name
-        ));
+        return Err(Refusal {
+            why: format!(
+                "{:?} cannot be selected: a pod's k8s.v1.cni.cncf.io/networks names networks by DNS-1123 label (lower-case letters, digits, '-', at most 63)",
+                id.name
+            ),
+            on_node: false,
+        });
     }
+    let from_file = nad.config.as_deref().is_none_or(|c| c.trim().is_empty());
+    render_checked(nad, nad_conf_dir).map_err(|why| Refusal { why, on_node: from_file })
+}
+
+/// [`render`] of a NAD whose name is a label.
+fn render_checked(nad: &Nad, nad_conf_dir: &Path) -> Result<Vec<u8>, String> {
+    let id = &nad.source;
     let (mut conf, origin) = match nad.config.as_deref().map(str::trim) {
         Some(c) if !c.is_empty() => (parse_object(c.as_bytes()).map_err(|e| format!("spec.config {e}"))?, None),
         _ => {
-            let (path, v) = from_conf_dirs(&id.name, conf_dirs)?;
+            let (path, v) = from_conf_dir(&id.name, nad_conf_dir)?;
             (v, Some(path))
         }
     };
@@ -154,31 +182,29 @@ fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, String> {
     }
 }
 
-/// The first file of `dirs` (each in lexical order, `.conf`, `.json` or `.conflist`) whose
-/// network is named `name`. Files that do not parse are passed over (Multus stops at them; one
-/// operator's broken file should not hide another network).
-fn from_conf_dirs(name: &str, dirs: &[PathBuf]) -> Result<(PathBuf, Map<String, Value>), Refusal> {
-    for dir in dirs {
-        let Ok(entries) = std::fs::read_dir(dir) else { continue };
-        let mut files: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.extension().is_some_and(|e| e == "conf" || e == "json" || e == "conflist")
-                    && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'))
-            })
-            .collect();
-        files.sort();
-        for path in files {
-            let Some(o) = read_small(&path).and_then(|b| parse_object(&b).ok()) else { continue };
-            if o.get("name").and_then(Value::as_str) == Some(name) {
-                return Ok((path, o));
-            }
+/// The first file of `dir` (in lexical order, `.conf`, `.json` or `.conflist`) whose network is
+/// named `name`. Files that do not parse are passed over (Multus stops at them; one operator's
+/// broken file should not hide another network).
+fn from_conf_dir(name: &str, dir: &Path) -> Result<(PathBuf, Map<String, Value>), String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "conf" || e == "json" || e == "conflist")
+                && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    files.sort();
+    for path in files {
+        let Some(o) = read_small(&path).and_then(|b| parse_object(&b).ok()) else { continue };
+        if o.get("name").and_then(Value::as_str) == Some(name) {
+            return Ok((path, o));
         }
     }
-    let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
     Err(format!(
-        "spec.config is empty and no .conf, .json or .conflist file in {} names a network {name:?}",
-        shown.join(" or ")
+        "spec.config is empty and no .conf, .json or .conflist file in {} (--nad-conf-dir) names a network {name:?}",
+        dir.display()
     ))
 }
 
@@ -209,7 +235,7 @@ mod tests {
     #[test]
     fn a_conflist_keeps_its_name_and_records_its_nad() {
         let c = r#"{"cniVersion":"1.0.0","name":"macvlan-network","plugins":[{"type":"macvlan","master":"eth0"}]}"#;
-        let v = parsed(&render(&nad(Some(c)), &[]).unwrap());
+        let v = parsed(&render(&nad(Some(c)), Path::new("")).unwrap());
         assert_eq!(v["name"], "macvlan-network");
         assert_eq!(v["plugins"][0]["master"], "eth0");
         assert_eq!(
@@ -222,39 +248,40 @@ mod tests {
     fn a_single_plugin_is_wrapped_and_a_missing_name_is_the_nads() {
         let mut n = nad(Some(r#"{"cniVersion":"0.3.1","type":"macvlan","master":"eth0"}"#));
         n.source.resource_name = Some("intel.com/sriov_a".into());
-        let v = parsed(&render(&n, &[]).unwrap());
+        let v = parsed(&render(&n, Path::new("")).unwrap());
         assert_eq!(v["name"], "macvlan-conf");
         assert_eq!(v["cniVersion"], "0.3.1");
         assert_eq!(v["plugins"][0]["type"], "macvlan");
         assert_eq!(v["plugins"][0]["name"], "macvlan-conf");
         assert_eq!(v[SOURCE_KEY][RESOURCE_NAME], "intel.com/sriov_a");
-        let empty_name = parsed(&render(&nad(Some(r#"{"name":"","type":"ptp"}"#)), &[]).unwrap());
+        let empty_name = parsed(&render(&nad(Some(r#"{"name":"","type":"ptp"}"#)), Path::new("")).unwrap());
         assert_eq!(empty_name["name"], "macvlan-conf");
     }
 
     #[test]
-    fn an_empty_config_is_a_file_of_that_name_in_the_conf_dirs() {
+    fn an_empty_config_is_a_file_of_that_name_in_the_nad_conf_dir() {
         let d = std::env::temp_dir().join(format!("braid-nad-{}", std::process::id()));
-        let (a, b) = (d.join("multus"), d.join("net.d"));
+        let a = d.join("multus");
         std::fs::create_dir_all(&a).unwrap();
-        std::fs::create_dir_all(&b).unwrap();
         std::fs::write(a.join("00-broken.conf"), "{").unwrap();
         std::fs::write(a.join("10-other.conf"), r#"{"name":"other","type":"ptp"}"#).unwrap();
         std::fs::write(
-            b.join("20-x.conflist"),
+            a.join("20-x.conflist"),
             r#"{"cniVersion":"1.0.0","name":"macvlan-conf","plugins":[{"type":"bridge"}]}"#,
         )
         .unwrap();
         for config in [None, Some(""), Some("  ")] {
-            let v = parsed(&render(&nad(config), &[a.clone(), b.clone()]).unwrap());
+            let v = parsed(&render(&nad(config), &a).unwrap());
             assert_eq!(v["plugins"][0]["type"], "bridge");
-            assert_eq!(v[SOURCE_KEY]["file"], b.join("20-x.conflist").display().to_string());
+            assert_eq!(v[SOURCE_KEY]["file"], a.join("20-x.conflist").display().to_string());
         }
-        // The first directory wins.
-        std::fs::write(a.join("30-y.conf"), r#"{"cniVersion":"1.0.0","name":"macvlan-conf","type":"ptp"}"#).unwrap();
-        let v = parsed(&render(&nad(None), &[a.clone(), b.clone()]).unwrap());
+        // The lexically first file of that name wins.
+        std::fs::write(a.join("15-y.conf"), r#"{"cniVersion":"1.0.0","name":"macvlan-conf","type":"ptp"}"#).unwrap();
+        let v = parsed(&render(&nad(None), &a).unwrap());
         assert_eq!(v["plugins"][0]["type"], "ptp");
-        let e = render(&nad(None), &[b.join("none")]).unwrap_err();
+        let e = render(&nad(None), &d.join("none")).unwrap_err();
+        assert!(e.on_node, "{e}");
+        let e = e.why;
         assert!(
             e.contains("spec.config is empty and no .conf, .json or .conflist file in")
                 && e.contains("\"macvlan-conf\""),
@@ -273,12 +300,12 @@ mod tests {
             (r#"{"cniVersion":"1.0.0","name":"x","plugins":[]}"#, "is not a valid CNI configuration list"),
             (r#"{"cniVersion":"1.0.0","name":"x","plugins":"ptp"}"#, "is not a valid CNI configuration list"),
         ] {
-            let e = render(&nad(Some(config)), &[]).unwrap_err();
-            assert!(e.contains(want), "{config}: {e}");
+            let e = render(&nad(Some(config)), Path::new("")).unwrap_err();
+            assert!(e.why.contains(want) && !e.on_node, "{config}: {e}");
         }
         let mut dotted = nad(Some(r#"{"type":"ptp"}"#));
         dotted.source.name = "a.b".into();
-        assert!(render(&dotted, &[]).unwrap_err().contains("DNS-1123 label"));
+        assert!(render(&dotted, Path::new("")).unwrap_err().why.contains("DNS-1123 label"));
     }
 
     #[test]

@@ -49,10 +49,20 @@ pub struct Options {
     /// The Kubernetes API mode (`--kubernetes-api`): NetworkAttachmentDefinitions mirrored into
     /// networksDir, the delegator's network-status published on the pods (see `api`).
     pub kubernetes_api: bool,
-    /// Where a NetworkAttachmentDefinition with an empty `spec.config` finds its file, before
-    /// the CNI conf dir (`--nad-conf-dir`, node path; Multus's `confDir` default
-    /// `/etc/cni/multus/net.d`, so a cluster moving from Multus keeps its files).
+    /// Where a NetworkAttachmentDefinition with an empty `spec.config` finds its file, and the
+    /// only place (`--nad-conf-dir`, node path; Multus's `confDir` default
+    /// `/etc/cni/multus/net.d`, so a cluster moving from Multus keeps its files). Never the CNI
+    /// conf dir: see [`crate::nad`].
     pub nad_conf_dir: PathBuf,
+    /// How long one Kubernetes API request may take before it is abandoned and, where that
+    /// helps, retried (`--api-timeout`, 10 s).
+    pub api_timeout: Duration,
+    /// How often the status directory's modification times are compared with what was
+    /// published, for inotify events that were lost (`--status-rescan`, 60 s): local reads
+    /// only, never an API request.
+    pub status_rescan: Duration,
+    /// Where `/metrics` and `/readyz` are served (`--metrics-addr`); off when `None`.
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 impl Default for Options {
@@ -77,6 +87,9 @@ impl Default for Options {
             skip_binaries: false,
             kubernetes_api: false,
             nad_conf_dir: PathBuf::from("/etc/cni/multus/net.d"),
+            api_timeout: Duration::from_secs(10),
+            status_rescan: Duration::from_secs(60),
+            metrics_addr: None,
         }
     }
 }
@@ -118,15 +131,19 @@ mounted ConfigMap, then keeps them current (or exits with --once).
   --kubernetes-api          also mirror NetworkAttachmentDefinitions into the networks dir and
                             publish pods' network-status (needs NODE_NAME and API credentials:
                             in-cluster ServiceAccount, or KUBECONFIG)
-  --nad-conf-dir DIR        where a NAD with an empty spec.config finds its file, before the
-                            CNI conf dir (node path)                   [/etc/cni/multus/net.d]
+  --nad-conf-dir DIR        where (only) a NAD with an empty spec.config finds its file; never
+                            the CNI conf dir (node path)               [/etc/cni/multus/net.d]
+  --api-timeout SECONDS     abandon (and retry) an API request after this long [10]
+  --status-rescan SECONDS   compare the status files' mtimes with what was published this
+                            often, for lost inotify events (no API request) [60]
+  --metrics-addr ADDR:PORT  serve /metrics (Prometheus) and /readyz there  [off]
   --once                    install, write, mirror once, then exit
   --uninstall               remove braid's conflist, binaries and mirrored networks, then exit
   --help, --version
 
 exit codes: 0 done; 1 internal; 2 usage; 3 no primary network; 4 binaries; 5 braid's conflist;
 6 network definitions (ConfigMap unreadable or networks dir unwritable, --once only);
-7 --kubernetes-api: no NODE_NAME or no usable API credentials
+7 --kubernetes-api: no NODE_NAME or no usable API credentials; 8 --metrics-addr cannot be bound
 ";
 
 fn usage(msg: impl Into<String>) -> InstallError {
@@ -184,7 +201,10 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
             | "--source-dir"
             | "--nad-conf-dir"
             | "--wait"
-            | "--interval" => {
+            | "--interval"
+            | "--api-timeout"
+            | "--status-rescan"
+            | "--metrics-addr" => {
                 let v = match inline {
                     Some(v) => v,
                     None => it.next().ok_or_else(|| usage(format!("{flag} needs a value")))?,
@@ -223,6 +243,24 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
                         o.global_namespaces = list;
                     }
                     "--wait" => o.wait = seconds(&flag, &v)?,
+                    "--api-timeout" | "--status-rescan" => {
+                        let d = seconds(&flag, &v)?;
+                        if d.is_zero() {
+                            return Err(usage(format!("{flag} must be at least 1 second")));
+                        }
+                        if flag == "--api-timeout" {
+                            o.api_timeout = d;
+                        } else {
+                            o.status_rescan = d;
+                        }
+                    }
+                    "--metrics-addr" => {
+                        o.metrics_addr = Some(v.parse().map_err(|_| {
+                            usage(format!(
+                                "--metrics-addr must be ADDRESS:PORT (127.0.0.1:9464, [::1]:9464), not {v:?}"
+                            ))
+                        })?);
+                    }
                     _ => {
                         o.interval = seconds(&flag, &v)?;
                         if o.interval.is_zero() {
@@ -328,11 +366,27 @@ mod tests {
             &["--once", "--kubernetes-api"],
             &["--kubernetes-api=yes"],
             &["--nad-conf-dir", "etc"],
+            &["--api-timeout", "0"],
+            &["--status-rescan", "0"],
+            &["--metrics-addr", "9464"],
+            &["--metrics-addr", "localhost:9464"],
             &["positional"],
         ] {
             let e = run(bad).expect_err(&format!("{bad:?} accepted"));
             assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
         }
+    }
+
+    #[test]
+    fn the_agents_timing_and_metrics_flags() {
+        let o = run(&["--api-timeout", "3", "--status-rescan=2", "--metrics-addr", "127.0.0.1:9464"]).unwrap();
+        assert_eq!((o.api_timeout, o.status_rescan), (Duration::from_secs(3), Duration::from_secs(2)));
+        assert_eq!(o.metrics_addr, Some("127.0.0.1:9464".parse().unwrap()));
+        let d = run(&[]).unwrap();
+        assert_eq!(
+            (d.api_timeout, d.status_rescan, d.metrics_addr),
+            (Duration::from_secs(10), Duration::from_secs(60), None)
+        );
     }
 
     #[test]

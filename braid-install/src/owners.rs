@@ -7,6 +7,15 @@
 //! for clusters without the API mode. The ConfigMap's definition is used again once the NAD is
 //! deleted (at the ConfigMap mirror's next pass, within `--interval`).
 //!
+//! A NAD takes the name over as soon as it exists, also when it cannot be mirrored (its config
+//! is refused): the ConfigMap key is no longer used, and the file keeps what it held — the
+//! ConfigMap's last version, or nothing — until the NAD's config is good, as a NAD's own last
+//! good version stays while a newer one is refused. Pods keep starting as before; the
+//! ConfigMap's later edits do not apply; the Event on the NAD says why.
+//!
+//! The NAD mirror's record is loaded into the set before either mirror writes (`run`), so the
+//! ConfigMap mirror's first pass after a restart never overwrites a file a NAD owns.
+//!
 //! One lock serialises both mirrors' writes, and holds the set of files a NAD backs, so a
 //! ConfigMap pass never overwrites a NAD's file that appeared during the pass.
 

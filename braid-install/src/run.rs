@@ -2,10 +2,11 @@
 //! every tick (`--interval`) until SIGTERM/SIGINT, or once with `--once`.
 
 use crate::error::InstallError;
+use crate::metrics::Metrics;
 use crate::mirror::Mirror;
 use crate::options::{Options, BINARIES};
 use crate::owners::Owners;
-use crate::{api, binaries, config, fsutil, log, log_changed, mirror, nad_mirror, primary};
+use crate::{api, binaries, config, fsutil, log, log_changed, mirror, nad_mirror, primary, serve};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -66,22 +67,34 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
         return uninstall(o);
     }
     let signals = Signals::new()?;
+    let metrics = Metrics::new(o.kubernetes_api);
+    if let Some(addr) = o.metrics_addr {
+        // First, so that a taken port fails the start at once, and /readyz answers (503) while
+        // the installer waits for the primary network.
+        serve::start(addr, metrics.clone())?;
+    }
     if o.skip_binaries {
         log("not copying plugin binaries (--skip-binaries)");
     } else {
         binaries::install(&source_dir(o)?, &o.host(&o.cni_bin_dir), BINARIES)?;
     }
-    // The delegator's own directories, so that they exist (0700: state and pod names) before
-    // the first pod, whatever the node's umask.
-    for dir in [&o.state_dir, &o.status_dir] {
+    // The delegator's own directories, so that they exist before the first pod, whatever the
+    // node's umask: its state 0700 (what it attached, for DEL alone); its status documents
+    // 0755, as the delegator's README promises (each is 0644: what the pod's annotation shows
+    // anyone who may read the pod, so a node agent need not be root to publish it).
+    for (dir, mode) in [(&o.state_dir, 0o700), (&o.status_dir, 0o755)] {
         let path = o.host(dir);
         if !path.is_dir() {
             std::fs::DirBuilder::new()
                 .recursive(true)
-                .mode(0o700)
+                .mode(mode)
                 .create(&path)
+                .and_then(|()| {
+                    // Exactly `mode`: the umask applied to the creation only narrows it.
+                    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                })
                 .map_err(|e| InstallError::Config { path: path.clone(), source: e })?;
-            log(&format!("created {}", path.display()));
+            log(&format!("created {} ({mode:04o})", path.display()));
         }
     }
     let conf_path = o.conf_path();
@@ -90,9 +103,13 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
     let networks = o.host(&o.networks_dir);
     let owners = Owners::default();
     if o.kubernetes_api {
+        // Before either mirror writes: the files the NAD mirror recorded are its own from the
+        // start, so the ConfigMap mirror's first pass (below) leaves them alone even though the
+        // NAD mirror, on the API thread, has not opened yet.
+        nad_mirror::load_record(&networks, &owners);
         // After the signal mask is set (the API thread inherits it: SIGTERM stays the main
         // loop's) and the directories exist (the status directory is watched).
-        let agent = api::Agent::new(o, std::env::var(api::NODE_NAME_ENV).ok())?;
+        let agent = api::Agent::new(o, std::env::var(api::NODE_NAME_ENV).ok(), metrics.clone())?;
         api::start(agent, owners.clone())?;
     }
     let mut mirror = Mirror::default();
@@ -133,6 +150,7 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
                     log_changed(&mut primary_msg, format!("{} is current: {what}", conf_path.display()));
                 }
                 configured = true;
+                metrics.set_installed();
                 if o.once {
                     return Ok(());
                 }

@@ -148,8 +148,11 @@ pub fn status_interfaces(status_dir: &Path, id: &str) -> Vec<String> {
         .and_then(|e| std::fs::read(e.path()).ok())
         .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
         .unwrap_or(Value::Null);
+    // `{"networkStatus": [...], "podUID": ...}` (a delegator before K8S_POD_UID was recorded
+    // wrote the bare list).
+    let list = if doc.is_object() { &doc["networkStatus"] } else { &doc };
     let mut v: Vec<String> =
-        doc.as_array().into_iter().flatten().filter_map(|e| e["interface"].as_str().map(str::to_string)).collect();
+        list.as_array().into_iter().flatten().filter_map(|e| e["interface"].as_str().map(str::to_string)).collect();
     v.sort();
     v
 }

@@ -298,7 +298,10 @@ fn status_document(c: &Containerd, id: &str) -> Value {
     assert_eq!(files.len(), 1, "{files:?}");
     let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
     assert!(name.starts_with("braid-test_") && name.ends_with(&format!("_{id}.json")), "{name}");
-    serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap()
+    let file: Value = serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    // containerd passes K8S_POD_UID: the file records it beside the document.
+    assert!(file["podUID"].as_str().is_some_and(|u| !u.is_empty()), "{file}");
+    file["networkStatus"].clone()
 }
 
 /// Every status entry agrees with the kernel: the interface exists with that MAC and those IPs.

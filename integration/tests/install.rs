@@ -462,7 +462,8 @@ fn containerd_annotated_pod_gets_the_configmaps_networks() {
     // The network-status document beside the kernel's view.
     let status: Vec<_> = std::fs::read_dir(&n.status_dir).unwrap().flatten().map(|e| e.path()).collect();
     assert_eq!(status.len(), 1, "{status:?}");
-    let doc: Value = serde_json::from_slice(&std::fs::read(&status[0]).unwrap()).unwrap();
+    let file: Value = serde_json::from_slice(&std::fs::read(&status[0]).unwrap()).unwrap();
+    let doc = &file["networkStatus"];
     let entries = doc.as_array().unwrap();
     assert!(entries.iter().any(|e| e["interface"] == "net1" && e["name"] == "default/isolated"), "{doc}");
     assert!(entries.iter().any(|e| e["interface"] == "net2" && e["name"] == "default/storage"), "{doc}");

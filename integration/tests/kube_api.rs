@@ -120,6 +120,49 @@ fn nads_of_two_namespaces_are_mirrored_changed_and_removed_and_a_broken_one_is_n
     assert!(w.api.requests().iter().all(|r| r.method != "PATCH"));
 }
 
+/// One Event per broken NAD version for the whole cluster: two nodes' agents, and one of them
+/// restarted, create one Event (its name derived from the NAD's uid, resourceVersion and reason;
+/// the others' 409 AlreadyExists means "already reported"); a new broken version gets one more.
+#[test]
+fn a_broken_nad_version_gets_one_event_for_the_whole_cluster() {
+    let w = World::new("kapi-one-event");
+    let nad = w.api.create_nad("team-b", "broken", Some("{"), &[]);
+    let event_posts =
+        |api: &StandIn| api.requests().iter().filter(|r| r.method == "POST" && r.path.ends_with("/events")).count();
+    let mut a = w.agent("node-a");
+    let b_dirs = Dirs::under(&w.dir.path().join("node-b"));
+    let mut b = Agent::start(&b_dirs, &w.kubeconfig, "node-b", &w.dir.path().join("b.log"), &[]);
+    a.wait_log("first full list mirrored", 1);
+    b.wait_log("first full list mirrored", 1);
+    w.api.wait_until("both nodes' Event POSTs", HANG_GUARD, |s| {
+        (s.requests().iter().filter(|r| r.method == "POST" && r.path.ends_with("/events")).count() >= 2).then_some(())
+    });
+    let events = w.api.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let (uid, rv) = (nad["metadata"]["uid"].as_str().unwrap(), nad["metadata"]["resourceVersion"].as_str().unwrap());
+    assert_eq!(events[0]["metadata"]["name"], format!("broken.{uid}.{rv}.invalidconfig"));
+    let msg = events[0]["message"].as_str().unwrap();
+    assert!(msg.contains("every node refuses this version alike") && msg.contains("spec.config is not JSON"), "{msg}");
+    // The other node was told 409 and took it as reported.
+    let told = format!("{}{}", a.log(), b.log());
+    assert!(told.contains("its Event exists already"), "{told}");
+    // A restart: one more POST, no second Event.
+    assert!(a.stop().success());
+    let mut a = w.agent("node-a");
+    a.wait_log("first full list mirrored", 2);
+    w.api.wait_until("the restarted agent's POST", HANG_GUARD, |s| {
+        (s.requests().iter().filter(|r| r.method == "POST" && r.path.ends_with("/events")).count() >= 3).then_some(())
+    });
+    assert_eq!(w.api.events().len(), 1, "{:?}", w.api.events());
+    // A new broken version: its own Event, once.
+    w.api.replace_nad("team-b", "broken", Some("[]"), &[]);
+    w.api.wait_until("the new version's POSTs", HANG_GUARD, |s| {
+        (s.requests().iter().filter(|r| r.method == "POST" && r.path.ends_with("/events")).count() >= 5).then_some(())
+    });
+    assert_eq!(w.api.events().len(), 2, "{:?}", w.api.events());
+    assert_eq!(event_posts(&w.api), 5);
+}
+
 #[test]
 fn a_410_relist_and_an_api_server_restart_mid_watch_keep_the_mirror_current() {
     let mut w = World::new("kapi-relist");
@@ -213,6 +256,36 @@ fn a_nad_wins_over_the_configmap_for_the_same_network() {
     w.wait_definition(&agent, "team-a/both.conflist", |v| v["plugins"][0]["ipam"]["subnet"] == "198.18.7.0/24");
 }
 
+/// The start-up race: after a restart the NAD mirror's record is loaded before either mirror
+/// writes, so the ConfigMap mirror's first pass never overwrites a file a NAD owns — even
+/// when no NAD list ever arrives (the API server down), which leaves only the record to say.
+/// (Before, the record was read on the API thread while the main loop's first pass ran: a race
+/// that the ConfigMap won when it came first.)
+#[test]
+fn the_configmaps_first_pass_after_a_restart_leaves_the_nad_owned_files_alone() {
+    let mut w = World::new("kapi-startup");
+    let nad_made = ptp(None, 1);
+    std::fs::create_dir_all(w.dirs.networks.join("team-a")).unwrap();
+    std::fs::write(w.dirs.networks.join("team-a/both.conflist"), &nad_made).unwrap();
+    std::fs::write(w.dirs.networks.join(".braid-install-nads.json"), r#"["team-a/both.conflist"]"#).unwrap();
+    let cm = w.dir.path().join("configmap");
+    std::fs::create_dir_all(&cm).unwrap();
+    std::fs::write(cm.join("team-a.both.conflist"), ptp(Some("both"), 7)).unwrap();
+    std::fs::write(cm.join("team-a.cm-only.conflist"), ptp(Some("cm-only"), 8)).unwrap();
+    w.api.stop();
+    let cm_flag = cm.display().to_string();
+    let mut agent = w.agent_with("node-a", &["--networks-configmap", &cm_flag]);
+    // The first pass is done once it wrote the other key.
+    agent.wait_log("(ConfigMap key team-a.cm-only.conflist)", 1);
+    agent.wait_log("ConfigMap key team-a.both.conflist not used", 1);
+    assert_eq!(
+        std::fs::read_to_string(w.dirs.networks.join("team-a/both.conflist")).unwrap(),
+        nad_made,
+        "{}",
+        agent.log()
+    );
+}
+
 fn status_doc(i: u8) -> String {
     json!([{"name": "cluster", "interface": "eth0", "ips": [format!("198.18.{i}.2")], "mac": "02:00:00:00:00:01", "default": true, "dns": {}}]).to_string()
 }
@@ -224,14 +297,58 @@ fn write_status(dir: &Path, ns: &str, pod: &str, cid: &str, doc: &str) {
     std::fs::rename(&tmp, dir.join(format!("{ns}_{pod}_{cid}.json"))).unwrap();
 }
 
+/// As the delegator writes it when the runtime passes K8S_POD_UID.
+fn write_status_of(dir: &Path, ns: &str, pod: &str, cid: &str, doc: &str, uid: &str) {
+    let file = json!({"networkStatus": serde_json::from_str::<Value>(doc).unwrap(), "podUID": uid});
+    write_status(dir, ns, pod, cid, &file.to_string());
+}
+
+fn uid_of(pod: &Value) -> String {
+    pod["metadata"]["uid"].as_str().unwrap().to_string()
+}
+
+/// Requests about pods (any verb) the stand-in saw.
+fn pod_requests(api: &StandIn) -> Vec<String> {
+    api.requests()
+        .into_iter()
+        .filter(|r| r.path.contains("/pods"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
+}
+
+/// A free port on 127.0.0.1 for --metrics-addr.
+fn free_addr() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+/// `GET path` on the agent's --metrics-addr: (status code, body); `None` while it does not answer.
+fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let code = text.split(' ').nth(1)?.parse().ok()?;
+    Some((code, text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()))
+}
+
+/// One metric's value as the agent exposes it.
+fn metric(addr: &str, name: &str) -> Option<f64> {
+    let (_, body) = http_get(addr, "/metrics")?;
+    body.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
 fn annotation(api: &StandIn, ns: &str, pod: &str) -> Option<String> {
     api.pod(ns, pod).and_then(|p| p["metadata"]["annotations"][STATUS].as_str().map(str::to_string))
 }
 
+/// Files of a delegator before the UID was recorded (a bare list): the pod is read first, as
+/// before, and the patch carries the UID it saw.
 #[test]
 fn network_status_is_published_on_this_nodes_pods_only_retried_and_again_after_a_restart() {
     let mut w = World::new("kapi-status");
-    w.api.create_pod("default", "mine", "node-a", &[("keep", "me")]);
+    let mine = w.api.create_pod("default", "mine", "node-a", &[("keep", "me")]);
     w.api.create_pod("default", "elsewhere", "node-b", &[]);
     // A file before the agent starts, one for a pod on another node, one for a pod that is gone.
     write_status(&w.dirs.status, "default", "mine", "c1", &status_doc(1));
@@ -249,7 +366,7 @@ fn network_status_is_published_on_this_nodes_pods_only_retried_and_again_after_a
     assert_eq!(patches[0].content_type.as_deref(), Some("application/merge-patch+json"));
     assert_eq!(
         serde_json::from_str::<Value>(&patches[0].body).unwrap(),
-        json!({"metadata": {"annotations": {STATUS: status_doc(1)}}})
+        json!({"metadata": {"uid": mine["metadata"]["uid"], "annotations": {STATUS: status_doc(1)}}})
     );
     assert!(annotation(&w.api, "default", "elsewhere").is_none());
 
@@ -276,6 +393,91 @@ fn network_status_is_published_on_this_nodes_pods_only_retried_and_again_after_a
     );
     // Never a patch of the pod on the other node.
     assert!(w.api.requests().iter().all(|r| !(r.method == "PATCH" && r.path.ends_with("/elsewhere"))));
+}
+
+/// Requests in proportion to change: at rest — several rescans of the status directory later —
+/// the agent sends no request about pods at all; a pod start costs one PATCH (no GET); a pod
+/// that is gone is logged once per file, not at every rescan. Pod identity: after the pod is
+/// recreated under its name, the old sandbox's file is refused by the API server (the patch's
+/// `metadata.uid` differs) and never lands on the new pod. Readiness and metrics on
+/// --metrics-addr.
+#[test]
+fn no_requests_at_rest_one_patch_per_pod_start_and_never_the_old_pods_status_on_a_new_pod() {
+    let w = World::new("kapi-rest");
+    let web = w.api.create_pod("default", "web-0", "node-a", &[]);
+    write_status_of(&w.dirs.status, "default", "web-0", "c1", &status_doc(1), &uid_of(&web));
+    write_status_of(&w.dirs.status, "default", "ghost", "c0", &status_doc(9), "0000-gone");
+    let addr = free_addr();
+    let flags = ["--status-rescan", "1", "--metrics-addr", &addr];
+    let mut agent = w.agent_with("node-a", &flags);
+    wait_until("web-0's annotation", || annotation(&w.api, "default", "web-0") == Some(status_doc(1)), || agent.log());
+    agent.wait_log("default/ghost: the pod is gone", 1);
+    agent.wait_log("first full list mirrored", 1);
+    wait_until("/readyz 200", || http_get(&addr, "/readyz").is_some_and(|(c, _)| c == 200), || agent.log());
+    // At rest: three rescans, not one request about a pod.
+    let before = pod_requests(&w.api);
+    assert_eq!(before.iter().filter(|r| r.starts_with("GET")).count(), 0, "{before:?}");
+    let rescans = metric(&addr, "braid_install_status_rescans_total").unwrap();
+    wait_until(
+        "three more rescans",
+        || metric(&addr, "braid_install_status_rescans_total").is_some_and(|n| n >= rescans + 3.0),
+        || agent.log(),
+    );
+    assert_eq!(pod_requests(&w.api), before, "requests at rest");
+    assert_eq!(agent.log().matches("default/ghost: the pod is gone").count(), 1, "{}", agent.log());
+    // A pod starts: one PATCH.
+    let web1 = w.api.create_pod("default", "web-1", "node-a", &[]);
+    write_status_of(&w.dirs.status, "default", "web-1", "c2", &status_doc(2), &uid_of(&web1));
+    wait_until("web-1's annotation", || annotation(&w.api, "default", "web-1") == Some(status_doc(2)), || agent.log());
+    let new: Vec<String> = pod_requests(&w.api).into_iter().skip(before.len()).collect();
+    assert_eq!(new, ["PATCH /api/v1/namespaces/default/pods/web-1"]);
+    let published = metric(&addr, "braid_install_status_files_total{outcome=\"published\"}").unwrap();
+    assert_eq!(published, 2.0);
+    assert!(metric(&addr, "braid_install_status_publish_seconds_count").unwrap() >= 2.0);
+    // web-0 is deleted and created again (a StatefulSet pod force-deleted): same name, new UID.
+    assert!(agent.stop().success());
+    w.api.delete_pod("default", "web-0");
+    let web_again = w.api.create_pod("default", "web-0", "node-a", &[]);
+    assert_ne!(uid_of(&web_again), uid_of(&web));
+    let mut agent = w.agent_with("node-a", &flags);
+    agent.wait_log("default/web-0: not published from", 1);
+    assert!(agent.log().contains("the pod of that name is another pod now"), "{}", agent.log());
+    assert_eq!(annotation(&w.api, "default", "web-0"), None, "the old sandbox's status landed on the new pod");
+    // Its own sandbox's file is published.
+    write_status_of(&w.dirs.status, "default", "web-0", "c3", &status_doc(3), &uid_of(&web_again));
+    wait_until(
+        "the new web-0's annotation",
+        || annotation(&w.api, "default", "web-0") == Some(status_doc(3)),
+        || agent.log(),
+    );
+}
+
+/// One pod whose PATCH the API server accepts and never answers: every other pod is published
+/// meanwhile, the stuck request is abandoned after --api-timeout and retried, and the pod is
+/// published once the API server answers.
+#[test]
+fn a_pod_whose_patch_is_never_answered_holds_up_no_other() {
+    let w = World::new("kapi-slow");
+    let slow = w.api.create_pod("default", "slow", "node-a", &[]);
+    let fast = w.api.create_pod("default", "fast", "node-a", &[]);
+    let slow_path = "/api/v1/namespaces/default/pods/slow";
+    w.api.hold("PATCH", slow_path);
+    let mut agent = w.agent_with("node-a", &["--api-timeout", "1"]);
+    agent.wait_log("first full list mirrored", 1);
+    let slow_patches =
+        |api: &StandIn| api.requests().iter().filter(|r| r.method == "PATCH" && r.path == slow_path).count();
+    write_status_of(&w.dirs.status, "default", "slow", "c1", &status_doc(1), &uid_of(&slow));
+    w.api.wait_until("slow's PATCH (held)", HANG_GUARD, |s| {
+        s.requests().iter().any(|r| r.method == "PATCH" && r.path == slow_path).then_some(())
+    });
+    write_status_of(&w.dirs.status, "default", "fast", "c2", &status_doc(2), &uid_of(&fast));
+    wait_until("fast's annotation", || annotation(&w.api, "default", "fast") == Some(status_doc(2)), || agent.log());
+    assert_eq!(annotation(&w.api, "default", "slow"), None);
+    // Abandoned and retried, still held.
+    wait_until("slow's retry", || slow_patches(&w.api) >= 2, || agent.log());
+    assert!(agent.log().contains("no answer within 1 s (--api-timeout)"), "{}", agent.log());
+    w.api.release("PATCH", slow_path);
+    wait_until("slow's annotation", || annotation(&w.api, "default", "slow") == Some(status_doc(1)), || agent.log());
 }
 
 #[test]
@@ -344,7 +546,7 @@ fn a_network_that_exists_only_as_a_nad_attaches_through_a_real_add_and_its_statu
         json!({"cniVersion": "1.0.0", "name": "side-network", "plugins": [{"type": "ptp", "ipam": ipam}]}).to_string();
     w.api.create_nad("team-a", "side", Some(&nad_config), &[]);
     let pod = unique("web");
-    w.api.create_pod("team-a", &pod, "node-a", &[("k8s.v1.cni.cncf.io/networks", "side")]);
+    let pod_object = w.api.create_pod("team-a", &pod, "node-a", &[("k8s.v1.cni.cncf.io/networks", "side")]);
     let mut agent = w.agent("node-a");
     agent.wait_log("first full list mirrored", 1);
     assert!(w.definition("team-a/side.conflist").is_some());
@@ -360,8 +562,9 @@ fn a_network_that_exists_only_as_a_nad_attaches_through_a_real_add_and_its_statu
     let ctr = h.container("kapiadd");
     let mut rt = h.runtime(&ctr, &unique("sandbox"), "eth0");
     rt.args = format!(
-        "IgnoreUnknown=1;K8S_POD_NAMESPACE=team-a;K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID={}",
-        rt.container_id
+        "IgnoreUnknown=1;K8S_POD_NAMESPACE=team-a;K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID={};K8S_POD_UID={}",
+        rt.container_id,
+        uid_of(&pod_object)
     );
     rt.capability_args.insert(
         "io.kubernetes.cri.pod-annotations".into(),
@@ -373,10 +576,17 @@ fn a_network_that_exists_only_as_a_nad_attaches_through_a_real_add_and_its_statu
     assert_eq!(links, ["eth0", "lo", "net1"], "{r:?}");
     assert!(ctr.addresses("net1").iter().any(|a| a.starts_with("198.18.61.")), "{:?}", ctr.addresses("net1"));
 
-    // The status file the delegator wrote, published on the pod object byte for byte.
+    // The status file the delegator wrote (its document and the pod's UID), the document
+    // published on the pod object byte for byte.
     let file = w.dirs.status.join(format!("team-a_{pod}_{}.json", rt.container_id));
     let written = std::fs::read_to_string(&file).unwrap();
-    let doc = written.strip_suffix('\n').unwrap().to_string();
+    let prefix = "{\"networkStatus\":";
+    let suffix = format!(",\"podUID\":\"{}\"}}\n", uid_of(&pod_object));
+    let doc = written
+        .strip_prefix(prefix)
+        .and_then(|r| r.strip_suffix(&suffix))
+        .unwrap_or_else(|| panic!("{written}"))
+        .to_string();
     wait_until("the pod's network-status", || annotation(&w.api, "team-a", &pod) == Some(doc.clone()), || agent.log());
     let status: Value = serde_json::from_str(&doc).unwrap();
     assert_eq!(status[1]["name"], "team-a/side", "{status}");

@@ -13,11 +13,13 @@
 //! pods keep starting. Credentials are found the standard way (`kube::Config::infer`: the
 //! `KUBECONFIG` file when set, else the pod's in-cluster ServiceAccount token).
 
+pub mod call;
 pub mod event;
 pub mod nads;
 pub mod status;
 
 use crate::error::InstallError;
+use crate::metrics::Metrics;
 use crate::options::Options;
 use crate::owners::Owners;
 use std::path::PathBuf;
@@ -33,17 +35,24 @@ pub struct Agent {
     pub node: String,
     /// networksDir, as the agent reaches it.
     pub networks: PathBuf,
-    /// Where a NAD with an empty config finds its file, in order (as the agent reaches them).
-    pub conf_dirs: Vec<PathBuf>,
+    /// Where a NAD with an empty config finds its file (`--nad-conf-dir`, as the agent reaches
+    /// it): that directory only, never the CNI conf dir (see [`crate::nad`]).
+    pub nad_conf_dir: PathBuf,
     /// The delegator's statusDir, as the agent reaches it.
     pub status_dir: PathBuf,
-    /// How often NADs with an empty config look at the conf dirs again.
+    /// How often NADs with an empty config look at the NAD conf dir again.
     pub refresh: std::time::Duration,
+    /// How long one API request may take ([`call`]).
+    pub api_timeout: std::time::Duration,
+    /// How often the status files' modification times are looked at for lost inotify events.
+    pub status_rescan: std::time::Duration,
+    /// The agent's metrics and readiness.
+    pub metrics: Metrics,
 }
 
 impl Agent {
     /// From the options and `NODE_NAME`.
-    pub fn new(o: &Options, node_name: Option<String>) -> Result<Agent, InstallError> {
+    pub fn new(o: &Options, node_name: Option<String>, metrics: Metrics) -> Result<Agent, InstallError> {
         let node = node_name.filter(|n| !n.trim().is_empty()).ok_or_else(|| {
             InstallError::Kubernetes(format!(
                 "{NODE_NAME_ENV} is not set: the agent publishes network-status only on its own node's pods (the DaemonSet sets it from spec.nodeName)"
@@ -52,9 +61,12 @@ impl Agent {
         Ok(Agent {
             node: node.trim().to_string(),
             networks: o.host(&o.networks_dir),
-            conf_dirs: vec![o.host(&o.nad_conf_dir), o.host(&o.cni_conf_dir)],
+            nad_conf_dir: o.host(&o.nad_conf_dir),
             status_dir: o.host(&o.status_dir),
             refresh: o.interval.max(std::time::Duration::from_secs(1)) * 10,
+            api_timeout: o.api_timeout,
+            status_rescan: o.status_rescan,
+            metrics,
         })
     }
 }
@@ -100,9 +112,59 @@ pub fn start(agent: Agent, owners: Owners) -> Result<std::thread::JoinHandle<()>
 }
 
 async fn client() -> Result<kube::Client, String> {
-    let config = kube::Config::infer().await.map_err(|e| {
+    let mut config = kube::Config::infer().await.map_err(|e| {
         format!("no Kubernetes API credentials (KUBECONFIG, or the in-cluster ServiceAccount token): {e}")
     })?;
+    // The agent's own requests are bounded by --api-timeout (`call`); the watcher's list is not
+    // ours to wrap, and kube sets no read timeout. 300 s between two reads ends a list that
+    // hangs, and never a healthy watch: the API server sends a bookmark about every minute and
+    // ends a watch after 290 s (kube-runtime's watcher also times out an idle watch itself).
+    // Each write resets it, so a pooled connection's idle time does not count.
+    config.read_timeout = Some(std::time::Duration::from_secs(300));
+    config.reset_reader_on_write = true;
     let server = config.cluster_url.to_string();
     kube::Client::try_from(config).map_err(|e| format!("cannot build a client for {server}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nad::{Nad, Source};
+    use crate::nad_mirror::{Applied, NadMirror};
+
+    /// Multus looks an empty `spec.config` up in its own conf dir only
+    /// (network-attachment-definition-client `GetCNIConfigFromFile`, Multus's `confDir`): a
+    /// tenant's NAD named after the node's primary network, or after braid's own, must not
+    /// mirror the node's file into the tenant's namespace.
+    #[test]
+    fn a_tenant_nad_named_after_a_node_network_mirrors_no_file_of_the_cni_conf_dir() {
+        let root = std::env::temp_dir().join(format!("braid-agent-confdirs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let o = Options { host_root: root.clone(), ..Options::default() };
+        let (conf, nad_conf) = (o.host(&o.cni_conf_dir), o.host(&o.nad_conf_dir));
+        std::fs::create_dir_all(&conf).unwrap();
+        std::fs::create_dir_all(&nad_conf).unwrap();
+        let primary = r#"{"cniVersion":"1.0.0","name":"cbr0","plugins":[{"type":"bridge"}]}"#;
+        std::fs::write(conf.join("10-flannel.conflist"), primary).unwrap();
+        let braid = r#"{"cniVersion":"1.0.0","name":"braid","plugins":[{"type":"delegator"}]}"#;
+        std::fs::write(conf.join(&o.conf_file), braid).unwrap();
+        std::fs::write(nad_conf.join("20-side.conf"), r#"{"cniVersion":"1.0.0","name":"side","type":"ptp"}"#).unwrap();
+        let agent = Agent::new(&o, Some("node-a".into()), Metrics::new(true)).unwrap();
+        let mut m = NadMirror::open(&agent.networks, agent.nad_conf_dir.clone(), crate::owners::Owners::default());
+        let nad = |name: &str| Nad {
+            source: Source { namespace: "tenant".into(), name: name.into(), ..Source::default() },
+            config: None,
+        };
+        for name in ["cbr0", "braid"] {
+            let Applied::Refused(why) = m.apply(nad(name)).unwrap() else {
+                panic!("tenant/{name} mirrored a file of the CNI conf dir")
+            };
+            assert!(why.on_node && why.why.contains(&nad_conf.display().to_string()), "{why}");
+            assert!(!why.why.contains(&conf.display().to_string()), "{why}");
+            assert!(!agent.networks.join(format!("tenant/{name}.conflist")).exists());
+        }
+        // What is in the NAD conf dir is found, as under Multus.
+        assert_eq!(m.apply(nad("side")).unwrap(), Applied::Written);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

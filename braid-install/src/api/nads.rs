@@ -2,6 +2,7 @@
 
 use super::{event, Agent};
 use crate::log_changed;
+use crate::metrics::Verb;
 use crate::nad::Nad;
 use crate::nad_mirror::{Applied, NadMirror};
 use crate::owners::Owners;
@@ -25,7 +26,7 @@ pub fn resource() -> ApiResource {
 /// with kube-runtime's default backoff (0.8 s doubling to 30 s), the mirror untouched meanwhile.
 pub async fn run(client: kube::Client, agent: Agent, owners: Owners) {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
-    let mut mirror = NadMirror::open(&agent.networks, agent.conf_dirs.clone(), owners);
+    let mut mirror = NadMirror::open(&agent.networks, agent.nad_conf_dir.clone(), owners);
     let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
     let mut refresh = tokio::time::interval(agent.refresh);
@@ -46,9 +47,11 @@ pub async fn run(client: kube::Client, agent: Agent, owners: Owners) {
                         apply(&client, &agent, &mut mirror, Nad::from_object(&serde_json::to_value(&o).unwrap_or_default())).await;
                     }
                     Ok(Event::InitDone) => {
+                        agent.metrics.api(Verb::list, RESOURCE, "ok");
                         match mirror.end_list() {
                             Ok(_) if !listed => {
                                 listed = true;
+                                agent.metrics.set_listed();
                                 crate::log("NetworkAttachmentDefinitions: first full list mirrored; watching");
                             }
                             Ok(_) => {}
@@ -61,11 +64,16 @@ pub async fn run(client: kube::Client, agent: Agent, owners: Owners) {
                             crate::log(&format!("network {}: cannot remove its definition: {e}", nad.key()));
                         }
                     }
-                    Err(e) => log_changed(
-                        &mut failing,
-                        format!("NetworkAttachmentDefinitions: {e}; retrying with backoff, the mirrored definitions stay as they are"),
-                    ),
+                    Err(e) => {
+                        count_failure(&agent, &e);
+                        log_changed(
+                            &mut failing,
+                            format!("NetworkAttachmentDefinitions: {e}; retrying with backoff, the mirrored definitions stay as they are"),
+                        )
+                    }
                 }
+                let (mirrored, refused) = mirror.counts();
+                agent.metrics.set_nads(mirrored, refused);
             }
             _ = refresh.tick() => {
                 match mirror.refresh() {
@@ -95,6 +103,33 @@ async fn report(client: &kube::Client, agent: &Agent, nad: &Nad, applied: Applie
             nad.key(),
             nad.source.resource_version
         ));
-        event::invalid_nad(client, &agent.node, nad, &why).await;
+        if event::invalid_nad(client, agent, nad, &why).await == event::Reported::Already {
+            crate::log(&format!(
+                "NetworkAttachmentDefinition {} (resourceVersion {}): its Event exists already (one per version for the cluster)",
+                nad.key(),
+                nad.source.resource_version
+            ));
+        }
+    }
+}
+
+/// The resource's name in `braid_install_api_requests_total`.
+const RESOURCE: &str = "network-attachment-definitions";
+
+/// The watcher's failed request, counted by its verb (the list, or the watch) and outcome.
+fn count_failure(agent: &Agent, e: &watcher::Error) {
+    let (verb, code) = match e {
+        watcher::Error::InitialListFailed(e) => (Verb::list, api_code(e)),
+        watcher::Error::WatchStartFailed(e) | watcher::Error::WatchFailed(e) => (Verb::watch, api_code(e)),
+        watcher::Error::WatchError(status) => (Verb::watch, Some(status.code)),
+        _ => (Verb::watch, None),
+    };
+    agent.metrics.api(verb, RESOURCE, code.map_or_else(|| "error".to_string(), |c| c.to_string()));
+}
+
+fn api_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
     }
 }

@@ -1,25 +1,40 @@
 //! The delegator's network-status files published on the pods: `<statusDir>/<namespace>_<pod>_<container ID>.json`
 //! (written atomically by the delegator after an ADD, removed by its DEL) becomes the pod's
-//! `k8s.v1.cni.cncf.io/network-status` annotation — the file's NPWG document byte for byte
-//! (without the file's final newline), set with a JSON merge patch of that one annotation.
+//! `k8s.v1.cni.cncf.io/network-status` annotation — the file's NPWG document byte for byte, set
+//! with a JSON merge patch of that one annotation.
 //!
-//! - The directory is watched with inotify (the delegator's rename is an `IN_MOVED_TO`); every
-//!   file is looked at once at start-up, so an agent restart publishes them all again (a pod
-//!   whose annotation already holds the document is not patched).
-//! - Only pods whose `spec.nodeName` is this node are patched (the ValidatingAdmissionPolicy
-//!   shipped in deploy/kubernetes refuses anything else); a pod that is gone (404), or whose
-//!   files are gone (its sandbox deleted), is dropped.
-//! - While the API server fails, a pod is retried with backoff (0.25 s doubling to 30 s); the
-//!   pod's ADD never waits for any of it. When a pod has files of several sandboxes, the newest
-//!   is published.
+//! **API requests in proportion to change, not to pods.** A pod's status is published when its
+//! document changes (inotify: the delegator's rename is an `IN_MOVED_TO`), and once at start-up
+//! for each file this process has not published. Nothing is published again on a timer: every
+//! `--status-rescan` the directory's modification times (local `stat`s, never the API) are
+//! compared with what was last handled, for inotify events that were lost. At rest the agent
+//! sends no request at all; a pod start costs one PATCH (Multus's thin plugin: a GET and an
+//! update per ADD). A pod that is gone, refused or replaced is logged once per file version.
+//!
+//! **Pod identity.** The file records `K8S_POD_UID` (`podUID`), and the patch carries it as
+//! `metadata.uid`: the API server refuses (409) a patch whose uid differs from the object's
+//! (apimachinery's `Preconditions.UID`), so a StatefulSet pod deleted and created again under
+//! the same name never gets the old sandbox's addresses; the mismatch is logged and that file
+//! stays unpublished. The UID also pins the node (a pod's `spec.nodeName` never changes, and
+//! only this node's runtime ran its sandbox), so no GET is needed. A file of an older delegator
+//! (a bare list, no UID) costs a GET first, as before: the pod must be bound to this node, and
+//! the patch then carries the UID the GET saw.
+//!
+//! **No pod holds up another.** At most [`IN_FLIGHT`] patches are in flight at once, each
+//! bounded by `--api-timeout` ([`super::call`]); a pod that fails is retried on its own
+//! backoff (0.25 s doubling to 30 s) while the others go on. The pod's ADD never waits for any
+//! of it. When a pod has files of several sandboxes, the newest is published.
 
+use super::call::{call, Failure};
 use super::Agent;
 use crate::log_changed;
+use crate::metrics::Verb;
+use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use inotify::{Inotify, WatchMask};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
@@ -27,8 +42,9 @@ use tokio::time::Instant;
 /// The pod annotation (NPWG v1.3 §5).
 pub const ANNOTATION: &str = "k8s.v1.cni.cncf.io/network-status";
 
-/// How often the directory is read in full besides inotify (a lost event, an overflowed queue).
-const RESCAN: Duration = Duration::from_secs(60);
+/// How many pods' publications may be in flight at once: enough that one slow pod never holds
+/// up the rest, few enough that an agent catching up after an outage never floods the API server.
+pub const IN_FLIGHT: usize = 4;
 /// First and last retry delay while the API server fails.
 const BACKOFF: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(30));
 
@@ -61,48 +77,156 @@ pub fn pod_of(file_name: &str) -> Option<PodKey> {
         .then(|| PodKey { namespace: namespace.into(), name: name.into() })
 }
 
-/// The pod's newest status file (by modification time, then name) and its document; `None`
-/// when it has none.
-pub fn newest(dir: &Path, pod: &PodKey) -> Option<(PathBuf, Result<String, String>)> {
-    let prefix = format!("{}_{}_", pod.namespace, pod.name);
-    let mut best: Option<(SystemTime, PathBuf)> = None;
-    for e in std::fs::read_dir(dir).ok()?.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !name.starts_with(&prefix) || pod_of(&name).as_ref() != Some(pod) {
-            continue;
-        }
-        let Ok(modified) = e.metadata().and_then(|m| m.modified()) else { continue };
-        let path = e.path();
-        if best.as_ref().is_none_or(|(t, p)| (modified, &path) > (*t, p)) {
-            best = Some((modified, path));
-        }
-    }
-    let (_, path) = best?;
-    let doc =
-        cni_runtime::files::read_regular(&path, cni_runtime::files::MAX_CONFIG_FILE, cni_runtime::files::Links::Refuse)
-            .map_err(|e| e.to_string())
-            .and_then(|b| document(&b));
-    Some((path, doc))
+/// One version of a status file: which file, and its modification time and size. A new
+/// document is a new version (the delegator renames a new file into place).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version {
+    /// The file.
+    pub path: PathBuf,
+    /// Its modification time.
+    pub modified: SystemTime,
+    /// Its size.
+    pub len: u64,
 }
 
-/// The annotation's value from a file's bytes: the NPWG document (a JSON list) as written,
-/// without the final newline.
-pub fn document(bytes: &[u8]) -> Result<String, String> {
+/// The pod's newest status file (by modification time, then name); `None` when it has none.
+pub fn newest(dir: &Path, pod: &PodKey) -> Option<Version> {
+    newest_of(dir).remove(pod)
+}
+
+/// Every pod's newest status file: one `read_dir` and a `stat` per file.
+pub fn newest_of(dir: &Path) -> BTreeMap<PodKey, Version> {
+    let mut best: BTreeMap<PodKey, Version> = BTreeMap::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let Some(pod) = pod_of(&e.file_name().to_string_lossy()) else { continue };
+        let Ok(meta) = e.metadata() else { continue };
+        let Ok(modified) = meta.modified() else { continue };
+        let v = Version { path: e.path(), modified, len: meta.len() };
+        match best.get(&pod) {
+            Some(b) if (b.modified, &b.path) >= (v.modified, &v.path) => {}
+            _ => {
+                best.insert(pod, v);
+            }
+        }
+    }
+    best
+}
+
+/// A status file's content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Document {
+    /// `podUID`: the pod the delegator attached (`K8S_POD_UID`); `None` in a file of an older
+    /// delegator, or when the runtime did not pass it.
+    pub pod_uid: Option<String>,
+    /// The annotation's value: the NPWG document (a JSON list) as the delegator wrote it.
+    pub status: String,
+}
+
+/// The file as the delegator writes it: `{"networkStatus": [...], "podUID": "..."}`; or, from
+/// a delegator before the UID was recorded, the bare list (without its final newline).
+pub fn document(bytes: &[u8]) -> Result<Document, String> {
+    #[derive(serde::Deserialize)]
+    struct File<'a> {
+        #[serde(rename = "networkStatus", borrow)]
+        network_status: &'a serde_json::value::RawValue,
+        #[serde(rename = "podUID", default)]
+        pod_uid: Option<String>,
+    }
     let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_string())?;
     let text = text.strip_suffix('\n').unwrap_or(text);
-    match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(serde_json::Value::Array(_)) => Ok(text.to_string()),
-        Ok(_) => Err("not a JSON list (an NPWG network-status document is one)".into()),
+    let list = |raw: &str| match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(serde_json::Value::Array(_)) => Ok(raw.to_string()),
+        Ok(_) => Err("not a JSON list (an NPWG network-status document is one)".to_string()),
         Err(e) => Err(format!("not JSON: {e}")),
+    };
+    if text.trim_start().starts_with('{') {
+        let f: File = serde_json::from_str(text).map_err(|e| format!("not a network-status file: {e}"))?;
+        let status = list(f.network_status.get()).map_err(|e| format!("networkStatus: {e}"))?;
+        return Ok(Document { pod_uid: f.pod_uid.filter(|u| !u.is_empty()), status });
     }
+    Ok(Document { pod_uid: None, status: list(text)? })
 }
 
 /// What became of one attempt.
+#[derive(Debug)]
 enum Outcome {
-    /// Nothing more to do for this pod (published, already current, gone, or not ours).
+    /// Nothing more to do for this version (published, or given up on: logged once).
     Done,
-    /// Try again later (the API server failed).
+    /// Try again later (the API server failed or did not answer).
     Retry(String),
+}
+
+/// The publisher's state between events: which version of each pod was handled, which pods
+/// wait (and until when), which are in flight.
+#[derive(Debug, Default)]
+pub struct Queue {
+    handled: BTreeMap<PodKey, Version>,
+    waiting: BTreeMap<PodKey, (u32, Instant)>,
+    in_flight: BTreeSet<PodKey>,
+}
+
+impl Queue {
+    /// `pod` changed (inotify): publish it as soon as a slot is free.
+    pub fn wake(&mut self, pod: PodKey, now: Instant) {
+        let attempt = self.waiting.get(&pod).map_or(0, |(a, _)| *a);
+        self.waiting.insert(pod, (attempt, now));
+    }
+
+    /// A rescan (and the start-up scan): every pod whose newest file is not the version last
+    /// handled waits. Local reads only.
+    pub fn rescan(&mut self, newest: &BTreeMap<PodKey, Version>, now: Instant) {
+        for (pod, v) in newest {
+            if self.handled.get(pod) != Some(v) && !self.in_flight.contains(pod) {
+                self.waiting.entry(pod.clone()).or_insert((0, now));
+            }
+        }
+        // A pod whose files are all gone is forgotten: its next file is new.
+        self.handled.retain(|pod, _| newest.contains_key(pod));
+    }
+
+    /// The pods to start now (due, not in flight), up to the free slots.
+    pub fn due(&mut self, now: Instant) -> Vec<(PodKey, u32)> {
+        let free = IN_FLIGHT.saturating_sub(self.in_flight.len());
+        let ready: Vec<(PodKey, u32)> = self
+            .waiting
+            .iter()
+            .filter(|(p, (_, t))| *t <= now && !self.in_flight.contains(*p))
+            .take(free)
+            .map(|(p, (a, _))| (p.clone(), *a))
+            .collect();
+        for (p, _) in &ready {
+            self.waiting.remove(p);
+            self.in_flight.insert(p.clone());
+        }
+        ready
+    }
+
+    /// When the next waiting pod is due (in flight ones excepted).
+    pub fn next_due(&self) -> Option<Instant> {
+        self.waiting.iter().filter(|(p, _)| !self.in_flight.contains(*p)).map(|(_, (_, t))| *t).min()
+    }
+
+    /// An attempt ended: `version` handled (`Some`), or retry at `retry_at` with `attempt`.
+    fn finish(&mut self, pod: PodKey, result: Result<Option<Version>, (u32, Instant)>) {
+        self.in_flight.remove(&pod);
+        match result {
+            Ok(Some(v)) => {
+                self.handled.insert(pod, v);
+            }
+            Ok(None) => {
+                self.handled.remove(&pod);
+            }
+            Err((attempt, at)) => {
+                // A newer document woke it meanwhile: that one goes first, now.
+                self.waiting.entry(pod).or_insert((attempt, at));
+            }
+        }
+    }
+
+    /// Pods waiting or in flight (`braid_install_status_pending`).
+    pub fn pending(&self) -> usize {
+        self.waiting.keys().filter(|p| !self.in_flight.contains(*p)).count() + self.in_flight.len()
+    }
 }
 
 /// Publishes until the process ends.
@@ -115,50 +239,63 @@ pub async fn run(client: kube::Client, agent: Agent) {
         Ok(s) => Some(s),
         Err(e) => {
             crate::log(&format!(
-                "network-status: cannot watch {} ({e}); reading it every {} s instead",
+                "network-status: cannot watch {} ({e}); comparing its files' modification times every {} s instead",
                 agent.status_dir.display(),
-                RESCAN.as_secs()
+                agent.status_rescan.as_secs()
             ));
             None
         }
     };
-    // Pod → (attempt, when).
-    let mut queue: BTreeMap<PodKey, (u32, Instant)> = BTreeMap::new();
-    let mut rescan = tokio::time::interval(RESCAN);
+    let mut queue = Queue::default();
+    let mut running = FuturesUnordered::new();
+    // The first tick is at once: the start-up scan.
+    let mut rescan = tokio::time::interval(agent.status_rescan);
+    rescan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let due = queue.values().map(|(_, t)| *t).min();
+        let due = queue.next_due();
         tokio::select! {
             Some(ev) = async { match events.as_mut() { Some(s) => s.next().await, None => std::future::pending().await } } => {
                 match ev {
                     Ok(ev) => {
                         if let Some(pod) = ev.name.and_then(|n| pod_of(&n.to_string_lossy())) {
-                            queue.insert(pod, (0, Instant::now()));
+                            queue.wake(pod, Instant::now());
                         } else if ev.mask.contains(inotify::EventMask::Q_OVERFLOW) {
-                            enqueue_all(&agent.status_dir, &mut queue);
+                            queue.rescan(&newest_of(&agent.status_dir), Instant::now());
                         }
                     }
                     Err(e) => log_changed(&mut failing, format!("network-status: inotify: {e}")),
                 }
             }
-            _ = rescan.tick() => enqueue_all(&agent.status_dir, &mut queue),
-            _ = sleep_until(due), if due.is_some() => {
-                let now = Instant::now();
-                let ready: Vec<(PodKey, u32)> =
-                    queue.iter().filter(|(_, (_, t))| *t <= now).map(|(p, (a, _))| (p.clone(), *a)).collect();
-                for (pod, attempt) in ready {
-                    match publish(&client, &agent, &pod).await {
-                        Outcome::Done => {
-                            queue.remove(&pod);
-                        }
-                        Outcome::Retry(why) => {
-                            let delay = BACKOFF.0.saturating_mul(1 << attempt.min(8)).min(BACKOFF.1);
-                            log_changed(&mut failing, format!("network-status: {why}; retrying with backoff (pod start is not held up)"));
-                            queue.insert(pod, (attempt.saturating_add(1), Instant::now() + delay));
-                        }
+            _ = rescan.tick() => {
+                queue.rescan(&newest_of(&agent.status_dir), Instant::now());
+                agent.metrics.status_rescans.inc();
+            }
+            _ = sleep_until(due), if due.is_some() => {}
+            Some((pod, attempt, version, outcome)) = running.next(), if !running.is_empty() => {
+                let attempt: u32 = attempt;
+                let result = match outcome {
+                    Outcome::Done => Ok(version),
+                    Outcome::Retry(why) => {
+                        let delay = BACKOFF.0.saturating_mul(1 << attempt.min(8)).min(BACKOFF.1);
+                        log_changed(&mut failing, format!("network-status: {why}; retrying with backoff (pod start is not held up)"));
+                        Err((attempt.saturating_add(1), Instant::now() + delay))
                     }
-                }
+                };
+                queue.finish(pod, result);
             }
         }
+        for (pod, attempt) in queue.due(Instant::now()) {
+            let (client, agent) = (client.clone(), agent.clone());
+            running.push(async move {
+                let version = newest(&agent.status_dir, &pod);
+                let outcome = match &version {
+                    Some(v) => publish(&client, &agent, &pod, v).await,
+                    None => Outcome::Done,
+                };
+                (pod, attempt, version, outcome)
+            });
+        }
+        agent.metrics.pending.set(i64::try_from(queue.pending()).unwrap_or(i64::MAX));
     }
 }
 
@@ -169,67 +306,92 @@ async fn sleep_until(t: Option<Instant>) {
     }
 }
 
-fn enqueue_all(dir: &Path, queue: &mut BTreeMap<PodKey, (u32, Instant)>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for pod in entries.flatten().filter_map(|e| pod_of(&e.file_name().to_string_lossy())) {
-        queue.entry(pod).or_insert((0, Instant::now()));
-    }
-}
-
-/// One attempt for `pod`.
-async fn publish(client: &kube::Client, agent: &Agent, pod: &PodKey) -> Outcome {
-    let Some((path, doc)) = newest(&agent.status_dir, pod) else { return Outcome::Done };
-    let doc = match doc {
+/// One attempt for `pod`'s file `v`.
+async fn publish(client: &kube::Client, agent: &Agent, pod: &PodKey, v: &Version) -> Outcome {
+    let bytes = cni_runtime::files::read_regular(
+        &v.path,
+        cni_runtime::files::MAX_CONFIG_FILE,
+        cni_runtime::files::Links::Refuse,
+    )
+    .map_err(|e| e.to_string());
+    let doc = match bytes.and_then(|b| document(&b)) {
         Ok(d) => d,
         Err(why) => {
-            crate::log(&format!("network-status of pod {pod}: {} is not published: {why}", path.display()));
+            crate::log(&format!("network-status of pod {pod}: {} is not published: {why}", v.path.display()));
+            agent.metrics.file("invalid");
             return Outcome::Done;
         }
     };
     let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
-    let current = match api.get_opt(&pod.name).await {
-        Ok(Some(p)) => p,
-        Ok(None) => {
-            crate::log(&format!("network-status of pod {pod}: the pod is gone; nothing to publish"));
-            return Outcome::Done;
-        }
-        Err(e) => return retry_or_drop(pod, "reading", e),
+    let uid = match doc.pod_uid.clone() {
+        Some(uid) => uid,
+        None => match legacy_uid(agent, &api, pod, &doc).await {
+            Ok(Some(uid)) => uid,
+            Ok(None) => return Outcome::Done,
+            Err(f) => return failed(agent, pod, v, "reading", f),
+        },
     };
+    // The uid is a precondition: the API server refuses the patch if the pod of that name is
+    // another one (apimachinery's Preconditions.UID, answered 409 Conflict).
+    let patch = serde_json::json!({"metadata": {"uid": uid, "annotations": {ANNOTATION: doc.status}}});
+    match call(agent, Verb::patch, "pods", api.patch(&pod.name, &PatchParams::default(), &Patch::Merge(&patch))).await {
+        Ok(_) => {
+            crate::log(&format!("network-status of pod {pod}: published from {}", v.path.display()));
+            agent.metrics.file("published");
+            if let Ok(age) = SystemTime::now().duration_since(v.modified) {
+                agent.metrics.publish_latency.observe(age.as_secs_f64());
+            }
+            Outcome::Done
+        }
+        Err(f) if f.code() == Some(409) => {
+            crate::log(&format!(
+                "network-status of pod {pod}: not published from {}: the pod of that name is another pod now (the file is for UID {uid}: recreated under the same name?)",
+                v.path.display()
+            ));
+            agent.metrics.file("pod_replaced");
+            Outcome::Done
+        }
+        Err(f) => failed(agent, pod, v, "patching", f),
+    }
+}
+
+/// A file without a UID (an older delegator): the pod is read first, as before — bound to this
+/// node, not already showing the document — and its UID becomes the patch's precondition.
+async fn legacy_uid(agent: &Agent, api: &Api<Pod>, pod: &PodKey, doc: &Document) -> Result<Option<String>, Failure> {
+    let current = call(agent, Verb::get, "pods", api.get(&pod.name)).await?;
     let on = current.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or("");
     if on != agent.node {
         crate::log(&format!(
             "network-status of pod {pod}: not published, the pod is bound to node {on:?}, not this node {:?}",
             agent.node
         ));
-        return Outcome::Done;
+        agent.metrics.file("refused");
+        return Ok(None);
     }
-    if current.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION)) == Some(&doc) {
-        return Outcome::Done;
+    if current.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION)) == Some(&doc.status) {
+        agent.metrics.file("published");
+        return Ok(None);
     }
-    let patch = serde_json::json!({"metadata": {"annotations": {ANNOTATION: doc}}});
-    match api.patch(&pod.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-        Ok(_) => {
-            crate::log(&format!("network-status of pod {pod}: published from {}", path.display()));
-            Outcome::Done
-        }
-        Err(e) => retry_or_drop(pod, "patching", e),
-    }
+    Ok(current.metadata.uid)
 }
 
-/// A failed request: retried unless the API server's answer says a retry cannot help.
-fn retry_or_drop(pod: &PodKey, doing: &str, e: kube::Error) -> Outcome {
-    if let kube::Error::Api(status) = &e {
-        let code = status.code;
-        if code == 404 {
-            crate::log(&format!("network-status of pod {pod}: the pod is gone; nothing to publish"));
-            return Outcome::Done;
-        }
-        if (400..500).contains(&code) && code != 408 && code != 429 {
-            crate::log(&format!("network-status of pod {pod}: {doing} the pod was refused ({e}); not retried"));
-            return Outcome::Done;
-        }
+/// A failed request: retried unless the API server's answer says a retry cannot help; logged
+/// once for this version of the file.
+fn failed(agent: &Agent, pod: &PodKey, v: &Version, doing: &str, f: Failure) -> Outcome {
+    if f.code() == Some(404) {
+        crate::log(&format!(
+            "network-status of pod {pod}: the pod is gone; {} is not published (logged once)",
+            v.path.display()
+        ));
+        agent.metrics.file("pod_gone");
+        return Outcome::Done;
     }
-    Outcome::Retry(format!("{doing} pod {pod}: {e}"))
+    if !f.retryable() {
+        crate::log(&format!("network-status of pod {pod}: {doing} the pod was refused ({f}); not retried"));
+        agent.metrics.file("refused");
+        return Outcome::Done;
+    }
+    Outcome::Retry(format!("{doing} pod {pod}: {f}"))
 }
 
 #[cfg(test)]
@@ -254,10 +416,19 @@ mod tests {
     }
 
     #[test]
-    fn documents() {
-        assert_eq!(document(b"[{\"name\":\"x\"}]\n").unwrap(), "[{\"name\":\"x\"}]");
-        assert_eq!(document(b"[]").unwrap(), "[]");
-        assert!(document(b"{}\n").unwrap_err().contains("not a JSON list"));
+    fn documents_of_both_forms() {
+        let doc = |b: &[u8]| document(b).unwrap();
+        assert_eq!(doc(b"[{\"name\":\"x\"}]\n"), Document { pod_uid: None, status: "[{\"name\":\"x\"}]".into() });
+        assert_eq!(doc(b"[]").status, "[]");
+        // The delegator's form: the list exactly as written, and the UID.
+        let d = doc(b"{\"networkStatus\":[{\"name\":\"x\",\"ips\":[\"198.18.0.2\"]}],\"podUID\":\"u-1\"}\n");
+        assert_eq!(
+            d,
+            Document { pod_uid: Some("u-1".into()), status: "[{\"name\":\"x\",\"ips\":[\"198.18.0.2\"]}]".into() }
+        );
+        assert_eq!(doc(b"{\"networkStatus\":[]}").pod_uid, None);
+        assert!(document(b"{}\n").unwrap_err().contains("not a network-status file"));
+        assert!(document(b"{\"networkStatus\":{}}").unwrap_err().contains("not a JSON list"));
         assert!(document(b"[").unwrap_err().contains("not JSON"));
         assert!(document(&[0xff]).unwrap_err().contains("UTF-8"));
     }
@@ -274,8 +445,71 @@ mod tests {
         let t = SystemTime::now() - Duration::from_secs(60);
         std::fs::File::options().write(true).open(&old).unwrap().set_modified(t).unwrap();
         std::fs::write(d.join("ns_p_bbb.json"), "[2]\n").unwrap();
-        let (path, doc) = newest(&d, &pod).unwrap();
-        assert_eq!((path.file_name().unwrap().to_str().unwrap(), doc.unwrap()), ("ns_p_bbb.json", "[2]".to_string()));
+        let v = newest(&d, &pod).unwrap();
+        assert_eq!(v.path.file_name().unwrap().to_str().unwrap(), "ns_p_bbb.json");
+        assert_eq!(newest_of(&d).len(), 2);
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    fn pod(n: &str) -> PodKey {
+        PodKey { namespace: "ns".into(), name: n.into() }
+    }
+
+    fn version(n: &str, secs: u64) -> Version {
+        Version {
+            path: PathBuf::from(format!("/s/ns_{n}_c.json")),
+            modified: SystemTime::UNIX_EPOCH + Duration::from_secs(secs),
+            len: 10,
+        }
+    }
+
+    /// A rescan sends nothing for a file already handled: requests follow changes, not time.
+    #[test]
+    fn a_rescan_wakes_only_what_changed_since_it_was_handled() {
+        let now = Instant::now();
+        let mut q = Queue::default();
+        let files: BTreeMap<PodKey, Version> = [(pod("a"), version("a", 1)), (pod("b"), version("b", 1))].into();
+        q.rescan(&files, now);
+        let started = q.due(now);
+        assert_eq!(started.len(), 2, "start-up: every file once");
+        for (p, _) in started {
+            let v = files[&p].clone();
+            q.finish(p, Ok(Some(v)));
+        }
+        for _ in 0..3 {
+            q.rescan(&files, now);
+            assert!(q.due(now).is_empty(), "nothing changed, nothing to send");
+        }
+        let mut changed = files.clone();
+        changed.insert(pod("b"), version("b", 2));
+        q.rescan(&changed, now);
+        assert_eq!(q.due(now), vec![(pod("b"), 0)]);
+        assert_eq!(q.pending(), 1);
+    }
+
+    /// At most IN_FLIGHT at once; a pod retrying with backoff does not keep others waiting.
+    #[test]
+    fn bounded_in_flight_and_a_failing_pod_waits_alone() {
+        let now = Instant::now();
+        let mut q = Queue::default();
+        for i in 0..10 {
+            q.wake(pod(&format!("p{i}")), now);
+        }
+        let first = q.due(now);
+        assert_eq!(first.len(), IN_FLIGHT);
+        assert!(q.due(now).is_empty(), "no slot free");
+        // One fails: it waits for its backoff; the slot goes to the next pod at once.
+        let (failing, _) = first[0].clone();
+        q.finish(failing.clone(), Err((1, now + Duration::from_secs(30))));
+        let next = q.due(now);
+        assert_eq!(next.len(), 1);
+        assert_ne!(next[0].0, failing);
+        assert!(q.next_due().is_some_and(|t| t <= now), "others are due now");
+        // A pod in flight is never started twice; woken meanwhile, it goes again after.
+        let (busy, _) = first[1].clone();
+        q.wake(busy.clone(), now);
+        assert!(!q.due(now).iter().any(|(p, _)| *p == busy));
+        q.finish(busy.clone(), Ok(Some(version("x", 1))));
+        assert!(q.due(now).iter().any(|(p, _)| *p == busy));
     }
 }

@@ -334,6 +334,20 @@ impl StandIn {
         }
     }
 
+    /// From now on, every request `method path` (`"PATCH"`, `"/api/v1/namespaces/ns/pods/x"`)
+    /// is recorded as it arrives and then held unanswered, as by an API server that accepts a
+    /// request and never answers, until [`StandIn::release`]. A client that gives up and drops
+    /// the connection leaves it held.
+    pub fn hold(&self, method: &str, path: &str) {
+        self.shared.hold(method, path);
+    }
+
+    /// Answers the held requests `method path` (each as if it had arrived now), and every later
+    /// one at once.
+    pub fn release(&self, method: &str, path: &str) {
+        self.shared.release(method, path);
+    }
+
     /// Every event, as `v1` Events (see [`Snapshot::events`]).
     pub fn events(&self) -> Vec<Value> {
         let store = self.shared.lock();

@@ -106,6 +106,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             body: String::from_utf8_lossy(&body).into_owned(),
         })
     });
+    shared.wait_released(parts.method.as_str(), &path).await;
     if !authenticated(&parts.headers, &shared.token) {
         return ApiError::unauthorized().into_response();
     }

@@ -15,6 +15,9 @@ use tokio::sync::mpsc::UnboundedSender;
 /// What the server thread and the test share.
 pub(crate) struct Shared {
     store: Mutex<Store>,
+    /// Requests (method, path) answered only once released ([`crate::StandIn::hold`]).
+    holds: Mutex<Vec<(String, String)>>,
+    released: tokio::sync::watch::Sender<u64>,
     /// Notified after every change of the store (objects, requests, watches).
     pub changed: Condvar,
     pub token: String,
@@ -23,7 +26,39 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub fn new(token: String, bookmark_interval: Duration) -> Self {
-        Shared { store: Mutex::new(Store::new()), changed: Condvar::new(), token, bookmark_interval }
+        Shared {
+            store: Mutex::new(Store::new()),
+            holds: Mutex::new(Vec::new()),
+            released: tokio::sync::watch::Sender::new(0),
+            changed: Condvar::new(),
+            token,
+            bookmark_interval,
+        }
+    }
+
+    fn held(&self, method: &str, path: &str) -> bool {
+        self.holds.lock().unwrap_or_else(PoisonError::into_inner).iter().any(|(m, p)| m == method && p == path)
+    }
+
+    /// Holds every request `method path` from now on, until [`Shared::release`].
+    pub fn hold(&self, method: &str, path: &str) {
+        self.holds.lock().unwrap_or_else(PoisonError::into_inner).push((method.into(), path.into()));
+    }
+
+    /// Answers the held requests `method path`, and every later one at once.
+    pub fn release(&self, method: &str, path: &str) {
+        self.holds.lock().unwrap_or_else(PoisonError::into_inner).retain(|(m, p)| !(m == method && p == path));
+        self.released.send_modify(|n| *n += 1);
+    }
+
+    /// Waits while `method path` is held (at once when it is not).
+    pub async fn wait_released(&self, method: &str, path: &str) {
+        let mut rx = self.released.subscribe();
+        while self.held(method, path) {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
     }
 
     /// The store, locked. A panic elsewhere (a failed assertion in a test's closure) leaves

@@ -22,6 +22,8 @@ struct Report {
     networks: Vec<StatusNetwork>,
     /// The network-status document's path (Kubernetes selection on, and a Kubernetes pod).
     status: Option<PathBuf>,
+    /// `K8S_POD_UID`, recorded beside the document.
+    pod_uid: Option<String>,
 }
 
 impl Plugin for Delegator {
@@ -51,9 +53,9 @@ impl Plugin for Delegator {
             braid_attach::delegates::validate(&config.delegates)?;
         }
         let mode = result_mode(&config.conf, config.delegates.len())?;
-        let status =
-            kube.as_ref().and_then(|k| status::path(&k.status_dir, &Pod::from_args(&args.args), &args.container_id));
-        let report = Report { mode, networks, status };
+        let pod = Pod::from_args(&args.args);
+        let status = kube.as_ref().and_then(|k| status::path(&k.status_dir, &pod, &args.container_id));
+        let report = Report { mode, networks, status, pod_uid: pod.uid };
         let mut m = MetaCommand::new(config, args, &RULES)?;
         if let Some(line) = info {
             m.log.info(line);
@@ -204,7 +206,7 @@ fn finish(m: &mut MetaCommand, args: &CmdArgs, report: &Report, results: &[AnyRe
             .zip(&report.networks)
             .map(|((r, d), l)| (r, d.ifname.as_str(), l))
             .collect();
-        status::write(path, &status::document(&atts, &links))?;
+        status::write(path, &status::file(status::document(&atts, &links), report.pod_uid.as_deref()))?;
     }
     Ok(result)
 }

@@ -87,6 +87,9 @@ pub struct Pod {
     pub namespace: Option<String>,
     /// `K8S_POD_NAME`.
     pub name: Option<String>,
+    /// `K8S_POD_UID` (containerd and CRI-O pass it): which pod of that name, recorded in the
+    /// network-status file so the node agent publishes it to that pod and no later one.
+    pub uid: Option<String>,
 }
 
 impl Pod {
@@ -98,6 +101,7 @@ impl Pod {
             match pair {
                 ("K8S_POD_NAMESPACE", v) if !v.is_empty() => pod.namespace = Some(v.to_string()),
                 ("K8S_POD_NAME", v) if !v.is_empty() => pod.name = Some(v.to_string()),
+                ("K8S_POD_UID", v) if !v.is_empty() => pod.uid = Some(v.to_string()),
                 _ => {}
             }
         }

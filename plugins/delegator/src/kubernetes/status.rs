@@ -2,6 +2,13 @@
 //! list with one entry per sandbox interface of every attachment, written after ADD to
 //! `<statusDir>/<K8S_POD_NAMESPACE>_<K8S_POD_NAME>_<CNI_CONTAINERID>.json` and removed by DEL.
 //!
+//! The file is `{"networkStatus": <the document>, "podUID": <K8S_POD_UID>}` ([`file`]; `podUID`
+//! only when the runtime passed it): the name of a pod is not its identity — a StatefulSet pod
+//! deleted and created again on the same node has the same name and a new UID — and the node
+//! agent publishes the document only to the pod with that UID (the API server refuses a patch
+//! whose `metadata.uid` differs). Delegators before this wrote the bare list; the agent still
+//! reads that form.
+//!
 //! Written atomically (a temporary file in the same directory, fsynced, renamed over), mode
 //! 0644 in a 0755 directory: it holds what the pod's annotation would show anyone who may read
 //! the pod (names, IPs, MACs, DNS) and nothing secret, and a node agent that publishes it need
@@ -107,7 +114,17 @@ fn io(path: &Path, what: &str, e: std::io::Error) -> CniError {
     CniError::new(cni_types::error::IO_FAILURE, format!("network-status {}: {what}: {e}", path.display()))
 }
 
-/// Writes `doc` to `path` atomically (0644; the directory is created 0755).
+/// The file's content: the document and, when the runtime passed `K8S_POD_UID`, the pod's UID.
+pub fn file(doc: Value, pod_uid: Option<&str>) -> Value {
+    let mut o = Map::new();
+    o.insert("networkStatus".into(), doc);
+    if let Some(uid) = pod_uid {
+        o.insert("podUID".into(), uid.into());
+    }
+    Value::Object(o)
+}
+
+/// Writes `doc` ([`file`]) to `path` atomically (0644; the directory is created 0755).
 pub fn write(path: &Path, doc: &Value) -> Result<(), CniError> {
     let dir = path.parent().unwrap_or(Path::new("/"));
     std::fs::DirBuilder::new().recursive(true).mode(0o755).create(dir).map_err(|e| io(dir, "creating", e))?;

@@ -446,12 +446,14 @@ fn the_kubernetes_block() {
 #[test]
 fn pods_and_status_paths() {
     let p = Pod::from_args("K8S_POD_NAMESPACE=a;K8S_POD_NAME=web-0.x;K8S_POD_NAMESPACE=team-a");
-    assert_eq!((p.namespace.as_deref(), p.name.as_deref()), (Some("team-a"), Some("web-0.x")));
+    assert_eq!((p.namespace.as_deref(), p.name.as_deref(), p.uid.as_deref()), (Some("team-a"), Some("web-0.x"), None));
+    let with_uid = Pod::from_args("K8S_POD_NAMESPACE=a;K8S_POD_NAME=b;K8S_POD_UID=0b9a-77");
+    assert_eq!(with_uid.uid.as_deref(), Some("0b9a-77"));
     let dir = Path::new("/s");
     assert_eq!(status::path(dir, &p, "c1"), Some(PathBuf::from("/s/team-a_web-0.x_c1.json")));
     assert_eq!(status::path(dir, &Pod::from_args("K8S_POD_NAME=x"), "c1"), None);
     for bad in ["..", "a/b", ".x", ""] {
-        let pod = Pod { namespace: Some("ns".into()), name: Some(bad.into()) };
+        let pod = Pod { namespace: Some("ns".into()), name: Some(bad.into()), uid: None };
         assert_eq!(status::path(dir, &pod, "c1"), None, "{bad}");
     }
 }
@@ -495,9 +497,10 @@ fn status_documents_one_entry_per_sandbox_interface() {
     );
     let d = Dir::new("status");
     let path = d.0.join("deep/team-a_web_c.json");
-    status::write(&path, &doc).unwrap();
+    status::write(&path, &status::file(doc.clone(), Some("5f0c-uid"))).unwrap();
     let back: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    assert_eq!(back, doc);
+    assert_eq!(back, json!({"networkStatus": doc, "podUID": "5f0c-uid"}));
+    assert_eq!(status::file(json!([]), None), json!({"networkStatus": []}), "no podUID without K8S_POD_UID");
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o644);
     assert_eq!(std::fs::read_dir(path.parent().unwrap()).unwrap().count(), 1, "no temporary file left");
