@@ -225,9 +225,24 @@ fn the_shipped_rbac_and_admission_policy_are_enforced_by_the_api_server() {
     let token = agent_token(&c, "node1");
     let patch = |pod: &str, p: Value| as_token(&c, &token, &["patch", "pod", pod, "-n", &ns.name, "--type=merge", "-p", &p.to_string()]);
 
-    let (ok, said) = patch("on-1", json!({"metadata": {"annotations": {NETWORK_STATUS: "[]"}}}));
-    assert!(ok, "the agent's own token may set network-status on its node's pod: {said}");
+    // Set, change, remove: the one annotation, on its own node's pod.
+    for (what, value) in [("set", json!("[]")), ("change", json!("[{\"name\":\"x\"}]")), ("remove", Value::Null)] {
+        let (ok, said) = patch("on-1", json!({"metadata": {"annotations": {NETWORK_STATUS: value}}}));
+        assert!(ok, "the agent's own token may {what} network-status on its node's pod: {said}");
+    }
+    // A pod no scheduler can bind (its nodeSelector matches no node): not bound to any node.
+    let mut unbound: Value = serde_json::from_str(&pod(&ns.name, "unbound", "node1", None)).unwrap();
+    unbound["spec"].as_object_mut().unwrap().remove("nodeName");
+    unbound["spec"]["nodeSelector"] = json!({"braid.io/no-such-node": "true"});
+    c.apply(&unbound.to_string());
     for (what, pod, p, words) in [
+        (
+            "an unbound pod",
+            "unbound",
+            json!({"metadata": {"annotations": {NETWORK_STATUS: "[]"}}}),
+            "is not bound to a node",
+        ),
+        ("a finalizer", "on-1", json!({"metadata": {"finalizers": ["braid.io/x"]}}), "not metadata.finalizers"),
         ("a label", "on-1", json!({"metadata": {"labels": {"x": "y"}}}), "not metadata.labels"),
         ("another annotation", "on-1", json!({"metadata": {"annotations": {"x": "y"}}}), "not x"),
         ("the spec", "on-1", json!({"spec": {"activeDeadlineSeconds": 100000}}), "not its spec"),
@@ -250,6 +265,8 @@ fn the_shipped_rbac_and_admission_policy_are_enforced_by_the_api_server() {
         &["patch", "pod", "on-1", "-n", &ns.name, "--type=merge", "-p", &json!({"metadata": {"annotations": {NETWORK_STATUS: "[]"}}}).to_string()],
     );
     assert!(!ok && said.contains("this request's credentials name no node"), "{said}");
+    // The policy holds braid's ServiceAccount only: the admin still labels the pod.
+    c.ok(&["label", "pod", "on-1", "-n", &ns.name, "braid.io/labelled=yes"]);
 
     // RBAC: exactly the documented grants.
     let list = c.ok(&["auth", "can-i", "--list", "--as=system:serviceaccount:kube-system:braid"]);
@@ -591,4 +608,67 @@ fn with_two_nodes_each_agent_publishes_only_its_own_pods_and_mirrors_every_nad()
             assert_eq!(e["responseStatus"]["code"], 200, "{e:#}");
         }
     }
+}
+
+/// A metric of braid's agent on a node (`/metrics` on 127.0.0.1:9464 there), summed over labels.
+fn agent_metric(c: &Cluster, node: &str, name: &str) -> f64 {
+    let out = c.on_node(node, "curl", &["-sf", "http://127.0.0.1:9464/metrics"]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The agent's completed requests after audit event `mark`, from `node`'s agent, as
+/// `verb resource` strings.
+fn requests_of(c: &Cluster, node: &str, mark: usize) -> Vec<String> {
+    agent_requests(c)
+        .into_iter()
+        .skip(mark)
+        .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["extra"]["authentication.kubernetes.io/node-name"][0] == node)
+        .map(|e| format!("{} {}", e["verb"].as_str().unwrap_or(""), e["objectRef"]["resource"].as_str().unwrap_or("")))
+        .collect()
+}
+
+#[test]
+fn the_agent_sends_one_patch_per_pod_start_and_no_request_at_rest() {
+    let Some(c) = Cluster::lock("the_agent_sends_one_patch_per_pod_start_and_no_request_at_rest") else {
+        return;
+    };
+    // A short safety-net period (--status-rescan 2), so that several pass in the test; the
+    // DaemonSet as shipped afterwards.
+    let ds = c.get(&["daemonset", "braid-install", "-n", "kube-system"]);
+    let args = ds["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    let set_args = |a: &Value| {
+        let patch = json!([{"op": "replace", "path": "/spec/template/spec/containers/0/args", "value": a}]);
+        c.ok(&["patch", "daemonset", "braid-install", "-n", "kube-system", "--type=json", "-p", &patch.to_string()]);
+        c.ok(&["rollout", "status", "daemonset/braid-install", "-n", "kube-system", "--timeout=240s"]);
+    };
+    let mut short = args.clone();
+    short.as_array_mut().unwrap().extend([json!("--status-rescan"), json!("2")]);
+    set_args(&short);
+    let _restore = Defer(|| set_args(&args));
+
+    let ns = c.namespace("braid-count");
+    let mark = agent_requests(&c).len();
+    for i in 0..3 {
+        c.apply(&pod(&ns.name, &format!("p{i}"), "node1", Some("default/isolated")));
+    }
+    for i in 0..3 {
+        wait_status(&c, &ns.name, &format!("p{i}"), "node1");
+    }
+    // Let the rescans run over the published files, then count.
+    let rescans = agent_metric(&c, "node1", "braid_install_status_rescans_total");
+    c.wait("two rescans", || agent_metric(&c, "node1", "braid_install_status_rescans_total") >= rescans + 2.0, || c.agent_log("node1"));
+    let started: Vec<String> = requests_of(&c, "node1", mark).into_iter().filter(|r| r.ends_with(" pods")).collect();
+    assert_eq!(started, ["patch pods"; 3], "per pod start: one patch, nothing else");
+    eprintln!("requests of node1's agent for 3 pod starts: {:?}", requests_of(&c, "node1", mark));
+
+    // At rest: five more rescan periods with 3 published pods — no request at all.
+    let rest = agent_requests(&c).len();
+    let rescans = agent_metric(&c, "node1", "braid_install_status_rescans_total");
+    c.wait("five rescans at rest", || agent_metric(&c, "node1", "braid_install_status_rescans_total") >= rescans + 5.0, || c.agent_log("node1"));
+    let at_rest: Vec<String> = requests_of(&c, "node1", rest).into_iter().filter(|r| r != "watch network-attachment-definitions").collect();
+    assert_eq!(at_rest, Vec::<String>::new(), "node1's agent at rest");
 }
