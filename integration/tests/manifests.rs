@@ -302,7 +302,7 @@ fn every_manifest_is_in_its_kustomization() {
 }
 
 /// The README's table of what API mode grants states exactly these rules, and both READMEs say
-/// which Kubernetes versions the policy needs and that the API side met a stand-in only.
+/// which Kubernetes versions the policy needs and which real ones braid was tested on.
 #[test]
 fn readmes_state_the_rules_and_their_limits() {
     let root = manifests::deploy_dir().join("../..");
@@ -319,11 +319,19 @@ fn readmes_state_the_rules_and_their_limits() {
     }
     assert_eq!(stated, grants(&agents_rules()), "README.md's table of grants");
     let install = std::fs::read_to_string(root.join("braid-install/README.md")).unwrap();
+    // The versions the real node pins (integration/node/*/go.mod), as the docs must name them.
+    let pinned = |module: &str, dir: &str| {
+        let gomod = std::fs::read_to_string(root.join("integration/node").join(dir).join("go.mod")).unwrap();
+        let line = gomod.lines().find(|l| l.trim_start().starts_with(&format!("{module} v"))).unwrap();
+        line.split_whitespace().nth(1).unwrap().to_string()
+    };
+    let kubernetes = format!("Kubernetes {}", pinned("k8s.io/kubernetes", "kubernetes"));
+    let containerd = format!("containerd {}", pinned("github.com/containerd/containerd/v2", "containerd"));
     for (file, text) in [("README.md", &readme), ("braid-install/README.md", &install)] {
         // Words, whatever the line breaks.
         let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
         for want in
-            ["1.32 or later", "ServiceAccountTokenPodNodeInfo", "integration/apiserver", "not a real API server"]
+            ["1.32 or later", "ServiceAccountTokenPodNodeInfo", &kubernetes, &containerd, "scripts/node.sh up 2"]
         {
             assert!(text.contains(want), "{file} lacks {want:?}");
         }
