@@ -391,7 +391,10 @@ fn with_the_api_server_stopped_pods_start_from_the_node_mirror_and_get_their_sta
     c.node_sh(&["start", "kube-apiserver"]);
     c.wait("the API server back", || c.kubectl(&["get", "--raw", "/readyz"]).status.success(), || c.log("kube-apiserver"));
     let st = wait_status(&c, &ns.name, "starting", "node1");
-    assert_eq!(st, doc, "the published status is the node's document");
+    // The file: {"networkStatus": [...], "podUID": "..."} (the delegator's document and the
+    // pod it was made for); the annotation is the document, on that pod.
+    assert_eq!(st, doc["networkStatus"], "the published status is the node's document");
+    assert_eq!(doc["podUID"], c.get(&["pod", "starting", "-n", &ns.name])["metadata"]["uid"]);
     wait_running(&c, &ns.name, "starting");
 }
 
