@@ -32,7 +32,8 @@
 # Services in 198.18.200.0/24) and a mount namespace in which those paths, /run and the
 # kernel tunables the kubelet writes (kernel.panic, kernel.panic_on_oops,
 # vm.overcommit_memory: not namespaced) are files of its own under BRAID_NODE_DIR. The
-# kubelet's cgroups are below /braid-nodeN. The API server is reachable only from inside the
+# kubelet's cgroups are below /braid-<cluster>-nodeN (<cluster>: the directory's name, so two
+# clusters never share one). The API server is reachable only from inside the
 # nodes' network namespaces: the kubectl this prints enters node1's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,6 +51,8 @@ die() { printf 'node.sh: %s\n' "$*" >&2; exit 1; }
 node_ip() { echo "198.18.0.$1"; }
 pod_cidr() { echo "198.18.$((64 + $1)).0/24"; }
 nodes() { cat "$D/nodes" 2>/dev/null || echo 0; }
+# Node N's cgroup, below the root of every hierarchy.
+cgroup() { local b; b="$(basename "$D")"; echo "braid-${b//[^A-Za-z0-9-]/-}-node$1"; }
 
 # Runs a command in node N's namespaces (node 1 also holds the control plane).
 in_node() {
@@ -248,7 +251,7 @@ mounts() {
 cgroups() {
   local n="$1" c
   for c in /sys/fs/cgroup/*/; do
-    if [ "$(basename "$c")" != unified ]; then mkdir -p "$c/braid-node$n"; fi
+    if [ "$(basename "$c")" != unified ]; then mkdir -p "$c/$(cgroup "$n")"; fi
   done
 }
 
@@ -397,7 +400,7 @@ authentication:
   x509: {clientCAFile: "$D/pki/ca.crt"}
 authorization: {mode: Webhook}
 cgroupDriver: cgroupfs
-cgroupRoot: /braid-node$n
+cgroupRoot: /$(cgroup "$n")
 failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
@@ -512,9 +515,9 @@ cluster_pids() {
     done
   done
   for n in $(seq 1 "$(nodes)"); do
-    cat /sys/fs/cgroup/pids/braid-node"$n"/cgroup.procs /sys/fs/cgroup/pids/braid-node"$n"/*/cgroup.procs \
-      /sys/fs/cgroup/pids/braid-node"$n"/*/*/cgroup.procs /sys/fs/cgroup/pids/braid-node"$n"/*/*/*/cgroup.procs \
-      /sys/fs/cgroup/pids/braid-node"$n"/*/*/*/*/cgroup.procs 2>/dev/null || true
+    local g="/sys/fs/cgroup/pids/$(cgroup "$n")"
+    cat "$g"/cgroup.procs "$g"/*/cgroup.procs "$g"/*/*/cgroup.procs "$g"/*/*/*/cgroup.procs \
+      "$g"/*/*/*/*/cgroup.procs 2>/dev/null || true
   done
 }
 
@@ -536,7 +539,7 @@ down() {
   done
   for n in $(seq 1 "$(nodes)"); do
     local c
-    for c in /sys/fs/cgroup/*/braid-node"$n"; do
+    for c in /sys/fs/cgroup/*/"$(cgroup "$n")"; do
       if [ -d "$c" ]; then find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
     done
   done

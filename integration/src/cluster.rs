@@ -106,11 +106,7 @@ impl Cluster {
     /// `kubectl apply -f -` of these manifests (JSON or YAML).
     pub fn apply(&self, manifest: &str) -> String {
         let out = self.kubectl_in(&["apply", "-f", "-"], Some(manifest));
-        assert!(
-            out.status.success(),
-            "kubectl apply failed: {}\n{manifest}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "kubectl apply failed: {}\n{manifest}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 

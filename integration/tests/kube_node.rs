@@ -38,7 +38,15 @@ fn bridge(name: &str, bridge: &str, net: u8) -> Value {
 
 /// The pod's network-status annotation, parsed (None until the agent has published it).
 fn status(c: &Cluster, ns: &str, name: &str) -> Option<Value> {
-    let out = c.kubectl(&["get", "pod", name, "-n", ns, "-o", &format!("jsonpath={{.metadata.annotations.{}}}", NETWORK_STATUS.replace('.', "\\."))]);
+    let out = c.kubectl(&[
+        "get",
+        "pod",
+        name,
+        "-n",
+        ns,
+        "-o",
+        &format!("jsonpath={{.metadata.annotations.{}}}", NETWORK_STATUS.replace('.', "\\.")),
+    ]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     (out.status.success() && !text.trim().is_empty()).then(|| serde_json::from_str(&text).unwrap())
 }
@@ -97,11 +105,15 @@ fn status_matches_pod(st: &Value, inside: &BTreeMap<String, (String, Vec<String>
     let mut names = BTreeMap::new();
     for e in st.as_array().unwrap() {
         let ifname = e["interface"].as_str().unwrap_or_else(|| panic!("entry without interface: {st}"));
-        let (mac, addrs) = inside.get(ifname).unwrap_or_else(|| panic!("{ifname} of {st} is not in the pod: {inside:?}"));
+        let (mac, addrs) =
+            inside.get(ifname).unwrap_or_else(|| panic!("{ifname} of {st} is not in the pod: {inside:?}"));
         assert_eq!(e["mac"].as_str(), Some(mac.as_str()), "MAC of {ifname}: {st} vs {inside:?}");
         let ips: Vec<&str> = e["ips"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
         for ip in &ips {
-            assert!(addrs.iter().any(|a| a.split('/').next() == Some(*ip)), "{ip} of {ifname} not in the pod: {inside:?}");
+            assert!(
+                addrs.iter().any(|a| a.split('/').next() == Some(*ip)),
+                "{ip} of {ifname} not in the pod: {inside:?}"
+            );
         }
         assert!(!ips.is_empty(), "no IPs for {ifname}: {st}");
         names.insert(ifname.to_string(), e["name"].as_str().unwrap().to_string());
@@ -134,7 +146,8 @@ fn nads_of_two_namespaces_and_the_configmap_give_pods_their_networks_and_network
             &format!("NADs mirrored on {node}"),
             || {
                 let f = c.files_on(&node, "/etc/cni/braid.d");
-                f.contains(&"braid-nets/net-a.conflist".to_string()) && f.contains(&"default/net-file.conflist".to_string())
+                f.contains(&"braid-nets/net-a.conflist".to_string())
+                    && f.contains(&"default/net-file.conflist".to_string())
             },
             || c.agent_log(&node),
         );
@@ -154,7 +167,10 @@ fn nads_of_two_namespaces_and_the_configmap_give_pods_their_networks_and_network
         let started = Instant::now();
         c.apply(&pod("braid-nets", name, "node1", Some(networks)));
         let st = wait_status(&c, "braid-nets", name, "node1");
-        eprintln!("pod braid-nets/{name}: network-status on the pod object {:?} after kubectl apply returned", started.elapsed());
+        eprintln!(
+            "pod braid-nets/{name}: network-status on the pod object {:?} after kubectl apply returned",
+            started.elapsed()
+        );
         let _ = st;
     }
     for (name, _, expected) in &pods {
@@ -223,7 +239,9 @@ fn the_shipped_rbac_and_admission_policy_are_enforced_by_the_api_server() {
     c.apply(&pod("braid-policy", "on-1", "node1", None));
     c.apply(&pod("braid-policy", "on-2", "node2", None));
     let token = agent_token(&c, "node1");
-    let patch = |pod: &str, p: Value| as_token(&c, &token, &["patch", "pod", pod, "-n", &ns.name, "--type=merge", "-p", &p.to_string()]);
+    let patch = |pod: &str, p: Value| {
+        as_token(&c, &token, &["patch", "pod", pod, "-n", &ns.name, "--type=merge", "-p", &p.to_string()])
+    };
 
     // Set, change, remove: the one annotation, on its own node's pod.
     for (what, value) in [("set", json!("[]")), ("change", json!("[{\"name\":\"x\"}]")), ("remove", Value::Null)] {
@@ -255,14 +273,26 @@ fn the_shipped_rbac_and_admission_policy_are_enforced_by_the_api_server() {
     ] {
         let (ok, said) = patch(pod, p);
         assert!(!ok, "{what} was admitted: {said}");
-        assert!(said.contains("ValidatingAdmissionPolicy 'braid-node-agent'") && said.contains(words), "{what}: {said}");
+        assert!(
+            said.contains("ValidatingAdmissionPolicy 'braid-node-agent'") && said.contains(words),
+            "{what}: {said}"
+        );
     }
     // A token of the same ServiceAccount that names no node (not bound to a pod).
     let unbound = c.ok(&["create", "token", "braid", "-n", "kube-system"]).trim().to_string();
     let (ok, said) = as_token(
         &c,
         &unbound,
-        &["patch", "pod", "on-1", "-n", &ns.name, "--type=merge", "-p", &json!({"metadata": {"annotations": {NETWORK_STATUS: "[]"}}}).to_string()],
+        &[
+            "patch",
+            "pod",
+            "on-1",
+            "-n",
+            &ns.name,
+            "--type=merge",
+            "-p",
+            &json!({"metadata": {"annotations": {NETWORK_STATUS: "[]"}}}).to_string(),
+        ],
     );
     assert!(!ok && said.contains("this request's credentials name no node"), "{said}");
     // The policy holds braid's ServiceAccount only: the admin still labels the pod.
@@ -307,7 +337,9 @@ fn deleting_pods_leaves_no_interface_reservation_state_or_status_file() {
     for i in 0..3 {
         wait_status(&c, "braid-del", &format!("p{i}"), "node1");
     }
-    let reserved = |c: &Cluster| c.files_on("node1", "/var/lib/cni/networks/isolated").into_iter().filter(|f| f.starts_with("198.")).count();
+    let reserved = |c: &Cluster| {
+        c.files_on("node1", "/var/lib/cni/networks/isolated").into_iter().filter(|f| f.starts_with("198.")).count()
+    };
     assert_eq!(reserved(&c), 3);
     // The namespace is gone once its pods' objects are; the kubelet stops their sandboxes (the
     // runtime's CNI DEL) on its own schedule, so wait for that, then look for anything left.
@@ -320,7 +352,10 @@ fn deleting_pods_leaves_no_interface_reservation_state_or_status_file() {
     let left = |dir: &str| c.files_on("node1", dir).into_iter().filter(|f| f.contains("braid-del")).collect::<Vec<_>>();
     assert_eq!(left("/run/braid/network-status"), Vec::<String>::new());
     assert!(c.files_on("node1", "/var/lib/cni/braid").iter().all(|f| !f.contains("braid-del")));
-    assert_eq!(c.files_on("node1", "/var/lib/cni/networks/isolated").iter().filter(|f| f.starts_with("198.")).count(), 0);
+    assert_eq!(
+        c.files_on("node1", "/var/lib/cni/networks/isolated").iter().filter(|f| f.starts_with("198.")).count(),
+        0
+    );
 }
 
 /// braid-fault (integration/src/bin) on every node's CNI bin dir, for the networks that must
@@ -345,21 +380,22 @@ fn gated(name: &str, net: u8, gate: &str, calls: &str) -> Value {
 
 /// The delegator's status files of a pod on a node (`<ns>_<pod>_<sandbox>.json`).
 fn status_files(c: &Cluster, node: &str, ns: &str, pod: &str) -> Vec<String> {
-    c.files_on(node, "/run/braid/network-status").into_iter().filter(|f| f.starts_with(&format!("{ns}_{pod}_"))).collect()
+    c.files_on(node, "/run/braid/network-status")
+        .into_iter()
+        .filter(|f| f.starts_with(&format!("{ns}_{pod}_")))
+        .collect()
 }
 
 /// The API server's audit events of braid's agents (their ServiceAccount), by verb and resource.
 fn agent_requests(c: &Cluster) -> Vec<Value> {
-    c.audit()
-        .into_iter()
-        .filter(|e| e["user"]["username"] == "system:serviceaccount:kube-system:braid")
-        .collect()
+    c.audit().into_iter().filter(|e| e["user"]["username"] == "system:serviceaccount:kube-system:braid").collect()
 }
 
 #[test]
 fn with_the_api_server_stopped_pods_start_from_the_node_mirror_and_get_their_status_once_it_is_back() {
-    let Some(c) = Cluster::lock("with_the_api_server_stopped_pods_start_from_the_node_mirror_and_get_their_status_once_it_is_back")
-    else {
+    let Some(c) = Cluster::lock(
+        "with_the_api_server_stopped_pods_start_from_the_node_mirror_and_get_their_status_once_it_is_back",
+    ) else {
         return;
     };
     install_fault_plugin(&c);
@@ -377,19 +413,32 @@ fn with_the_api_server_stopped_pods_start_from_the_node_mirror_and_get_their_sta
     );
     c.apply(&pod(&ns.name, "starting", "node1", Some("gated")));
     // The pod's ADD is under way (held at the gate) when the API server goes.
-    c.wait("the pod's ADD at the gate", || c.read_on("node1", calls).is_some_and(|l| l.contains("\"ADD\"")), || c.log("kubelet-node1"));
+    c.wait(
+        "the pod's ADD at the gate",
+        || c.read_on("node1", calls).is_some_and(|l| l.contains("\"ADD\"")),
+        || c.log("kubelet-node1"),
+    );
     c.node_sh(&["stop", "kube-apiserver"]);
     let _back = Defer(|| {
         c.node_sh(&["start", "kube-apiserver"]);
     });
     let _ = c.on_node("node1", "rm", &["-f", gate]);
     // The ADD completes with no API server: its networks come from the node's mirror.
-    c.wait("the pod's ADD to finish without the API server", || !status_files(&c, "node1", &ns.name, "starting").is_empty(), || c.log("containerd-node1"));
+    c.wait(
+        "the pod's ADD to finish without the API server",
+        || !status_files(&c, "node1", &ns.name, "starting").is_empty(),
+        || c.log("containerd-node1"),
+    );
     let file = status_files(&c, "node1", &ns.name, "starting").remove(0);
-    let doc: Value = serde_json::from_str(&c.read_on("node1", &format!("/run/braid/network-status/{file}")).unwrap()).unwrap();
+    let doc: Value =
+        serde_json::from_str(&c.read_on("node1", &format!("/run/braid/network-status/{file}")).unwrap()).unwrap();
     assert!(doc.to_string().contains(&format!("{}/gated", ns.name)), "{doc}");
     c.node_sh(&["start", "kube-apiserver"]);
-    c.wait("the API server back", || c.kubectl(&["get", "--raw", "/readyz"]).status.success(), || c.log("kube-apiserver"));
+    c.wait(
+        "the API server back",
+        || c.kubectl(&["get", "--raw", "/readyz"]).status.success(),
+        || c.log("kube-apiserver"),
+    );
     let st = wait_status(&c, &ns.name, "starting", "node1");
     // The file: {"networkStatus": [...], "podUID": "..."} (the delegator's document and the
     // pod it was made for); the annotation is the document, on that pod.
@@ -400,14 +449,16 @@ fn with_the_api_server_stopped_pods_start_from_the_node_mirror_and_get_their_sta
 
 #[test]
 fn a_watch_resumed_after_an_etcd_compaction_answers_410_and_the_agent_relists_what_changed_meanwhile() {
-    let Some(c) = Cluster::lock("a_watch_resumed_after_an_etcd_compaction_answers_410_and_the_agent_relists_what_changed_meanwhile")
-    else {
+    let Some(c) = Cluster::lock(
+        "a_watch_resumed_after_an_etcd_compaction_answers_410_and_the_agent_relists_what_changed_meanwhile",
+    ) else {
         return;
     };
     assert!(c.nodes() >= 2, "needs two nodes");
     let ns = c.namespace("braid-compact");
     c.apply(&nad(&ns.name, "old", Some(&bridge("old", "br-old", 113))));
-    let has = |node: &str, name: &str| c.files_on(node, "/etc/cni/braid.d").contains(&format!("{}/{name}.conflist", ns.name));
+    let has =
+        |node: &str, name: &str| c.files_on(node, "/etc/cni/braid.d").contains(&format!("{}/{name}.conflist", ns.name));
     c.wait("old mirrored on node2", || has("node2", "old"), || c.agent_log("node2"));
     // node2 loses the API server (its agent's watch breaks); meanwhile a NAD is deleted and
     // one created, etcd is compacted past both, and the API server restarts (its watch cache
@@ -434,7 +485,11 @@ fn a_watch_resumed_after_an_etcd_compaction_answers_410_and_the_agent_relists_wh
     c.wait("the change mirrored on node1", || has("node1", "new") && !has("node1", "old"), || c.agent_log("node1"));
     c.node_sh(&["compact"]);
     c.node_sh(&["restart", "kube-apiserver"]);
-    c.wait("the API server back", || c.kubectl(&["get", "--raw", "/readyz"]).status.success(), || c.log("kube-apiserver"));
+    c.wait(
+        "the API server back",
+        || c.kubectl(&["get", "--raw", "/readyz"]).status.success(),
+        || c.log("kube-apiserver"),
+    );
     assert!(has("node2", "old") && !has("node2", "new"), "node2 saw the change while cut off");
     let mark = agent_requests(&c).len();
     assert!(iptables("-D"), "node2 back");
@@ -446,17 +501,32 @@ fn a_watch_resumed_after_an_etcd_compaction_answers_410_and_the_agent_relists_wh
         agent_requests(&c)
             .into_iter()
             .skip(mark)
-            .filter(|e| e["objectRef"]["resource"] == "network-attachment-definitions" && e["stage"] == "ResponseComplete")
+            .filter(|e| {
+                e["objectRef"]["resource"] == "network-attachment-definitions" && e["stage"] == "ResponseComplete"
+            })
             .filter(|e| e["user"]["extra"]["authentication.kubernetes.io/node-name"][0] == "node2")
             .collect()
     };
-    c.wait("node2's watch and list in the audit log", || node2_nads().iter().any(|e| e["verb"] == "list"), || format!("{:#?}", node2_nads()));
+    c.wait(
+        "node2's watch and list in the audit log",
+        || node2_nads().iter().any(|e| e["verb"] == "list"),
+        || format!("{:#?}", node2_nads()),
+    );
     let reqs = node2_nads();
-    let resumed = reqs.iter().position(|e| e["verb"] == "watch").unwrap_or_else(|| panic!("no watch of node2's agent: {reqs:#?}"));
+    let resumed = reqs
+        .iter()
+        .position(|e| e["verb"] == "watch")
+        .unwrap_or_else(|| panic!("no watch of node2's agent: {reqs:#?}"));
     let uri = reqs[resumed]["requestURI"].as_str().unwrap();
     let rv = uri.split("resourceVersion=").nth(1).unwrap().split('&').next().unwrap();
     // ... which is 410 Gone now (the same request, as the admin) ...
-    let answer = c.ok(&["get", "--raw", &format!("/apis/k8s.cni.cncf.io/v1/network-attachment-definitions?watch=true&resourceVersion={rv}&timeoutSeconds=5")]);
+    let answer = c.ok(&[
+        "get",
+        "--raw",
+        &format!(
+            "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions?watch=true&resourceVersion={rv}&timeoutSeconds=5"
+        ),
+    ]);
     assert!(answer.contains("\"code\":410"), "a watch from revision {rv}: {answer}");
     // ... and then it listed again.
     assert!(reqs[resumed..].iter().any(|e| e["verb"] == "list"), "no relist after the 410: {reqs:#?}");
@@ -484,22 +554,36 @@ fn the_agent_killed_the_kubelet_restarted_and_containerd_restarted_lose_nothing(
     wait_running(&c, &ns.name, "running");
     let inside = interfaces_inside(&c, &ns.name, "running");
 
-    for (what, part) in [("the agent", None), ("the kubelet", Some("kubelet-node1")), ("containerd", Some("containerd-node1"))] {
+    for (what, part) in
+        [("the agent", None), ("the kubelet", Some("kubelet-node1")), ("containerd", Some("containerd-node1"))]
+    {
         // A pod starting (held mid-ADD) while the part goes away and comes back.
         let name = format!("during-{}", part.unwrap_or("agent").split('-').next().unwrap());
         c.write_on("node1", gate, "");
         let _ = c.on_node("node1", "rm", &["-f", calls]);
         c.apply(&pod(&ns.name, &name, "node1", Some("gated")));
-        c.wait(&format!("{name}'s ADD at the gate"), || c.read_on("node1", calls).is_some_and(|l| l.contains("\"ADD\"")), || c.log("kubelet-node1"));
+        c.wait(
+            &format!("{name}'s ADD at the gate"),
+            || c.read_on("node1", calls).is_some_and(|l| l.contains("\"ADD\"")),
+            || c.log("kubelet-node1"),
+        );
         match part {
             None => {
                 // SIGKILL the agent's process; the kubelet restarts its container.
                 let (pod_name, _) = c.agent_pod("node1");
-                let restarts = |c: &Cluster| c.get(&["pod", &pod_name, "-n", "kube-system"])["status"]["containerStatuses"][0]["restartCount"].as_u64().unwrap_or(0);
+                let restarts = |c: &Cluster| {
+                    c.get(&["pod", &pod_name, "-n", "kube-system"])["status"]["containerStatuses"][0]["restartCount"]
+                        .as_u64()
+                        .unwrap_or(0)
+                };
                 let r0 = restarts(&c);
                 // Only node1's: the agent is in node1's network namespace, as its kubelet is.
                 let kubelet = std::fs::read_to_string(c.dir().join("pids/kubelet-node1")).unwrap();
-                let out = c.on_node("node1", "pkill", &["-KILL", "-x", "braid-install", "--ns", kubelet.trim(), "--nslist", "net"]);
+                let out = c.on_node(
+                    "node1",
+                    "pkill",
+                    &["-KILL", "-x", "braid-install", "--ns", kubelet.trim(), "--nslist", "net"],
+                );
                 assert!(out.status.success(), "no braid-install process on node1: {out:?}");
                 c.wait("the kubelet restarting the agent", || restarts(&c) > r0, || c.log("kubelet-node1"));
             }
@@ -516,7 +600,17 @@ fn the_agent_killed_the_kubelet_restarted_and_containerd_restarted_lose_nothing(
         // The pod that ran all along keeps its interfaces and its status.
         assert_eq!(interfaces_inside(&c, &ns.name, "running"), inside, "after {what}");
         assert_eq!(status(&c, &ns.name, "running").as_ref(), Some(&running), "after {what}");
-        c.wait("node1 Ready", || c.get(&["node", "node1"])["status"]["conditions"].as_array().unwrap().iter().any(|x| x["type"] == "Ready" && x["status"] == "True"), || c.log("kubelet-node1"));
+        c.wait(
+            "node1 Ready",
+            || {
+                c.get(&["node", "node1"])["status"]["conditions"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|x| x["type"] == "Ready" && x["status"] == "True")
+            },
+            || c.log("kubelet-node1"),
+        );
     }
 }
 
@@ -528,13 +622,21 @@ fn pod_warnings(c: &Cluster, ns: &str, pod: &str) -> String {
 
 #[test]
 fn a_nad_changed_or_deleted_under_running_pods_changes_only_later_pods_and_their_del_still_releases_all() {
-    let Some(c) = Cluster::lock("a_nad_changed_or_deleted_under_running_pods_changes_only_later_pods_and_their_del_still_releases_all")
-    else {
+    let Some(c) = Cluster::lock(
+        "a_nad_changed_or_deleted_under_running_pods_changes_only_later_pods_and_their_del_still_releases_all",
+    ) else {
         return;
     };
     let ns = c.namespace("braid-nadlife");
     let mirrored = |f: &dyn Fn(&Value) -> bool| {
-        c.wait("the NAD's file on node1", || c.read_on("node1", &format!("/etc/cni/braid.d/{}/net.conflist", ns.name)).is_some_and(|t| f(&serde_json::from_str(&t).unwrap())), || c.agent_log("node1"));
+        c.wait(
+            "the NAD's file on node1",
+            || {
+                c.read_on("node1", &format!("/etc/cni/braid.d/{}/net.conflist", ns.name))
+                    .is_some_and(|t| f(&serde_json::from_str(&t).unwrap()))
+            },
+            || c.agent_log("node1"),
+        );
     };
     c.apply(&nad(&ns.name, "net", Some(&bridge("net", "br-life", 116))));
     mirrored(&|v| v.to_string().contains("198.18.116.0/24"));
@@ -553,9 +655,20 @@ fn a_nad_changed_or_deleted_under_running_pods_changes_only_later_pods_and_their
 
     // Deleted: its file goes; a pod selecting it does not start, and says which network.
     c.ok(&["delete", "net-attach-def", "net", "-n", &ns.name]);
-    c.wait("the NAD's file removed on node1", || c.read_on("node1", &format!("/etc/cni/braid.d/{}/net.conflist", ns.name)).is_none(), || c.agent_log("node1"));
+    c.wait(
+        "the NAD's file removed on node1",
+        || c.read_on("node1", &format!("/etc/cni/braid.d/{}/net.conflist", ns.name)).is_none(),
+        || c.agent_log("node1"),
+    );
     c.apply(&pod(&ns.name, "orphan", "node1", Some("net")));
-    c.wait("the orphan's sandbox failure", || pod_warnings(&c, &ns.name, "orphan").contains("FailedCreatePodSandBox") || pod_warnings(&c, &ns.name, "orphan").contains(&format!("{}/net", ns.name)), || pod_warnings(&c, &ns.name, "orphan"));
+    c.wait(
+        "the orphan's sandbox failure",
+        || {
+            pod_warnings(&c, &ns.name, "orphan").contains("FailedCreatePodSandBox")
+                || pod_warnings(&c, &ns.name, "orphan").contains(&format!("{}/net", ns.name))
+        },
+        || pod_warnings(&c, &ns.name, "orphan"),
+    );
     let said = pod_warnings(&c, &ns.name, "orphan");
     assert!(said.contains(&format!("{}/net", ns.name)), "the event names the network: {said}");
     assert_eq!(c.get(&["pod", "orphan", "-n", &ns.name])["status"]["phase"], "Pending");
@@ -581,7 +694,11 @@ fn with_two_nodes_each_agent_publishes_only_its_own_pods_and_mirrors_every_nad()
     c.apply(&nad(&ns.name, "shared", Some(&bridge("shared", "br-shared", 118))));
     for n in 1..=2 {
         let node = format!("node{n}");
-        c.wait(&format!("the NAD mirrored on {node}"), || c.files_on(&node, "/etc/cni/braid.d").contains(&format!("{}/shared.conflist", ns.name)), || c.agent_log(&node));
+        c.wait(
+            &format!("the NAD mirrored on {node}"),
+            || c.files_on(&node, "/etc/cni/braid.d").contains(&format!("{}/shared.conflist", ns.name)),
+            || c.agent_log(&node),
+        );
     }
     for n in 1..=2 {
         c.apply(&pod(&ns.name, &format!("on-{n}"), &format!("node{n}"), Some("shared")));
@@ -600,14 +717,23 @@ fn with_two_nodes_each_agent_publishes_only_its_own_pods_and_mirrors_every_nad()
     let patches: Vec<Value> = agent_requests(&c)
         .into_iter()
         .skip(mark)
-        .filter(|e| e["verb"] == "patch" && e["objectRef"]["resource"] == "pods" && e["objectRef"]["namespace"] == ns.name.as_str())
+        .filter(|e| {
+            e["verb"] == "patch"
+                && e["objectRef"]["resource"] == "pods"
+                && e["objectRef"]["namespace"] == ns.name.as_str()
+        })
         .filter(|e| e["stage"] == "ResponseComplete")
         .collect();
     for n in 1..=2 {
-        let mine: Vec<&Value> = patches.iter().filter(|e| e["objectRef"]["name"] == format!("on-{n}").as_str()).collect();
+        let mine: Vec<&Value> =
+            patches.iter().filter(|e| e["objectRef"]["name"] == format!("on-{n}").as_str()).collect();
         assert!(!mine.is_empty(), "no patch of on-{n}: {patches:#?}");
         for e in mine {
-            assert_eq!(e["user"]["extra"]["authentication.kubernetes.io/node-name"][0], format!("node{n}").as_str(), "{e:#}");
+            assert_eq!(
+                e["user"]["extra"]["authentication.kubernetes.io/node-name"][0],
+                format!("node{n}").as_str(),
+                "{e:#}"
+            );
             assert_eq!(e["responseStatus"]["code"], 200, "{e:#}");
         }
     }
@@ -629,7 +755,9 @@ fn requests_of(c: &Cluster, node: &str, mark: usize) -> Vec<String> {
     agent_requests(c)
         .into_iter()
         .skip(mark)
-        .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["extra"]["authentication.kubernetes.io/node-name"][0] == node)
+        .filter(|e| {
+            e["stage"] == "ResponseComplete" && e["user"]["extra"]["authentication.kubernetes.io/node-name"][0] == node
+        })
         .map(|e| format!("{} {}", e["verb"].as_str().unwrap_or(""), e["objectRef"]["resource"].as_str().unwrap_or("")))
         .collect()
 }
@@ -663,7 +791,11 @@ fn the_agent_sends_one_patch_per_pod_start_and_no_request_at_rest() {
     }
     // Let the rescans run over the published files, then count.
     let rescans = agent_metric(&c, "node1", "braid_install_status_rescans_total");
-    c.wait("two rescans", || agent_metric(&c, "node1", "braid_install_status_rescans_total") >= rescans + 2.0, || c.agent_log("node1"));
+    c.wait(
+        "two rescans",
+        || agent_metric(&c, "node1", "braid_install_status_rescans_total") >= rescans + 2.0,
+        || c.agent_log("node1"),
+    );
     let started: Vec<String> = requests_of(&c, "node1", mark).into_iter().filter(|r| r.ends_with(" pods")).collect();
     assert_eq!(started, ["patch pods"; 3], "per pod start: one patch, nothing else");
     eprintln!("requests of node1's agent for 3 pod starts: {:?}", requests_of(&c, "node1", mark));
@@ -671,7 +803,138 @@ fn the_agent_sends_one_patch_per_pod_start_and_no_request_at_rest() {
     // At rest: five more rescan periods with 3 published pods — no request at all.
     let rest = agent_requests(&c).len();
     let rescans = agent_metric(&c, "node1", "braid_install_status_rescans_total");
-    c.wait("five rescans at rest", || agent_metric(&c, "node1", "braid_install_status_rescans_total") >= rescans + 5.0, || c.agent_log("node1"));
-    let at_rest: Vec<String> = requests_of(&c, "node1", rest).into_iter().filter(|r| r != "watch network-attachment-definitions").collect();
+    c.wait(
+        "five rescans at rest",
+        || agent_metric(&c, "node1", "braid_install_status_rescans_total") >= rescans + 5.0,
+        || c.agent_log("node1"),
+    );
+    let at_rest: Vec<String> =
+        requests_of(&c, "node1", rest).into_iter().filter(|r| r != "watch network-attachment-definitions").collect();
     assert_eq!(at_rest, Vec::<String>::new(), "node1's agent at rest");
+}
+
+/// Cuts node1's agent (and only it: the one client there that reaches the API server through
+/// the kubernetes Service's address; the kubelet and kubectl use the server's own) off the API
+/// server, both ways, until the guard drops.
+fn cut_agent_off(c: &Cluster) -> Defer<impl FnMut() + '_> {
+    let rules: [[&str; 7]; 2] = [
+        ["OUTPUT", "-m", "conntrack", "--ctorigdst", "198.18.200.1", "-j", "DROP"],
+        ["INPUT", "-m", "conntrack", "--ctorigdst", "198.18.200.1", "-j", "DROP"],
+    ];
+    let iptables = move |op: &str| {
+        rules.iter().all(|r| {
+            let mut a = vec![op];
+            a.extend_from_slice(r);
+            c.on_node("node1", "iptables", &a).status.success()
+        })
+    };
+    assert!(iptables("-I"), "cutting node1's agent off");
+    Defer(move || {
+        iptables("-D");
+    })
+}
+
+#[test]
+fn a_pod_recreated_under_the_same_name_never_gets_the_old_sandbox_status() {
+    let Some(c) = Cluster::lock("a_pod_recreated_under_the_same_name_never_gets_the_old_sandbox_status") else {
+        return;
+    };
+    let ns = c.namespace("braid-recreate");
+    // The review's case: the agent's patch of a pod's status is late (here: node1's agent
+    // cannot reach the API server), and meanwhile the pod is force-deleted and recreated under
+    // the same name on the same node, its old sandbox still there (node1's kubelet stopped).
+    let cut = cut_agent_off(&c);
+    c.apply(&pod(&ns.name, "db-0", "node1", Some("default/isolated")));
+    c.wait("db-0's ADD", || status_files(&c, "node1", &ns.name, "db-0").len() == 1, || c.log("kubelet-node1"));
+    let old_uid = c.get(&["pod", "db-0", "-n", &ns.name])["metadata"]["uid"].as_str().unwrap().to_string();
+    c.node_sh(&["stop", "kubelet-node1"]);
+    let _kubelet = Defer(|| {
+        c.node_sh(&["start", "kubelet-node1"]);
+    });
+    c.ok(&["delete", "pod", "db-0", "-n", &ns.name, "--grace-period=0", "--force"]);
+    c.apply(&pod(&ns.name, "db-0", "node1", Some("default/isolated")));
+    let new_uid = c.get(&["pod", "db-0", "-n", &ns.name])["metadata"]["uid"].as_str().unwrap().to_string();
+    assert_ne!(old_uid, new_uid);
+    let mark = agent_requests(&c).len();
+    drop(cut);
+    // The agent's late patch names the old pod's UID: the API server refuses it (422 Invalid:
+    // metadata.uid is immutable), and the new pod gets nothing of the old sandbox.
+    let refused = || {
+        agent_requests(&c).into_iter().skip(mark).any(|e| {
+            e["verb"] == "patch"
+                && e["objectRef"]["name"] == "db-0"
+                && e["stage"] == "ResponseComplete"
+                && e["responseStatus"]["code"] == 422
+        })
+    };
+    c.wait("the API server refusing the late patch", refused, || format!("{:#?}", requests_of(&c, "node1", mark)));
+    assert_eq!(status(&c, &ns.name, "db-0"), None, "the new pod got the old sandbox's status");
+    // Once the kubelet is back the old sandbox goes, the new one comes: its own status.
+    c.node_sh(&["start", "kubelet-node1"]);
+    let new = wait_status(&c, &ns.name, "db-0", "node1");
+    wait_running(&c, &ns.name, "db-0");
+    status_matches_pod(&new, &interfaces_inside(&c, &ns.name, "db-0"));
+    c.wait(
+        "only the new sandbox's file",
+        || status_files(&c, "node1", &ns.name, "db-0").len() == 1,
+        || c.log("kubelet-node1"),
+    );
+}
+
+/// A labelled series of braid's agent on a node (`name{labels}`), if it is there.
+fn agent_series(c: &Cluster, node: &str, series: &str) -> Option<f64> {
+    let out = c.on_node(node, "curl", &["-sf", "http://127.0.0.1:9464/metrics"]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[test]
+fn a_broken_nad_gets_one_event_for_the_cluster_and_tenant_nads_never_mirror_node_files() {
+    let Some(c) = Cluster::lock("a_broken_nad_gets_one_event_for_the_cluster_and_tenant_nads_never_mirror_node_files")
+    else {
+        return;
+    };
+    assert!(c.nodes() >= 2, "needs two nodes");
+    let ns = c.namespace("braid-tenant");
+    let refused =
+        |n: usize| agent_series(&c, &format!("node{n}"), "braid_install_nads{state=\"refused\"}").unwrap_or(0.0);
+    let before = [refused(1), refused(2)];
+    // A NAD whose config is not JSON; and tenant NADs with an empty spec.config named after
+    // the node's primary network (`cluster`, in /etc/cni/net.d) and after braid's own file.
+    let broken = json!({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+                        "metadata": {"name": "broken", "namespace": ns.name}, "spec": {"config": "{not json"}});
+    c.apply(&broken.to_string());
+    c.apply(&nad(&ns.name, "cluster", None));
+    c.apply(&nad(&ns.name, "braid", None));
+    for n in 1..=2 {
+        c.wait(
+            &format!("node{n}'s agent refusing the three"),
+            || refused(n) >= before[n - 1] + 3.0,
+            || c.agent_log(&format!("node{n}")),
+        );
+    }
+    for n in 1..=2 {
+        let files = c.files_on(&format!("node{n}"), &format!("/etc/cni/braid.d/{}", ns.name));
+        assert_eq!(files, Vec::<String>::new(), "node{n} mirrored a refused NAD");
+    }
+    // Two agents refused each NAD version: one Event each for the whole cluster.
+    let events = c.get(&["events", "-n", &ns.name, "--field-selector", "reason=InvalidConfig"]);
+    let mut by_nad: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for e in events["items"].as_array().unwrap() {
+        by_nad
+            .entry(e["involvedObject"]["name"].as_str().unwrap().to_string())
+            .or_default()
+            .push(e["message"].as_str().unwrap_or("").to_string());
+    }
+    assert_eq!(by_nad.keys().cloned().collect::<Vec<_>>(), ["braid", "broken", "cluster"], "{events:#}");
+    for (nad, messages) in &by_nad {
+        assert_eq!(messages.len(), 1, "{nad}: {messages:?}");
+        assert_eq!(
+            c.get(&["events", "-n", &ns.name, "--field-selector", &format!("involvedObject.name={nad}")])["items"][0]
+                ["count"],
+            1
+        );
+    }
 }

@@ -30,6 +30,15 @@ impl Failure {
         }
     }
 
+    /// Whether the API server refused a patch because its `metadata.uid` is not the object's:
+    /// 422 Invalid naming that field (the pod of that name is another pod now).
+    pub fn is_uid_refused(&self) -> bool {
+        match self {
+            Failure::Api(kube::Error::Api(s)) => s.code == 422 && s.message.contains("metadata.uid"),
+            _ => false,
+        }
+    }
+
     /// Whether a retry may help: no answer, a server error, 408 or 429. Any other 4xx is the
     /// API server's last word on this request.
     pub fn retryable(&self) -> bool {

@@ -12,8 +12,8 @@
 //! update per ADD). A pod that is gone, refused or replaced is logged once per file version.
 //!
 //! **Pod identity.** The file records `K8S_POD_UID` (`podUID`), and the patch carries it as
-//! `metadata.uid`: the API server refuses (409) a patch whose uid differs from the object's
-//! (apimachinery's `Preconditions.UID`), so a StatefulSet pod deleted and created again under
+//! `metadata.uid`: the API server refuses (422 Invalid: `metadata.uid` is immutable) a patch
+//! whose uid differs from the object's, so a StatefulSet pod deleted and created again under
 //! the same name never gets the old sandbox's addresses; the mismatch is logged and that file
 //! stays unpublished. The UID also pins the node (a pod's `spec.nodeName` never changes, and
 //! only this node's runtime ran its sandbox), so no GET is needed. A file of an older delegator
@@ -331,8 +331,11 @@ async fn publish(client: &kube::Client, agent: &Agent, pod: &PodKey, v: &Version
             Err(f) => return failed(agent, pod, v, "reading", f),
         },
     };
-    // The uid is a precondition: the API server refuses the patch if the pod of that name is
-    // another one (apimachinery's Preconditions.UID, answered 409 Conflict).
+    // The uid guards the patch: metadata.uid is immutable, so kube-apiserver refuses a merge
+    // patch whose uid is not the stored pod's — 422 Invalid, `metadata.uid: Invalid value:
+    // "…": field is immutable` (ValidateObjectMetaUpdate; a patch carries no Preconditions, so
+    // it is not the 409 a DELETE's precondition gets) — as seen on a real v1.36 API server
+    // (integration/tests/kube_node.rs).
     let patch = serde_json::json!({"metadata": {"uid": uid, "annotations": {ANNOTATION: doc.status}}});
     match call(agent, Verb::patch, "pods", api.patch(&pod.name, &PatchParams::default(), &Patch::Merge(&patch))).await {
         Ok(_) => {
@@ -343,7 +346,7 @@ async fn publish(client: &kube::Client, agent: &Agent, pod: &PodKey, v: &Version
             }
             Outcome::Done
         }
-        Err(f) if f.code() == Some(409) => {
+        Err(f) if f.is_uid_refused() => {
             crate::log(&format!(
                 "network-status of pod {pod}: not published from {}: the pod of that name is another pod now (the file is for UID {uid}: recreated under the same name?)",
                 v.path.display()

@@ -316,8 +316,11 @@ fn patch(
         }
         if let Some(uid) = patch.pointer("/metadata/uid").and_then(Value::as_str) {
             if uid != meta["uid"] {
-                let why = format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta["uid"].as_str().unwrap_or_default());
-                return Err(ApiError::conflict(view, name, &why));
+                // What kube-apiserver answers (v1.36, seen in integration/tests/kube_node.rs):
+                // the merged object fails ValidateObjectMetaUpdate, uid being immutable.
+                let kind = current["kind"].as_str().unwrap_or_default().to_string();
+                let immutable = FieldError::new("metadata.uid", FieldErrorKind::Invalid(format!("{uid:?}")), "field is immutable");
+                return Err(ApiError::invalid(view.group(), &kind, name, &[immutable]));
             }
         }
         let mut merged = current.clone();
