@@ -937,4 +937,104 @@ fn a_broken_nad_gets_one_event_for_the_cluster_and_tenant_nads_never_mirror_node
             1
         );
     }
+    let events_of = |nad: &str| {
+        let sel = format!("involvedObject.name={nad},reason=InvalidConfig");
+        c.get(&["events", "-n", &ns.name, "--field-selector", &sel])["items"].as_array().unwrap().len()
+    };
+    // A restarted agent reports nothing again; a new broken version gets one Event more, for
+    // both agents.
+    kill_agent(&c);
+    c.wait(
+        "the restarted agent's first list",
+        || agent_series(&c, "node1", "braid_install_ready") == Some(1.0),
+        || c.agent_log("node1"),
+    );
+    assert_eq!(events_of("broken"), 1, "reported again after a restart");
+    let before = [refused(1), refused(2)];
+    let mut broken2 = broken.clone();
+    broken2["spec"]["config"] = json!("{still not json");
+    c.apply(&broken2.to_string());
+    c.wait("one Event for the new version", || events_of("broken") == 2, || c.agent_log("node1"));
+    let log_of = |n: usize| c.agent_log(&format!("node{n}"));
+    for n in 1..=2 {
+        c.wait(
+            &format!("node{n}'s agent refusing the new version"),
+            || log_of(n).matches("broken").count() >= 2,
+            || log_of(n),
+        );
+    }
+    assert_eq!(events_of("broken"), 2, "{:?}", before);
+}
+
+/// SIGKILLs braid's agent on node1 and waits until its kubelet has started it again.
+fn kill_agent(c: &Cluster) {
+    let (pod_name, _) = c.agent_pod("node1");
+    let restarts = || {
+        c.get(&["pod", &pod_name, "-n", "kube-system"])["status"]["containerStatuses"][0]["restartCount"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let r0 = restarts();
+    let kubelet = std::fs::read_to_string(c.dir().join("pids/kubelet-node1")).unwrap();
+    let out = c.on_node("node1", "pkill", &["-KILL", "-x", "braid-install", "--ns", kubelet.trim(), "--nslist", "net"]);
+    assert!(out.status.success(), "no braid-install process on node1: {out:?}");
+    c.wait("the kubelet restarting the agent", || restarts() > r0, || c.log("kubelet-node1"));
+}
+
+#[test]
+fn a_nad_wins_over_the_configmap_and_an_agent_restarted_without_the_api_keeps_every_file_until_its_first_list() {
+    let Some(c) = Cluster::lock(
+        "a_nad_wins_over_the_configmap_and_an_agent_restarted_without_the_api_keeps_every_file_until_its_first_list",
+    ) else {
+        return;
+    };
+    let ns = c.namespace("braid-restart");
+    let file = |rel: &str| {
+        c.read_on("node1", &format!("/etc/cni/braid.d/{rel}")).map(|t| serde_json::from_str::<Value>(&t).unwrap())
+    };
+    let subnet = |v: &Value| v["plugins"][0]["ipam"]["ranges"][0][0]["subnet"].as_str().map(str::to_string);
+    let wait_subnet = |rel: &str, want: Option<&str>| {
+        c.wait(
+            &format!("{rel} with subnet {want:?}"),
+            || file(rel).map(|v| subnet(&v)) == want.map(|w| Some(w.to_string())),
+            || c.agent_log("node1"),
+        );
+    };
+    // The ConfigMap defines default/isolated (198.18.100.0/24); a NAD of the same name wins.
+    wait_subnet("default/isolated.conflist", Some("198.18.100.0/24"));
+    c.apply(&nad("default", "isolated", Some(&bridge("isolated", "braid-iso0", 119))));
+    let _nad = Defer(|| {
+        let _ = c.kubectl(&["delete", "net-attach-def", "isolated", "-n", "default", "--ignore-not-found"]);
+    });
+    wait_subnet("default/isolated.conflist", Some("198.18.119.0/24"));
+    c.apply(&nad(&ns.name, "kept", Some(&bridge("kept", "br-kept", 121))));
+    c.apply(&nad(&ns.name, "gone", Some(&bridge("gone", "br-gone", 122))));
+    wait_subnet(&format!("{}/gone.conflist", ns.name), Some("198.18.122.0/24"));
+    let by_hand = format!("/etc/cni/braid.d/{}/by-hand.conflist", ns.name);
+    c.write_on("node1", &by_hand, &bridge("by-hand", "br-hand", 123).to_string());
+
+    // node1's agent cut off the API server; meanwhile a NAD goes; the agent is killed and
+    // comes back without the API: its first pass (ConfigMap included) changes nothing.
+    let cut = cut_agent_off(&c);
+    c.ok(&["delete", "net-attach-def", "gone", "-n", &ns.name]);
+    kill_agent(&c);
+    let passes = |c: &Cluster| agent_series(c, "node1", "braid_install_ready").is_some();
+    c.wait("the restarted agent serving its metrics", || passes(&c), || c.agent_log("node1"));
+    assert_eq!(agent_series(&c, "node1", "braid_install_ready"), Some(0.0), "ready before its first NAD list");
+    assert_eq!(
+        file("default/isolated.conflist").and_then(|v| subnet(&v)).as_deref(),
+        Some("198.18.119.0/24"),
+        "the ConfigMap's first pass overwrote the NAD's file"
+    );
+    assert!(file(&format!("{}/gone.conflist", ns.name)).is_some(), "removed before a full list");
+    // Back: the first full list removes what no NAD backs, never the file put there by hand.
+    drop(cut);
+    wait_subnet(&format!("{}/gone.conflist", ns.name), None);
+    assert!(file(&format!("{}/kept.conflist", ns.name)).is_some());
+    assert!(c.read_on("node1", &by_hand).is_some(), "a file put there by hand was removed");
+    c.wait("ready", || agent_series(&c, "node1", "braid_install_ready") == Some(1.0), || c.agent_log("node1"));
+    // The NAD goes: the ConfigMap's definition takes its place again.
+    c.ok(&["delete", "net-attach-def", "isolated", "-n", "default"]);
+    wait_subnet("default/isolated.conflist", Some("198.18.100.0/24"));
+    let _ = c.on_node("node1", "rm", &["-f", &by_hand]);
 }
