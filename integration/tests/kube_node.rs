@@ -141,16 +141,8 @@ fn nads_of_two_namespaces_and_the_configmap_give_pods_their_networks_and_network
     });
     // Mirrored on every node (the agents list and watch NADs).
     for n in 1..=c.nodes() {
-        let node = format!("node{n}");
-        c.wait(
-            &format!("NADs mirrored on {node}"),
-            || {
-                let f = c.files_on(&node, "/etc/cni/braid.d");
-                f.contains(&"braid-nets/net-a.conflist".to_string())
-                    && f.contains(&"default/net-file.conflist".to_string())
-            },
-            || c.agent_log(&node),
-        );
+        wait_mirrored(&c, &format!("node{n}"), "braid-nets/net-a");
+        wait_mirrored(&c, &format!("node{n}"), "default/net-file");
     }
 
     // Short form (NAD of the pod's namespace, namespace/name of the empty-config NAD) and JSON
@@ -368,14 +360,61 @@ fn install_fault_plugin(c: &Cluster) {
     }
 }
 
-/// A network whose ADD first waits while `gate` exists on the node (logging the call to
-/// `calls`), then attaches a bridge: a pod that selects it is held mid-ADD until the test
-/// removes the gate.
-fn gated(name: &str, net: u8, gate: &str, calls: &str) -> Value {
-    let mut list = bridge(name, &format!("br-{name}"), net);
-    let fault = json!({"type": "braid-fault", "sleepOn": "ADD", "hangWhile": gate, "log": calls});
-    list["plugins"].as_array_mut().unwrap().insert(0, fault);
-    list
+/// A network `ns/gated` whose ADD first waits while a gate file exists on node1 (logging the
+/// call), then attaches a bridge from `198.18.<net>.0/24`: a pod that selects it is held
+/// mid-ADD, at a known point, until the test opens the gate. Mirrored on node1 when made; its
+/// files on node1 removed on drop.
+struct Gate<'c> {
+    c: &'c Cluster,
+    gate: String,
+    calls: String,
+}
+
+impl<'c> Gate<'c> {
+    fn new(c: &'c Cluster, ns: &str, net: u8) -> Gate<'c> {
+        install_fault_plugin(c);
+        let g = Gate { c, gate: format!("/run/{ns}.gate"), calls: format!("/run/{ns}.calls") };
+        let mut list = bridge("gated", &format!("br-gated{net}"), net);
+        let fault = json!({"type": "braid-fault", "sleepOn": "ADD", "hangWhile": g.gate, "log": g.calls});
+        list["plugins"].as_array_mut().unwrap().insert(0, fault);
+        c.apply(&nad(ns, "gated", Some(&list)));
+        wait_mirrored(c, "node1", &format!("{ns}/gated"));
+        g
+    }
+
+    /// The next ADD waits at the gate (the call log starts anew).
+    fn close(&self) {
+        self.c.write_on("node1", &self.gate, "");
+        let _ = self.c.on_node("node1", "rm", &["-f", &self.calls]);
+    }
+
+    fn open(&self) {
+        let _ = self.c.on_node("node1", "rm", &["-f", &self.gate]);
+    }
+
+    /// Waits until an ADD is at the gate.
+    fn wait_reached(&self, what: &str) {
+        self.c.wait(
+            what,
+            || self.c.read_on("node1", &self.calls).is_some_and(|l| l.contains("\"ADD\"")),
+            || self.c.log("kubelet-node1"),
+        );
+    }
+}
+
+impl Drop for Gate<'_> {
+    fn drop(&mut self) {
+        let _ = self.c.on_node("node1", "rm", &["-f", &self.gate, &self.calls]);
+    }
+}
+
+/// Waits until braid's agent on `node` has mirrored the network `ns/name`.
+fn wait_mirrored(c: &Cluster, node: &str, network: &str) {
+    c.wait(
+        &format!("{network} mirrored on {node}"),
+        || c.files_on(node, "/etc/cni/braid.d").contains(&format!("{network}.conflist")),
+        || c.agent_log(node),
+    );
 }
 
 /// The delegator's status files of a pod on a node (`<ns>_<pod>_<sandbox>.json`).
@@ -398,31 +437,17 @@ fn with_the_api_server_stopped_pods_start_from_the_node_mirror_and_get_their_sta
     ) else {
         return;
     };
-    install_fault_plugin(&c);
     let ns = c.namespace("braid-apidown");
-    let (gate, calls) = ("/run/braid-apidown.gate", "/run/braid-apidown.calls");
-    c.write_on("node1", gate, "");
-    let _open = Defer(|| {
-        let _ = c.on_node("node1", "rm", &["-f", gate, calls]);
-    });
-    c.apply(&nad(&ns.name, "gated", Some(&gated("gated", 112, gate, calls))));
-    c.wait(
-        "the gated NAD mirrored on node1",
-        || c.files_on("node1", "/etc/cni/braid.d").contains(&format!("{}/gated.conflist", ns.name)),
-        || c.agent_log("node1"),
-    );
+    let gate = Gate::new(&c, &ns.name, 112);
+    gate.close();
     c.apply(&pod(&ns.name, "starting", "node1", Some("gated")));
     // The pod's ADD is under way (held at the gate) when the API server goes.
-    c.wait(
-        "the pod's ADD at the gate",
-        || c.read_on("node1", calls).is_some_and(|l| l.contains("\"ADD\"")),
-        || c.log("kubelet-node1"),
-    );
+    gate.wait_reached("the pod's ADD at the gate");
     c.node_sh(&["stop", "kube-apiserver"]);
     let _back = Defer(|| {
         c.node_sh(&["start", "kube-apiserver"]);
     });
-    let _ = c.on_node("node1", "rm", &["-f", gate]);
+    gate.open();
     // The ADD completes with no API server: its networks come from the node's mirror.
     c.wait(
         "the pod's ADD to finish without the API server",
@@ -537,18 +562,8 @@ fn the_agent_killed_the_kubelet_restarted_and_containerd_restarted_lose_nothing(
     let Some(c) = Cluster::lock("the_agent_killed_the_kubelet_restarted_and_containerd_restarted_lose_nothing") else {
         return;
     };
-    install_fault_plugin(&c);
     let ns = c.namespace("braid-restarts");
-    let (gate, calls) = ("/run/braid-restarts.gate", "/run/braid-restarts.calls");
-    let _open = Defer(|| {
-        let _ = c.on_node("node1", "rm", &["-f", gate, calls]);
-    });
-    c.apply(&nad(&ns.name, "gated", Some(&gated("gated", 115, gate, calls))));
-    c.wait(
-        "the gated NAD mirrored on node1",
-        || c.files_on("node1", "/etc/cni/braid.d").contains(&format!("{}/gated.conflist", ns.name)),
-        || c.agent_log("node1"),
-    );
+    let gate = Gate::new(&c, &ns.name, 115);
     c.apply(&pod(&ns.name, "running", "node1", Some("gated")));
     let running = wait_status(&c, &ns.name, "running", "node1");
     wait_running(&c, &ns.name, "running");
@@ -559,39 +574,16 @@ fn the_agent_killed_the_kubelet_restarted_and_containerd_restarted_lose_nothing(
     {
         // A pod starting (held mid-ADD) while the part goes away and comes back.
         let name = format!("during-{}", part.unwrap_or("agent").split('-').next().unwrap());
-        c.write_on("node1", gate, "");
-        let _ = c.on_node("node1", "rm", &["-f", calls]);
+        gate.close();
         c.apply(&pod(&ns.name, &name, "node1", Some("gated")));
-        c.wait(
-            &format!("{name}'s ADD at the gate"),
-            || c.read_on("node1", calls).is_some_and(|l| l.contains("\"ADD\"")),
-            || c.log("kubelet-node1"),
-        );
+        gate.wait_reached(&format!("{name}'s ADD at the gate"));
         match part {
-            None => {
-                // SIGKILL the agent's process; the kubelet restarts its container.
-                let (pod_name, _) = c.agent_pod("node1");
-                let restarts = |c: &Cluster| {
-                    c.get(&["pod", &pod_name, "-n", "kube-system"])["status"]["containerStatuses"][0]["restartCount"]
-                        .as_u64()
-                        .unwrap_or(0)
-                };
-                let r0 = restarts(&c);
-                // Only node1's: the agent is in node1's network namespace, as its kubelet is.
-                let kubelet = std::fs::read_to_string(c.dir().join("pids/kubelet-node1")).unwrap();
-                let out = c.on_node(
-                    "node1",
-                    "pkill",
-                    &["-KILL", "-x", "braid-install", "--ns", kubelet.trim(), "--nslist", "net"],
-                );
-                assert!(out.status.success(), "no braid-install process on node1: {out:?}");
-                c.wait("the kubelet restarting the agent", || restarts(&c) > r0, || c.log("kubelet-node1"));
-            }
+            None => kill_agent(&c),
             Some(p) => {
                 c.node_sh(&["restart", p]);
             }
         }
-        let _ = c.on_node("node1", "rm", &["-f", gate]);
+        gate.open();
         let st = wait_status(&c, &ns.name, &name, "node1");
         wait_running(&c, &ns.name, &name);
         let inside_new = interfaces_inside(&c, &ns.name, &name);
@@ -693,12 +685,7 @@ fn with_two_nodes_each_agent_publishes_only_its_own_pods_and_mirrors_every_nad()
     let mark = agent_requests(&c).len();
     c.apply(&nad(&ns.name, "shared", Some(&bridge("shared", "br-shared", 118))));
     for n in 1..=2 {
-        let node = format!("node{n}");
-        c.wait(
-            &format!("the NAD mirrored on {node}"),
-            || c.files_on(&node, "/etc/cni/braid.d").contains(&format!("{}/shared.conflist", ns.name)),
-            || c.agent_log(&node),
-        );
+        wait_mirrored(&c, &format!("node{n}"), &format!("{}/shared", ns.name));
     }
     for n in 1..=2 {
         c.apply(&pod(&ns.name, &format!("on-{n}"), &format!("node{n}"), Some("shared")));
@@ -966,7 +953,8 @@ fn a_broken_nad_gets_one_event_for_the_cluster_and_tenant_nads_never_mirror_node
     assert_eq!(events_of("broken"), 2, "{:?}", before);
 }
 
-/// SIGKILLs braid's agent on node1 and waits until its kubelet has started it again.
+/// SIGKILLs braid's agent on node1 (only node1's: the one in its network namespace, as its
+/// kubelet is) and waits until the kubelet has started it again.
 fn kill_agent(c: &Cluster) {
     let (pod_name, _) = c.agent_pod("node1");
     let restarts = || {
