@@ -198,8 +198,9 @@ network() {
   local n count="$1"
   mkdir -p "$NS"
   # Namespace files must sit on a private mount (unshare --net=FILE / --mount=FILE).
-  mount --bind "$NS" "$NS"
-  mount --make-private "$NS"
+  # -n: no record in the machine's /run/mount/utab either.
+  mount -n --bind "$NS" "$NS"
+  mount -n --make-private "$NS"
   touch "$NS/wire.net"
   unshare --net="$NS/wire.net" true
   nsenter --net="$NS/wire.net" sh -c 'ip link set lo up && ip link add wire type bridge && ip link set wire up'
@@ -544,8 +545,8 @@ down() {
     done
   done
   if mountpoint -q "$NS" 2>/dev/null; then
-    for f in "$NS"/*; do umount "$f" 2>/dev/null || true; done
-    umount "$NS" 2>/dev/null || umount -l "$NS"
+    for f in "$NS"/*; do umount -n "$f" 2>/dev/null || true; done
+    umount -n "$NS" 2>/dev/null || umount -n -l "$NS"
   fi
   # Anything left mounted below the directory (none expected: mounts live in the nodes' own
   # mount namespaces).
