@@ -483,6 +483,13 @@ EOF
   done
   kubectl_ wait --for=condition=Ready node --all --timeout=180s >&2 || die "nodes not Ready: $D/logs/kubelet-node*.log"
   until_ok 120 kubectl_ get serviceaccount default -n default || die "no default ServiceAccount: $D/logs/kube-controller-manager.log"
+  # As an operator installs it: the NAD CRD first (its own kustomization, which uninstalling
+  # braid leaves), established, then braid.
+  if [ -d "$REPO/deploy/kubernetes/crd" ]; then
+    log "the NetworkAttachmentDefinition CRD: kubectl apply -k deploy/kubernetes/crd"
+    kubectl_ apply -k "$REPO/deploy/kubernetes/crd" >&2
+    kubectl_ wait --for=condition=Established crd/network-attachment-definitions.k8s.cni.cncf.io --timeout=60s >&2
+  fi
   log "braid: kubectl apply -k deploy/kubernetes"
   kubectl_ apply -k "$REPO/deploy/kubernetes" >&2
   kubectl_ -n kube-system rollout status daemonset/braid-install --timeout=300s >&2 \
