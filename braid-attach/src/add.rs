@@ -355,8 +355,9 @@ impl Attacher<'_> {
                     capability_args: d.effective_capability_args(call),
                     ..call.clone()
                 };
-                // Some plugins of the list may have run: always worth a DEL.
-                self.chain_with(&exec).add(l, &rt).map_err(|e| (e.into(), true))
+                // Some plugins of the list may have run: always worth a DEL. Its result is kept
+                // in the state, not in a libcni cache of its own ([`crate::attach`]).
+                self.chain_with(&exec).add_uncached(l, &rt).map_err(|e| (e.into(), true))
             }
         };
         // A plan that could not be made durable stopped the delegate before it was sent

@@ -14,6 +14,12 @@
 //!   delegate *i* fails, delegates *i* … 0 get DEL in reverse (the failed one too: it may have
 //!   half-attached), the state is removed once that succeeded, and the error keeps the
 //!   delegate's code and names it (index, network, type, interface).
+//! * A conflist delegate runs through [`Chain`] as libcni runs it, but its result is kept in
+//!   the state (its appended line), not in a libcni cache of its own: DEL and CHECK replay the
+//!   list with the recorded result as `prevResult` (`Chain::del_with`, `Chain::check_with`).
+//!   The cache's durable write was two fsyncs per list on every ADD for bytes the state already
+//!   holds (`docs/bench/NOTES.md`, the delegator's fixed cost); a cache file an older braid
+//!   left is still removed by DEL.
 //! * DEL: [`crate::teardown`]. It replays the state in reverse — what ADD sent, not today's
 //!   configuration — attempting every delegate and reporting all failures together. Without a
 //!   state file, or with a corrupt one, the configured delegates are deleted best-effort, so
@@ -36,6 +42,7 @@ use cni_runtime::chain::{Chain, RuntimeConf};
 use cni_runtime::invoke::{self, Exec};
 use cni_skel::log::Logger;
 use cni_types::error::{DECODING_FAILURE, INTERNAL, INVALID_NETWORK_CONFIG};
+use cni_types::result::AnyResult;
 use cni_types::version::{self, Command};
 use cni_types::{CniError, Context as _, Invocation, NetConfList};
 use serde_json::Value;
@@ -262,7 +269,13 @@ impl Attacher<'_> {
         let caps = a.capability_args.clone().unwrap_or_else(|| call.capability_args.clone());
         let rt = RuntimeConf { ifname: a.ifname.clone(), args, capability_args: caps, ..call.clone() };
         let chain = self.chain_with(&exec);
-        Ok(if command == Command::Check { chain.check(&list, &rt) } else { chain.del(&list, &rt) }?)
+        // The list's result as the state recorded it, in place of a libcni cache of its own.
+        let prev = a.result.as_ref().and_then(|v| AnyResult::from_bytes(&serde_json::to_vec(v).ok()?).ok());
+        Ok(if command == Command::Check {
+            chain.check_with(&list, &rt, prev.as_ref())
+        } else {
+            chain.del_with(&list, &rt, prev.as_ref())
+        }?)
     }
 
     /// DEL the `attempted` attachments of a recorded plan, last first (all at once in `order`
