@@ -378,55 +378,6 @@ fn the_next_delegate_starts_while_the_one_before_works_and_is_configured_in_its_
     w.nothing_left(&rt.container_id);
 }
 
-/// When a delegate fails, the next one's process, started ahead, is killed unsent: it never
-/// acts, and the rollback DELs only the failed delegate.
-#[test]
-fn a_failing_delegate_leaves_the_next_ones_process_unsent_and_gone() {
-    if !require_root("a_failing_delegate_leaves_the_next_ones_process_unsent_and_gone") {
-        return;
-    }
-    let fail = json!({"command": "ADD", "code": 7, "msg": "refused on purpose"});
-    let (w, rt) =
-        one_after_another("cwnextfail", json!({"sleepOn": "ADD", "hangWhile": "hang", "fail": fail}), json!({}));
-    let (hang, list) = (w.hang_file("hang"), &w.list);
-    let started_dir = w.started_dir();
-    let env = [("BRAID_FAULT_STARTED", started_dir.as_path())];
-    let (_, waited, added) = w.one_waiting(2, 1, &hang, || w.h.add_with_env(list, &rt, &env));
-    let err = added.expect_err("the first delegate fails");
-    assert!(err.to_string().contains("refused on purpose"), "{err}");
-    let calls = w.calls();
-    let commands: Vec<&str> = calls.iter().map(|(c, _)| c.as_str()).collect();
-    assert_eq!(commands, ["ADD", "DEL"], "the failed delegate rolled back, the second never configured");
-    assert_eq!(w.unsent(), [waited], "{:?} {calls:?}", w.started());
-    World::wait_for("the unsent process gone", || gone(waited));
-    w.nothing_left(&rt.container_id);
-}
-
-/// The delegator SIGKILLed while the next delegate's process waits for its turn: that process
-/// reads an empty stdin and exits without acting; DEL then leaves nothing.
-#[test]
-fn a_delegator_killed_while_the_next_delegate_waits_leaves_it_unsent_and_exiting() {
-    if !require_root("a_delegator_killed_while_the_next_delegate_waits_leaves_it_unsent_and_exiting") {
-        return;
-    }
-    let (w, rt) = one_after_another("cwnextkill", json!({"sleepOn": "ADD", "hangWhile": "hang"}), json!({}));
-    let (hang, list) = (w.hang_file("hang"), &w.list);
-    let started_dir = w.started_dir();
-    let env = [("BRAID_FAULT_STARTED", started_dir.as_path())];
-    let w_ref = &w;
-    w.h.kill_during_add_with_env("delegator", &rt, &Harness::first_plugin_stdin(list), &env, move || {
-        w_ref.started().len() == 2 && w_ref.calls().len() == 1
-    });
-    let unsent = w.unsent();
-    assert_eq!(unsent.len(), 1, "{:?}", w.started());
-    World::wait_for("the unsent second delegate exited", || gone(unsent[0]));
-    assert_eq!(w.calls().len(), 1, "only the first delegate was configured: {:?}", w.calls());
-    // The first delegate is still at work for the killed ADD: let it finish; DEL undoes it.
-    std::fs::remove_file(&hang).unwrap();
-    w.h.del(list, &rt).unwrap_or_else(|e| panic!("DEL after SIGKILL: {e}"));
-    w.nothing_left(&rt.container_id);
-}
-
 /// A DEL that fails while the next delegate's DEL process waits for its turn: that one is still
 /// sent its DEL (DEL attempts every delegate), and the failure is reported with the state kept.
 #[test]
@@ -530,39 +481,68 @@ fn a_conflist_delegates_first_plugin_starts_ahead_and_is_configured_in_its_turn(
     w.nothing_left(&rt.container_id);
 }
 
-/// When a conflist delegate fails, the next conflist's first plugin, started ahead, is killed
-/// unsent; the rollback DELs only the failed list (its two plugins, in reverse).
-#[test]
-fn a_failing_conflist_leaves_the_next_lists_first_plugin_unsent_and_gone() {
-    if !require_root("a_failing_conflist_leaves_the_next_lists_first_plugin_unsent_and_gone") {
-        return;
+/// How the two delegates of a started-ahead test are given: inline single plugins
+/// ([`one_after_another`]), or conflists by name as the installer gives them
+/// ([`conflists_one_after_another`]).
+#[derive(Clone, Copy)]
+enum Shape {
+    Inline,
+    Conflists,
+}
+
+impl Shape {
+    fn world(self, tag: &str, first: Value, second: Value) -> (World, RuntimeConf) {
+        match self {
+            Shape::Inline => one_after_another(tag, first, second),
+            Shape::Conflists => conflists_one_after_another(tag, first, second),
+        }
     }
+
+    /// The calls of a rolled-back first delegate: its ADD, then its DEL — one per plugin of a
+    /// list, in reverse.
+    fn rolled_back(self) -> &'static [&'static str] {
+        match self {
+            Shape::Inline => &["ADD", "DEL"],
+            Shape::Conflists => &["ADD", "DEL", "DEL"],
+        }
+    }
+}
+
+/// When the first delegate fails, the next one's first process, started ahead, is killed
+/// unsent: it never acts, and the rollback DELs only the failed delegate.
+fn failing_first_leaves_the_next_unsent_and_gone(shape: Shape, tag: &str) {
     let fail = json!({"command": "ADD", "code": 7, "msg": "refused on purpose"});
-    let (w, rt) = conflists_one_after_another(
-        "cwlistfail",
-        json!({"sleepOn": "ADD", "hangWhile": "hang", "fail": fail}),
-        json!({}),
-    );
+    let (w, rt) = shape.world(tag, json!({"sleepOn": "ADD", "hangWhile": "hang", "fail": fail}), json!({}));
     let (hang, list) = (w.hang_file("hang"), &w.list);
     let started_dir = w.started_dir();
     let env = [("BRAID_FAULT_STARTED", started_dir.as_path())];
     let (_, waited, added) = w.one_waiting(2, 1, &hang, || w.h.add_with_env(list, &rt, &env));
-    let err = added.expect_err("the first list fails");
+    let err = added.expect_err("the first delegate fails");
     assert!(err.to_string().contains("refused on purpose"), "{err}");
-    assert_eq!(w.commands(), ["ADD", "DEL", "DEL"], "the failed list rolled back, the second never configured");
+    assert_eq!(w.commands(), shape.rolled_back(), "the failed delegate rolled back, the second never configured");
     assert_eq!(w.unsent(), [waited], "{:?} {:?}", w.started(), w.calls());
     World::wait_for("the unsent process gone", || gone(waited));
     w.nothing_left(&rt.container_id);
 }
 
-/// The delegator SIGKILLed while the next conflist's first plugin waits for its turn: that
-/// process reads an empty stdin and exits without acting; DEL then leaves nothing.
 #[test]
-fn a_delegator_killed_while_the_next_conflist_waits_leaves_it_unsent_and_exiting() {
-    if !require_root("a_delegator_killed_while_the_next_conflist_waits_leaves_it_unsent_and_exiting") {
-        return;
+fn a_failing_delegate_leaves_the_next_ones_process_unsent_and_gone() {
+    if require_root("a_failing_delegate_leaves_the_next_ones_process_unsent_and_gone") {
+        failing_first_leaves_the_next_unsent_and_gone(Shape::Inline, "cwnextfail");
     }
-    let (w, rt) = conflists_one_after_another("cwlistkill", json!({"sleepOn": "ADD", "hangWhile": "hang"}), json!({}));
+}
+
+#[test]
+fn a_failing_conflist_leaves_the_next_lists_first_plugin_unsent_and_gone() {
+    if require_root("a_failing_conflist_leaves_the_next_lists_first_plugin_unsent_and_gone") {
+        failing_first_leaves_the_next_unsent_and_gone(Shape::Conflists, "cwlistfail");
+    }
+}
+
+/// The delegator SIGKILLed while the next delegate's first process waits for its turn: that
+/// process reads an empty stdin and exits without acting; DEL then leaves nothing.
+fn killed_while_the_next_waits_leaves_it_unsent_and_exiting(shape: Shape, tag: &str) {
+    let (w, rt) = shape.world(tag, json!({"sleepOn": "ADD", "hangWhile": "hang"}), json!({}));
     let (hang, list) = (w.hang_file("hang"), &w.list);
     let started_dir = w.started_dir();
     let env = [("BRAID_FAULT_STARTED", started_dir.as_path())];
@@ -572,10 +552,24 @@ fn a_delegator_killed_while_the_next_conflist_waits_leaves_it_unsent_and_exiting
     });
     let unsent = w.unsent();
     assert_eq!(unsent.len(), 1, "{:?}", w.started());
-    World::wait_for("the unsent first plugin of the second list exited", || gone(unsent[0]));
-    assert_eq!(w.commands(), ["ADD"], "only the first list's head was configured");
-    // The first list's head is still at work for the killed ADD: let it finish; DEL undoes it.
+    World::wait_for("the unsent process of the second delegate exited", || gone(unsent[0]));
+    assert_eq!(w.commands(), ["ADD"], "only the first delegate was configured");
+    // The first delegate is still at work for the killed ADD: let it finish; DEL undoes it.
     std::fs::remove_file(&hang).unwrap();
     w.h.del(list, &rt).unwrap_or_else(|e| panic!("DEL after SIGKILL: {e}"));
     w.nothing_left(&rt.container_id);
+}
+
+#[test]
+fn a_delegator_killed_while_the_next_delegate_waits_leaves_it_unsent_and_exiting() {
+    if require_root("a_delegator_killed_while_the_next_delegate_waits_leaves_it_unsent_and_exiting") {
+        killed_while_the_next_waits_leaves_it_unsent_and_exiting(Shape::Inline, "cwnextkill");
+    }
+}
+
+#[test]
+fn a_delegator_killed_while_the_next_conflist_waits_leaves_it_unsent_and_exiting() {
+    if require_root("a_delegator_killed_while_the_next_conflist_waits_leaves_it_unsent_and_exiting") {
+        killed_while_the_next_waits_leaves_it_unsent_and_exiting(Shape::Conflists, "cwlistkill");
+    }
 }
