@@ -88,7 +88,7 @@ impl Attacher<'_> {
     /// is sent one: once the plan and the process's record are durable. A process never sent
     /// it (the ADD refused on the way) is killed unsent; should the caller be killed first, the
     /// plugin reads an empty stdin and exits without acting. For a conflist delegate it is the
-    /// list's first plugin ([`crate::ahead`]). `None` — the ADD then starts it in turn and
+    /// list's first plugin (`braid-attach/src/ahead.rs`). `None` — the ADD then starts it in turn and
     /// reports what fails — unless the first delegate has a fixed interface name and its first
     /// plugin can be found and started now.
     pub fn start_first(&self, runner: &RawExec, call: &RuntimeConf, delegates: &[Delegate]) -> Option<Started> {
