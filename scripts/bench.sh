@@ -25,7 +25,7 @@ quick="${2:-}"
 need=()
 command -v ip >/dev/null || need+=(iproute2)
 # The static musl build (scripts/build-release.sh): braid-install's TLS (ring) has C parts, built
-# with musl's C compiler; without it every binary falls back to a slower-starting glibc build.
+# with musl's C compiler (build-release.sh installs it too when root, and fails without it).
 command -v musl-gcc >/dev/null || need+=(musl-tools)
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
 # The churn soak (case "soak"): containerd 1.6 with CRI, runc, static busybox for its sandbox image.

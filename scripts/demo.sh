@@ -17,7 +17,7 @@ part() { printf '\n\033[1;7m#### %s ####\033[0m\n' "$*"; }
 need=()
 command -v ip >/dev/null || need+=(iproute2)
 # The static musl build (scripts/build-release.sh): braid-install's TLS (ring) has C parts, built
-# with musl's C compiler; without it every binary falls back to a slower-starting glibc build.
+# with musl's C compiler (build-release.sh installs it too when root, and fails without it).
 command -v musl-gcc >/dev/null || need+=(musl-tools)
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
 command -v jq >/dev/null || need+=(jq)

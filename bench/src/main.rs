@@ -29,10 +29,11 @@ use std::path::PathBuf;
 use verdict::Verdict;
 
 /// The cases by the name `--only` selects them with, in the order they run.
-pub const CASES: [&str; 16] = [
+pub const CASES: [&str; 17] = [
     "version",
     "exec-floor",
     "delegator",
+    "fixed",
     "selection",
     "merged",
     "parallel",
@@ -83,8 +84,11 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
     if run("exec-floor", "the exec floor: an empty static binary beside the delegator's VERSION") {
         take(latency::exec_floor(&w)?);
     }
-    if run("delegator", "ADD+DEL of [bridge, ptp]: delegator vs direct") {
+    if run("delegator", "ADD+DEL of [bridge, ptp] as deployed (conflists by name): delegator vs direct") {
         take(attach::delegator_overhead(&w)?);
+    }
+    if run("fixed", "ADD+DEL of the primary alone as deployed: the delegator's fixed cost") {
+        take(attach::fixed_cost(&w)?);
     }
     if run("selection", "ADD+DEL with networks selected by the pod annotation vs configured") {
         take(attach::selection(&w)?);

@@ -1,7 +1,7 @@
 //! ADD: every delegate attached, or — when one fails — every attempted one rolled back in
 //! reverse (see [`crate::attach`] for the engine's rules).
 
-use crate::ahead::Ahead;
+use crate::ahead::{Ahead, FirstStarted};
 use crate::attach::{describe, each, thread_panicked, Attacher, Bounded, Order};
 use crate::delegate::{plan, plugin_stdin, Delegate, DelegateConfig, Stdins};
 use crate::plan::{Phase, Plan, Process, Progress};
@@ -13,7 +13,7 @@ use cni_skel::log::Logger;
 use cni_types::error::{INVALID_NETWORK_CONFIG, IO_FAILURE, TRY_AGAIN_LATER};
 use cni_types::result::AnyResult;
 use cni_types::version::Command;
-use cni_types::{CniError, Invocation, NetConf};
+use cni_types::{CniError, Invocation};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -87,23 +87,25 @@ impl Attacher<'_> {
     /// [`Attacher::add_with_first`], which sends it its configuration only where any delegate
     /// is sent one: once the plan and the process's record are durable. A process never sent
     /// it (the ADD refused on the way) is killed unsent; should the caller be killed first, the
-    /// plugin reads an empty stdin and exits without acting. `None` — the ADD then starts it in
-    /// turn and reports what fails — unless the first delegate is a single plugin with a fixed
-    /// interface name that can be started now.
+    /// plugin reads an empty stdin and exits without acting. For a conflist delegate it is the
+    /// list's first plugin (`braid-attach/src/ahead.rs`). `None` — the ADD then starts it in turn and
+    /// reports what fails — unless the first delegate has a fixed interface name and its first
+    /// plugin can be found and started now.
     pub fn start_first(&self, runner: &RawExec, call: &RuntimeConf, delegates: &[Delegate]) -> Option<Started> {
         if self.deadline.add_until().is_some_and(|u| Instant::now() >= u) {
             return None;
         }
         let d = delegates.first().filter(|d| !d.auto_ifname)?;
-        let DelegateConfig::Plugin(c) = &d.config else { return None };
-        let (path, inv) = self.plugin_add(call, d, c).ok()?;
+        let (path, inv) = self.first_add(call, d).ok()?;
         runner.start(&path, &inv.env()).ok()
     }
 
-    /// The binary and the call of single-plugin delegate `d` (configuration `c`) for ADD: what
-    /// [`Attacher::start_first`] starts ahead is what its turn would start.
-    fn plugin_add(&self, call: &RuntimeConf, d: &Delegate, c: &NetConf) -> Result<(PathBuf, Invocation), InvokeError> {
-        let path = self.exec.find(c.plugin_type(), &self.paths)?;
+    /// The binary and the call of delegate `d`'s first process for ADD — a single plugin's, a
+    /// conflist's first plugin's (the chain calls it with the same variables): what
+    /// [`Attacher::start_first`] and [`Attacher::start_next`] start ahead is what its turn would
+    /// start.
+    fn first_add(&self, call: &RuntimeConf, d: &Delegate) -> Result<(PathBuf, Invocation), InvokeError> {
+        let path = self.exec.find(d.plugin_type(), &self.paths)?;
         Ok((path, self.invocation(Command::Add, call, &d.ifname, &d.effective_args(call))))
     }
 
@@ -282,12 +284,11 @@ impl Attacher<'_> {
         e
     }
 
-    /// Starts delegate `i`'s process ahead of its turn ([`crate::ahead`]), when it is a single
-    /// plugin that can be found; otherwise its turn starts (or fails to start) it.
+    /// Starts delegate `i`'s first process ahead of its turn ([`crate::ahead`]), when it can be
+    /// found; otherwise its turn starts (or fails to start) it.
     fn start_next(&self, job: &Job, i: usize) {
         let Some(d) = job.delegates.get(i) else { return };
-        let DelegateConfig::Plugin(c) = &d.config else { return };
-        if let Ok((path, inv)) = self.plugin_add(job.call, d, c) {
+        if let Ok((path, inv)) = self.first_add(job.call, d) {
             job.ahead.start(self.exec, i, &path, &inv.env(), self.deadline.add_until());
         }
     }
@@ -315,7 +316,21 @@ impl Attacher<'_> {
             // Best effort: without the record a crash right now leaves what it always did.
             let _ = self.store.append(key, &line);
         };
-        let exec = Bounded { inner: self.exec, spawned: &record, until: self.deadline.add_until() };
+        let bounded = Bounded { inner: self.exec, spawned: &record, until: self.deadline.add_until() };
+        // Its first process: started ahead for exactly this call, or killed unsent and started
+        // anew. One after another, this one's first, then the next delegate's, whose start-up
+        // overlaps this one's work; it is sent its configuration in its turn.
+        let first = self.first_add(call, d);
+        let started = first.as_ref().ok().and_then(|(path, inv)| {
+            let env = inv.env();
+            if !job.one_by_one {
+                return job.ahead.take(i, path, &env);
+            }
+            let started = job.ahead.take_or_start(self.exec, i, path, &env, self.deadline.add_until());
+            self.start_next(job, i + 1);
+            started
+        });
+        let exec = FirstStarted::new(&bounded, started);
         let outcome = match &d.config {
             DelegateConfig::Plugin(c) => {
                 let built;
@@ -326,27 +341,8 @@ impl Attacher<'_> {
                         &built
                     }
                 };
-                let (path, inv) = self.plugin_add(call, d, c).map_err(|e| (e.into(), false))?;
-                let env = inv.env();
-                // Started ahead for exactly this call, or killed unsent and started anew.
-                let started = if job.one_by_one {
-                    // This delegate's process first, then the next one's, whose start-up
-                    // overlaps this one's work; it is sent its configuration in its turn.
-                    let started = job.ahead.take_or_start(self.exec, i, &path, &env, self.deadline.add_until());
-                    self.start_next(job, i + 1);
-                    started
-                } else {
-                    job.ahead.take(i, &path, &env)
-                };
-                let outcome = match started {
-                    Some(s) => invoke::add_started(
-                        s,
-                        stdin,
-                        invoke::Watch { spawned: &record, until: self.deadline.add_until() },
-                    ),
-                    None => invoke::add(&exec, &path, stdin, &inv),
-                };
-                outcome.map_err(|e| {
+                let (path, inv) = first.map_err(|e| (e.into(), false))?;
+                invoke::add(&exec, &path, stdin, &inv).map_err(|e| {
                     use cni_runtime::InvokeError::{DeadlinePassed, Spawn};
                     let started = !matches!(e, Spawn { .. } | DeadlinePassed { started: false, .. });
                     (e.into(), started)
@@ -359,8 +355,9 @@ impl Attacher<'_> {
                     capability_args: d.effective_capability_args(call),
                     ..call.clone()
                 };
-                // Some plugins of the list may have run: always worth a DEL.
-                self.chain_with(&exec).add(l, &rt).map_err(|e| (e.into(), true))
+                // Some plugins of the list may have run: always worth a DEL. Its result is kept
+                // in the state, not in a libcni cache of its own ([`crate::attach`]).
+                self.chain_with(&exec).add_uncached(l, &rt).map_err(|e| (e.into(), true))
             }
         };
         // A plan that could not be made durable stopped the delegate before it was sent

@@ -14,6 +14,12 @@
 //!   delegate *i* fails, delegates *i* … 0 get DEL in reverse (the failed one too: it may have
 //!   half-attached), the state is removed once that succeeded, and the error keeps the
 //!   delegate's code and names it (index, network, type, interface).
+//! * A conflist delegate runs through [`Chain`] as libcni runs it, but its result is kept in
+//!   the state (its appended line), not in a libcni cache of its own: DEL and CHECK replay the
+//!   list with the recorded result as `prevResult` (`Chain::del_with`, `Chain::check_with`).
+//!   The cache's durable write was two fsyncs per list on every ADD for bytes the state already
+//!   holds (`docs/bench/NOTES.md`, the delegator's fixed cost); a cache file an older braid
+//!   left is still removed by DEL.
 //! * DEL: [`crate::teardown`]. It replays the state in reverse — what ADD sent, not today's
 //!   configuration — attempting every delegate and reporting all failures together. Without a
 //!   state file, or with a corrupt one, the configured delegates are deleted best-effort, so
@@ -28,15 +34,15 @@
 //!   waited for, then every attempted one is deleted in reverse plan order, as above. The plan
 //!   records that it was parallel: DEL and CHECK of it run the delegates at once too.
 
-use crate::ahead::Ahead;
+use crate::ahead::{Ahead, FirstStarted};
 use crate::deadline::Deadline;
-use crate::delegate::ignore_unknown;
 use crate::plan::{Attachment, Phase, Plan};
 use crate::state::{ContainerLock, Key, StateStore, Wait};
 use cni_runtime::chain::{Chain, RuntimeConf};
 use cni_runtime::invoke::{self, Exec};
 use cni_skel::log::Logger;
 use cni_types::error::{DECODING_FAILURE, INTERNAL, INVALID_NETWORK_CONFIG};
+use cni_types::result::AnyResult;
 use cni_types::version::{self, Command};
 use cni_types::{CniError, Context as _, Invocation, NetConfList};
 use serde_json::Value;
@@ -142,6 +148,12 @@ pub(crate) fn thread_panicked() -> CniError {
     CniError::new(INTERNAL, "its thread panicked")
 }
 
+/// The `CNI_ARGS` a recorded attachment is replayed with: what ADD sent, `IgnoreUnknown=1` in
+/// front — states written before it was added get it on replay too.
+fn replay_args(call: &RuntimeConf, a: &Attachment) -> String {
+    crate::delegate::ignore_unknown(a.args.as_deref().unwrap_or(&call.args))
+}
+
 /// `delegate 1 (network "p2p", type "ptp", interface net1)`: how errors and logs name one.
 pub(crate) fn describe(i: usize, a: &Attachment) -> String {
     format!("delegate {i} (network {:?}, type {:?}, interface {})", a.name, a.plugin_type, a.ifname)
@@ -201,28 +213,24 @@ impl Attacher<'_> {
         self.replay_in_turn(command, call, (0, a), None, &Ahead::default())
     }
 
-    /// The binary, stdin and call with which a recorded single-plugin attachment is replayed.
-    fn replay_call(
+    /// The binary and the call of the first process with which a recorded attachment is
+    /// replayed ([`crate::ahead`]): a single plugin's; a conflist's first plugin's for CHECK,
+    /// its last one's for DEL (the chain runs DEL in reverse) — the chain calls it with the
+    /// same variables.
+    fn replay_first(
         &self,
         command: Command,
         call: &RuntimeConf,
         a: &Attachment,
-    ) -> Result<(PathBuf, Vec<u8>, Invocation), CniError> {
-        // States written before IgnoreUnknown was added get it on replay too.
-        let args = ignore_unknown(a.args.as_deref().unwrap_or(&call.args));
-        let mut conf = a.config.clone();
-        let has_prev = version::Version::V0_4_0.reached_by(&a.cni_version);
-        if let (true, Some(result), Value::Object(map)) = (has_prev, &a.result, &mut conf) {
-            map.insert("prevResult".into(), result.clone());
-        }
-        let stdin = serde_json::to_vec(&conf).unwrap_or_default();
-        let inv = self.invocation(command, call, &a.ifname, &args);
-        let path = self.exec.find(&a.plugin_type, &self.paths)?;
-        Ok((path, stdin, inv))
+    ) -> Result<(PathBuf, Invocation), CniError> {
+        let types = a.plugin_types();
+        let first = if command == Command::Del { types.last() } else { types.first() };
+        let path = self.exec.find(first.copied().unwrap_or_default(), &self.paths)?;
+        Ok((path, self.invocation(command, call, &a.ifname, &replay_args(call, a))))
     }
 
-    /// [`Attacher::replay`] of attachment `i` of a plan, one after another: its process taken
-    /// from `ahead` when it was started there, and the `next` one's started ahead while it
+    /// [`Attacher::replay`] of attachment `i` of a plan, one after another: its first process
+    /// taken from `ahead` when it was started there, and the `next` one's started ahead while it
     /// runs ([`crate::ahead`]).
     fn replay_in_turn(
         &self,
@@ -233,36 +241,41 @@ impl Attacher<'_> {
         ahead: &Ahead,
     ) -> Result<(), CniError> {
         let until = self.deadline.until();
-        let start_next = || {
-            if let Some((j, b)) = next.filter(|(_, b)| !b.list) {
-                if let Ok((path, _, inv)) = self.replay_call(command, call, b) {
-                    ahead.start(self.exec, j, &path, &inv.env(), until);
-                }
+        let first = self.replay_first(command, call, a);
+        let started = first.as_ref().ok().and_then(|(path, inv)| match next {
+            Some(_) => ahead.take_or_start(self.exec, i, path, &inv.env(), until),
+            None => ahead.take(i, path, &inv.env()),
+        });
+        if let Some((j, b)) = next {
+            if let Ok((path, inv)) = self.replay_first(command, call, b) {
+                ahead.start(self.exec, j, &path, &inv.env(), until);
             }
-        };
-        if !a.list {
-            let (path, stdin, inv) = self.replay_call(command, call, a)?;
-            let env = inv.env();
-            let started = match next {
-                Some(_) => ahead.take_or_start(self.exec, i, &path, &env, until),
-                None => ahead.take(i, &path, &env),
-            };
-            start_next();
-            return Ok(match started {
-                Some(s) => s.finish(&stdin, invoke::Watch { spawned: &|_| {}, until }).map(|_| ()),
-                None => invoke::exec_without_result(&self.until_end(), &path, &stdin, &inv),
-            }?);
         }
-        start_next();
-        // States written before IgnoreUnknown was added get it on replay too.
-        let args = ignore_unknown(a.args.as_deref().unwrap_or(&call.args));
+        let bounded = self.until_end();
+        let exec = FirstStarted::new(&bounded, started);
+        let args = replay_args(call, a);
+        if !a.list {
+            let (path, inv) = first?;
+            let mut conf = a.config.clone();
+            let has_prev = version::Version::V0_4_0.reached_by(&a.cni_version);
+            if let (true, Some(result), Value::Object(map)) = (has_prev, &a.result, &mut conf) {
+                map.insert("prevResult".into(), result.clone());
+            }
+            let stdin = serde_json::to_vec(&conf).unwrap_or_default();
+            return Ok(invoke::exec_without_result(&exec, &path, &stdin, &inv)?);
+        }
         let bytes = serde_json::to_vec(&a.config).unwrap_or_default();
         let list = NetConfList::parse(&bytes).code(DECODING_FAILURE)?;
         let caps = a.capability_args.clone().unwrap_or_else(|| call.capability_args.clone());
         let rt = RuntimeConf { ifname: a.ifname.clone(), args, capability_args: caps, ..call.clone() };
-        let exec = self.until_end();
         let chain = self.chain_with(&exec);
-        Ok(if command == Command::Check { chain.check(&list, &rt) } else { chain.del(&list, &rt) }?)
+        // The list's result as the state recorded it, in place of a libcni cache of its own.
+        let prev = a.result.as_ref().and_then(|v| AnyResult::from_bytes(&serde_json::to_vec(v).ok()?).ok());
+        Ok(if command == Command::Check {
+            chain.check_with(&list, &rt, prev.as_ref())
+        } else {
+            chain.del_with(&list, &rt, prev.as_ref())
+        }?)
     }
 
     /// DEL the `attempted` attachments of a recorded plan, last first (all at once in `order`

@@ -87,6 +87,18 @@ pub struct Attachment {
     pub process: Option<Process>,
 }
 
+impl Attachment {
+    /// The plugin types it runs, in order: a single plugin's own, a list's from its recorded
+    /// plugins (a type missing reads as empty, which no binary is found by).
+    pub fn plugin_types(&self) -> Vec<&str> {
+        if !self.list {
+            return vec![self.plugin_type.as_str()];
+        }
+        let plugins = self.config.get("plugins").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        plugins.iter().map(|p| p.get("type").and_then(Value::as_str).unwrap_or_default()).collect()
+    }
+}
+
 /// A delegate process: its pid (also its process group) and start time, so that DEL after a
 /// crash can end exactly that process and nothing else (see `cni_runtime::procs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,7 +11,9 @@ use std::fs::File;
 use std::path::Path;
 
 /// The pod namespace of one command, entered at most once. The first read opens an rtnetlink
-/// socket on a thread that entered it; a socket belongs to the namespace it was made in, so
+/// socket there — the calling thread enters the namespace, makes it and returns at once
+/// ([`cni_skel::netns::run_here_in_file`]: a thread of its own cost a scheduler wake-up each
+/// way, milliseconds on a busy node); a socket belongs to the namespace it was made in, so
 /// that one socket serves every later read and change from the calling thread — the names
 /// checked before the delegates run, the MACs and MTUs and the network-status document after
 /// them, the default routes moved. (An ADD used to enter the namespace up to four times, each
@@ -64,7 +66,7 @@ impl PodNetns {
             None => {
                 let path = self.path.clone();
                 let file = self.file()?;
-                cni_skel::netns::run_in_file(file, Path::new(&path), Rtnl::open)?.map_err(|e| {
+                cni_skel::netns::run_here_in_file(file, Path::new(&path), Rtnl::open)?.map_err(|e| {
                     CniError::new(INTERNAL, format!("opening an rtnetlink socket in netns {path:?}: {e}"))
                 })?
             }

@@ -12,7 +12,6 @@ use cni_skel::log::Logger;
 use cni_types::error::{INTERNAL, INVALID_NETWORK_CONFIG, IO_FAILURE, TRY_AGAIN_LATER};
 use cni_types::version::Command;
 use cni_types::CniError;
-use serde_json::Value;
 use std::time::Instant;
 
 /// How long DEL lets a delegate that a crashed ADD left running finish on its own: half of
@@ -89,13 +88,7 @@ impl Attacher<'_> {
 
     /// Why one of the binaries an attachment needs cannot be found, if so.
     fn missing_binary(&self, a: &Attachment) -> Option<String> {
-        let types: Vec<String> = if a.list {
-            let plugins = a.config.get("plugins").and_then(Value::as_array).cloned().unwrap_or_default();
-            plugins.iter().map(|p| p.get("type").and_then(Value::as_str).unwrap_or_default().to_string()).collect()
-        } else {
-            vec![a.plugin_type.clone()]
-        };
-        types.iter().find_map(|t| self.exec.find(t, &self.paths).err().map(|e| e.to_string()))
+        a.plugin_types().into_iter().find_map(|t| self.exec.find(t, &self.paths).err().map(|e| e.to_string()))
     }
 
     /// DEL from the state (or, without a usable one, from `configured`), every delegate tried.

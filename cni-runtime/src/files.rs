@@ -8,7 +8,8 @@
 //! And writing the files braid keeps — state, the result cache, network-status documents, Kata
 //! DAN files, the installer's conflists and binaries — with one atomic replacement
 //! ([`replace`]): a reader sees the old bytes or the new, never a torn file, and the new ones
-//! survive a power failure once it returned.
+//! survive a power failure once it returned ([`replace_volatile`]: the same without the last
+//! promise, for files that mean nothing after a reboot).
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -127,6 +128,15 @@ pub fn replace(target: &Path, bytes: &[u8], mode: u32) -> Result<(), ReplaceErro
     replace_via(target, &temp_beside(target), bytes, mode)
 }
 
+/// [`replace`] without its two fsyncs: atomic — a reader, and whatever a crash of the writer
+/// leaves, sees the old bytes or the new, never a torn file — but not durable: after a power
+/// failure the file may hold the old bytes, none, or be gone. For a file that means nothing
+/// after a reboot: one under `/run` (a tmpfs on every systemd host, where an fsync does nothing)
+/// describing a live sandbox, which a reboot ends. On a disk the two fsyncs cost 0.5–1 ms.
+pub fn replace_volatile(target: &Path, bytes: &[u8], mode: u32) -> Result<(), ReplaceError> {
+    write_and_rename(target, &temp_beside(target), bytes, mode, false)
+}
+
 /// The error of `step` on `path`, for `map_err`.
 fn fail(step: Step, path: &Path) -> impl FnOnce(std::io::Error) -> ReplaceError + '_ {
     move |source| ReplaceError { step, path: path.to_path_buf(), source }
@@ -136,18 +146,28 @@ fn fail(step: Step, path: &Path) -> impl FnOnce(std::io::Error) -> ReplaceError 
 /// a writer whose temporary name others know (a DEL that removes a leftover, an installer
 /// whose names are documented).
 pub fn replace_via(target: &Path, temp: &Path, bytes: &[u8], mode: u32) -> Result<(), ReplaceError> {
+    write_and_rename(target, temp, bytes, mode, true)
+}
+
+/// [`replace_via`], the fsyncs only when `durable`.
+fn write_and_rename(target: &Path, temp: &Path, bytes: &[u8], mode: u32, durable: bool) -> Result<(), ReplaceError> {
     let _ = std::fs::remove_file(temp);
     let written = (|| {
         let mut f = create_new(temp, mode).map_err(fail(Step::Create, temp))?;
         f.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(fail(Step::Create, temp))?;
         f.write_all(bytes).map_err(fail(Step::Write, temp))?;
-        f.sync_all().map_err(fail(Step::Fsync, temp))?;
+        if durable {
+            f.sync_all().map_err(fail(Step::Fsync, temp))?;
+        }
         drop(f);
         std::fs::rename(temp, target).map_err(fail(Step::Rename, target))
     })();
     if written.is_err() {
         let _ = std::fs::remove_file(temp);
         return written;
+    }
+    if !durable {
+        return Ok(());
     }
     let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,

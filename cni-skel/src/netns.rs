@@ -3,7 +3,8 @@
 //! `setns(2)` changes the namespace of one *thread*, and sockets belong to the namespace they
 //! were created in. So work inside a container namespace runs on a dedicated OS thread that
 //! enters the namespace, does the work and ends — it never returns to a pool, and the calling
-//! thread's namespace is never touched.
+//! thread's namespace is never touched ([`run_in`]). The one exception, [`run_here_in_file`],
+//! only makes a socket: the calling thread enters, makes it, and returns at once.
 
 use nix::sched::{setns, CloneFlags};
 use nix::sys::statfs::fstatfs;
@@ -90,6 +91,26 @@ pub fn run_in_file<T: Send, F: FnOnce() -> T + Send>(file: &File, path: &Path, w
         });
         handle.join().unwrap_or_else(|_| Err(NetnsError::Panicked(path.to_path_buf())))
     })
+}
+
+/// [`run_in_file`] on the calling thread, for `work` that only makes something which keeps the
+/// namespace it was made in (an rtnetlink socket) and runs nothing else: the thread enters the
+/// namespace, runs `work` and returns to its own namespace before this returns. No thread is
+/// created and joined — on a busy node each is a scheduler wake-up, and a delegator's ADD
+/// waited 0.8–4 ms for the one it entered the pod namespace on, on a loaded two-core machine
+/// (braid's `docs/bench/NOTES.md`). A thread that cannot return to its own namespace must not
+/// run anything more (it would run the caller's next plugins in the container's namespace):
+/// the process aborts, saying why.
+pub fn run_here_in_file<T, F: FnOnce() -> T>(file: &File, path: &Path, work: F) -> Result<T, NetnsError> {
+    let here = Path::new("/proc/thread-self/ns/net");
+    let home = File::open(here).map_err(|e| NetnsError::Open(here.to_path_buf(), e))?;
+    setns(file, CloneFlags::CLONE_NEWNET).map_err(|e| NetnsError::Enter(path.to_path_buf(), e))?;
+    let out = work();
+    if let Err(e) = setns(&home, CloneFlags::CLONE_NEWNET) {
+        eprintln!("cannot return to this thread's own network namespace after entering {}: {e}", path.display());
+        std::process::abort();
+    }
+    Ok(out)
 }
 
 /// Identifies a namespace file by device and inode (equal identities: the same namespace).

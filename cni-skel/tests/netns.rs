@@ -33,6 +33,31 @@ fn run_in_enters_only_the_worker_thread() {
     assert_eq!(netns::current_identity().unwrap(), before, "the calling thread must stay where it was");
 }
 
+/// `run_here_in_file` runs its work inside the namespace on the calling thread, and the thread
+/// is back in its own namespace when it returns: a socket made there keeps serving the
+/// namespace it was made in.
+#[test]
+fn run_here_enters_and_leaves_on_the_calling_thread() {
+    if !require_root("run_here_enters_and_leaves_on_the_calling_thread") {
+        return;
+    }
+    let ns = TempNetns::new("here");
+    ns.exec(&["ip", "link", "add", "braidprobe2", "type", "veth", "peer", "name", "braidprobe3"]);
+    let before = netns::current_identity().unwrap();
+    let me = std::thread::current().id();
+    let file = netns::open(&ns.path()).unwrap();
+    let (inside_id, thread, links) = netns::run_here_in_file(&file, &ns.path(), || {
+        let links = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap();
+        (netns::current_identity().unwrap(), std::thread::current().id(), links)
+    })
+    .unwrap();
+    assert_eq!(thread, me, "the work ran on the calling thread");
+    assert_eq!(inside_id, netns::identity(&ns.path()).unwrap());
+    assert!(links.contains("braidprobe2"), "the work did not run in the namespace: {links}");
+    assert_eq!(netns::current_identity().unwrap(), before, "the calling thread is back in its own namespace");
+    assert!(!std::fs::read_to_string("/proc/thread-self/net/dev").unwrap().contains("braidprobe2"));
+}
+
 #[test]
 fn run_in_reports_missing_and_non_namespace_paths() {
     let missing = netns::run_in(Path::new("/run/netns/braid-does-not-exist"), || ()).unwrap_err();

@@ -378,55 +378,6 @@ fn the_next_delegate_starts_while_the_one_before_works_and_is_configured_in_its_
     w.nothing_left(&rt.container_id);
 }
 
-/// When a delegate fails, the next one's process, started ahead, is killed unsent: it never
-/// acts, and the rollback DELs only the failed delegate.
-#[test]
-fn a_failing_delegate_leaves_the_next_ones_process_unsent_and_gone() {
-    if !require_root("a_failing_delegate_leaves_the_next_ones_process_unsent_and_gone") {
-        return;
-    }
-    let fail = json!({"command": "ADD", "code": 7, "msg": "refused on purpose"});
-    let (w, rt) =
-        one_after_another("cwnextfail", json!({"sleepOn": "ADD", "hangWhile": "hang", "fail": fail}), json!({}));
-    let (hang, list) = (w.hang_file("hang"), &w.list);
-    let started_dir = w.started_dir();
-    let env = [("BRAID_FAULT_STARTED", started_dir.as_path())];
-    let (_, waited, added) = w.one_waiting(2, 1, &hang, || w.h.add_with_env(list, &rt, &env));
-    let err = added.expect_err("the first delegate fails");
-    assert!(err.to_string().contains("refused on purpose"), "{err}");
-    let calls = w.calls();
-    let commands: Vec<&str> = calls.iter().map(|(c, _)| c.as_str()).collect();
-    assert_eq!(commands, ["ADD", "DEL"], "the failed delegate rolled back, the second never configured");
-    assert_eq!(w.unsent(), [waited], "{:?} {calls:?}", w.started());
-    World::wait_for("the unsent process gone", || gone(waited));
-    w.nothing_left(&rt.container_id);
-}
-
-/// The delegator SIGKILLed while the next delegate's process waits for its turn: that process
-/// reads an empty stdin and exits without acting; DEL then leaves nothing.
-#[test]
-fn a_delegator_killed_while_the_next_delegate_waits_leaves_it_unsent_and_exiting() {
-    if !require_root("a_delegator_killed_while_the_next_delegate_waits_leaves_it_unsent_and_exiting") {
-        return;
-    }
-    let (w, rt) = one_after_another("cwnextkill", json!({"sleepOn": "ADD", "hangWhile": "hang"}), json!({}));
-    let (hang, list) = (w.hang_file("hang"), &w.list);
-    let started_dir = w.started_dir();
-    let env = [("BRAID_FAULT_STARTED", started_dir.as_path())];
-    let w_ref = &w;
-    w.h.kill_during_add_with_env("delegator", &rt, &Harness::first_plugin_stdin(list), &env, move || {
-        w_ref.started().len() == 2 && w_ref.calls().len() == 1
-    });
-    let unsent = w.unsent();
-    assert_eq!(unsent.len(), 1, "{:?}", w.started());
-    World::wait_for("the unsent second delegate exited", || gone(unsent[0]));
-    assert_eq!(w.calls().len(), 1, "only the first delegate was configured: {:?}", w.calls());
-    // The first delegate is still at work for the killed ADD: let it finish; DEL undoes it.
-    std::fs::remove_file(&hang).unwrap();
-    w.h.del(list, &rt).unwrap_or_else(|e| panic!("DEL after SIGKILL: {e}"));
-    w.nothing_left(&rt.container_id);
-}
-
 /// A DEL that fails while the next delegate's DEL process waits for its turn: that one is still
 /// sent its DEL (DEL attempts every delegate), and the failure is reported with the state kept.
 #[test]
@@ -446,4 +397,179 @@ fn a_failing_del_still_sends_the_next_delegate_its_del_started_ahead() {
     assert_eq!(commands, ["ADD", "ADD", "DEL", "DEL"], "both DELs sent, in reverse");
     assert!(w.unsent().is_empty(), "every started process was sent its call: {:?} {calls:?}", w.started());
     assert!(!w.h.state_files().is_empty(), "the state is kept for the runtime's next DEL");
+}
+
+/// `[first, second]` as the installer and the node agent give delegates: by name, each a
+/// conflist file in `confDir` of two plugins — a braid-fault "head" with a real link and `extra`
+/// keys (a `hangWhile` names a file of the test's directory), then a braid-fault "tail" that
+/// prints a canned result — both logging their calls; a container.
+fn conflists_one_after_another(tag: &str, first: Value, second: Value) -> (World, RuntimeConf) {
+    let mut w = World::with(tag, |_, _| vec![json!("first"), json!("second")]);
+    let dir = w.h.dir.path().join("net.d");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, mut extra) in [("first", first), ("second", second)] {
+        if let Some(file) = extra.get("hangWhile").and_then(Value::as_str) {
+            extra["hangWhile"] = json!(w.h.dir.path().join(file));
+        }
+        let tail = json!({"type": "braid-fault", "log": w.log,
+                          "result": {"cniVersion": "1.0.0", "interfaces": [{"name": "x"}]}});
+        let list = json!({"cniVersion": "1.0.0", "name": name, "plugins": [w.fault(name, extra), tail]});
+        std::fs::write(dir.join(format!("{name}.conflist")), list.to_string()).unwrap();
+    }
+    w.list["plugins"][0]["confDir"] = json!(dir);
+    let rt = w.h.runtime(&w.ctr, &unique("ctr"), "eth0");
+    (w, rt)
+}
+
+impl World {
+    /// The commands of the fault plugin's calls, in order.
+    fn commands(&self) -> Vec<String> {
+        self.calls().into_iter().map(|(c, _)| c).collect()
+    }
+}
+
+/// The first plugin of a conflist delegate named by reference (the installer's and every NAD's
+/// shape) is started ahead as a single plugin is: the first delegate's before the delegator's
+/// locks and plan — seen running, unsent, while a test holds the container's lock — and each
+/// next delegate's while the one before it works, sent its configuration only in its turn; DEL
+/// runs each list in reverse, and the next list's *last* plugin is the one started ahead.
+#[test]
+fn a_conflist_delegates_first_plugin_starts_ahead_and_is_configured_in_its_turn() {
+    if !require_root("a_conflist_delegates_first_plugin_starts_ahead_and_is_configured_in_its_turn") {
+        return;
+    }
+    let (w, rt) = conflists_one_after_another(
+        "cwlist",
+        json!({"sleepOn": "ADD", "hangWhile": "add-hang"}),
+        json!({"sleepOn": "DEL", "hangWhile": "del-hang"}),
+    );
+    let (add_hang, del_hang, list) = (w.hang_file("add-hang"), w.hang_file("del-hang"), &w.list);
+    let started_dir = w.started_dir();
+    let env = [("BRAID_FAULT_STARTED", started_dir.as_path())];
+    let held = w.hold(&rt.container_id);
+    let (first_head, second_head, added) = std::thread::scope(|s| {
+        let held = held;
+        let add = s.spawn(|| {
+            // The first list's head (hanging) at work; the second list's head exists, unsent.
+            w.one_waiting(2, 1, &add_hang, || w.h.add_with_env(list, &rt, &env))
+        });
+        World::wait_for("the first list's first plugin started", || !w.started().is_empty());
+        // The delegator waits for the container's lock: no plan yet, nothing sent.
+        assert!(w.h.state_files().is_empty(), "{:?}", w.h.dir.files());
+        assert!(w.calls().is_empty(), "{:?}", w.calls());
+        let first = w.started();
+        drop(held);
+        let (working, unsent, added) = add.join().unwrap();
+        assert_eq!(first, [working], "the process started before the lock was the one configured first");
+        (working, unsent, added)
+    });
+    added.unwrap_or_else(|e| panic!("ADD: {e}"));
+    let calls = w.calls();
+    assert_eq!(w.commands(), ["ADD"; 4], "{calls:?}");
+    assert_eq!((calls[0].1, calls[2].1), (first_head, second_head), "each list's head by the process started for it");
+    assert_eq!(w.started().len(), 4, "no process started twice: {calls:?}");
+    let links = w.ctr.links();
+    assert!(links.iter().any(|l| l == "eth0") && links.iter().any(|l| l == "net1"), "{links:?}");
+    // DEL in reverse, each list last plugin first: the second list's head hangs (its tail's DEL
+    // done); the first list's tail — its DEL's first process — exists, unsent.
+    let (second_del, first_tail_del, deleted) = w.one_waiting(7, 6, &del_hang, || w.h.del_with_env(list, &rt, &env));
+    deleted.unwrap_or_else(|e| panic!("DEL: {e}"));
+    let calls = w.calls();
+    assert_eq!(w.commands(), [["ADD"; 4], ["DEL"; 4]].concat(), "{calls:?}");
+    assert_eq!((calls[5].1, calls[6].1), (second_del, first_tail_del), "{calls:?}");
+    assert!(w.unsent().is_empty(), "every started process was sent its call: {:?} {calls:?}", w.started());
+    w.nothing_left(&rt.container_id);
+}
+
+/// How the two delegates of a started-ahead test are given: inline single plugins
+/// ([`one_after_another`]), or conflists by name as the installer gives them
+/// ([`conflists_one_after_another`]).
+#[derive(Clone, Copy)]
+enum Shape {
+    Inline,
+    Conflists,
+}
+
+impl Shape {
+    fn world(self, tag: &str, first: Value, second: Value) -> (World, RuntimeConf) {
+        match self {
+            Shape::Inline => one_after_another(tag, first, second),
+            Shape::Conflists => conflists_one_after_another(tag, first, second),
+        }
+    }
+
+    /// The calls of a rolled-back first delegate: its ADD, then its DEL — one per plugin of a
+    /// list, in reverse.
+    fn rolled_back(self) -> &'static [&'static str] {
+        match self {
+            Shape::Inline => &["ADD", "DEL"],
+            Shape::Conflists => &["ADD", "DEL", "DEL"],
+        }
+    }
+}
+
+/// When the first delegate fails, the next one's first process, started ahead, is killed
+/// unsent: it never acts, and the rollback DELs only the failed delegate.
+fn failing_first_leaves_the_next_unsent_and_gone(shape: Shape, tag: &str) {
+    let fail = json!({"command": "ADD", "code": 7, "msg": "refused on purpose"});
+    let (w, rt) = shape.world(tag, json!({"sleepOn": "ADD", "hangWhile": "hang", "fail": fail}), json!({}));
+    let (hang, list) = (w.hang_file("hang"), &w.list);
+    let started_dir = w.started_dir();
+    let env = [("BRAID_FAULT_STARTED", started_dir.as_path())];
+    let (_, waited, added) = w.one_waiting(2, 1, &hang, || w.h.add_with_env(list, &rt, &env));
+    let err = added.expect_err("the first delegate fails");
+    assert!(err.to_string().contains("refused on purpose"), "{err}");
+    assert_eq!(w.commands(), shape.rolled_back(), "the failed delegate rolled back, the second never configured");
+    assert_eq!(w.unsent(), [waited], "{:?} {:?}", w.started(), w.calls());
+    World::wait_for("the unsent process gone", || gone(waited));
+    w.nothing_left(&rt.container_id);
+}
+
+#[test]
+fn a_failing_delegate_leaves_the_next_ones_process_unsent_and_gone() {
+    if require_root("a_failing_delegate_leaves_the_next_ones_process_unsent_and_gone") {
+        failing_first_leaves_the_next_unsent_and_gone(Shape::Inline, "cwnextfail");
+    }
+}
+
+#[test]
+fn a_failing_conflist_leaves_the_next_lists_first_plugin_unsent_and_gone() {
+    if require_root("a_failing_conflist_leaves_the_next_lists_first_plugin_unsent_and_gone") {
+        failing_first_leaves_the_next_unsent_and_gone(Shape::Conflists, "cwlistfail");
+    }
+}
+
+/// The delegator SIGKILLed while the next delegate's first process waits for its turn: that
+/// process reads an empty stdin and exits without acting; DEL then leaves nothing.
+fn killed_while_the_next_waits_leaves_it_unsent_and_exiting(shape: Shape, tag: &str) {
+    let (w, rt) = shape.world(tag, json!({"sleepOn": "ADD", "hangWhile": "hang"}), json!({}));
+    let (hang, list) = (w.hang_file("hang"), &w.list);
+    let started_dir = w.started_dir();
+    let env = [("BRAID_FAULT_STARTED", started_dir.as_path())];
+    let w_ref = &w;
+    w.h.kill_during_add_with_env("delegator", &rt, &Harness::first_plugin_stdin(list), &env, move || {
+        w_ref.started().len() == 2 && w_ref.calls().len() == 1
+    });
+    let unsent = w.unsent();
+    assert_eq!(unsent.len(), 1, "{:?}", w.started());
+    World::wait_for("the unsent process of the second delegate exited", || gone(unsent[0]));
+    assert_eq!(w.commands(), ["ADD"], "only the first delegate was configured");
+    // The first delegate is still at work for the killed ADD: let it finish; DEL undoes it.
+    std::fs::remove_file(&hang).unwrap();
+    w.h.del(list, &rt).unwrap_or_else(|e| panic!("DEL after SIGKILL: {e}"));
+    w.nothing_left(&rt.container_id);
+}
+
+#[test]
+fn a_delegator_killed_while_the_next_delegate_waits_leaves_it_unsent_and_exiting() {
+    if require_root("a_delegator_killed_while_the_next_delegate_waits_leaves_it_unsent_and_exiting") {
+        killed_while_the_next_waits_leaves_it_unsent_and_exiting(Shape::Inline, "cwnextkill");
+    }
+}
+
+#[test]
+fn a_delegator_killed_while_the_next_conflist_waits_leaves_it_unsent_and_exiting() {
+    if require_root("a_delegator_killed_while_the_next_conflist_waits_leaves_it_unsent_and_exiting") {
+        killed_while_the_next_waits_leaves_it_unsent_and_exiting(Shape::Conflists, "cwlistkill");
+    }
 }

@@ -142,8 +142,10 @@ fn manifests_match_the_installer_defaults() {
     for want in [
         "## Install on Kubernetes",
         "scripts/build-image.sh",
+        "kubectl apply -k deploy/kubernetes/crd",
         "kubectl apply -k deploy/kubernetes",
         "kubectl apply -k deploy/kubernetes/no-api",
+        "kubectl delete -k deploy/kubernetes ",
         "cni.exclusive=false",
         "### Moving from Multus",
         "00-multus.conf",

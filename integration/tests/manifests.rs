@@ -1,7 +1,8 @@
 //! braid's two Kubernetes layouts as `kubectl kustomize` renders them: API mode
 //! (`deploy/kubernetes`) grants the node agent exactly its rules, runs it with its token and
-//! node name, serves NADs with Multus's CRD and binds the admission policy to the agent's
-//! ServiceAccount; the no-API layout (`deploy/kubernetes/no-api`) is today's install with no
+//! node name and binds the admission policy to the agent's ServiceAccount; the NAD CRD
+//! (Multus's) is a kustomization of its own (`deploy/kubernetes/crd`), in neither layout, so
+//! that uninstalling braid never deletes it; the no-API layout (`deploy/kubernetes/no-api`) is today's install with no
 //! token, no RBAC, no CRD and no policy. Nothing here talks to an API server.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -60,7 +61,6 @@ fn api_layout_grants_the_agent_exactly_its_rules() {
             "ClusterRole/braid-node-agent",
             "ClusterRoleBinding/braid-node-agent",
             "ConfigMap/braid-networks",
-            "CustomResourceDefinition/network-attachment-definitions.k8s.cni.cncf.io",
             "DaemonSet/braid-install",
             "ServiceAccount/braid",
             "ValidatingAdmissionPolicy/braid-node-agent",
@@ -202,9 +202,28 @@ fn without_descriptions(v: &Value) -> Value {
     }
 }
 
+/// The NAD CRD is a kustomization of its own, `crd/`, and in no layout of braid's: deleting it
+/// deletes every NAD of the cluster, other projects' too, so uninstalling braid (`kubectl delete
+/// -k deploy/kubernetes`, or the no-API layout) must never select it.
 #[test]
-fn api_layout_serves_nads_as_multus_does() {
-    let Some(objs) = rendered("api_layout_serves_nads_as_multus_does", "") else { return };
+fn the_nad_crd_is_a_kustomization_of_its_own_that_uninstalling_braid_leaves() {
+    let Some(crd) = rendered("the_nad_crd_is_a_kustomization_of_its_own_that_uninstalling_braid_leaves", "crd") else {
+        return;
+    };
+    assert_eq!(kinds_and_names(&crd), ["CustomResourceDefinition/network-attachment-definitions.k8s.cni.cncf.io"]);
+    for layout in ["", "no-api"] {
+        let objs = kustomize(layout);
+        assert!(
+            objs.iter().all(|o| o["kind"] != "CustomResourceDefinition"),
+            "deploy/kubernetes/{layout}: {:?}",
+            kinds_and_names(&objs)
+        );
+    }
+}
+
+#[test]
+fn the_crd_serves_nads_as_multus_does() {
+    let Some(objs) = rendered("the_crd_serves_nads_as_multus_does", "crd") else { return };
     let crd = object(&objs, "CustomResourceDefinition", "network-attachment-definitions.k8s.cni.cncf.io");
     assert_eq!(crd["apiVersion"], "apiextensions.k8s.io/v1");
     let spec = &crd["spec"];
@@ -292,10 +311,13 @@ fn every_manifest_is_in_its_kustomization() {
             .filter(|n| n != "kustomization.yaml")
             .collect()
     };
-    // The API layout: base/ and its own files; no-api/ beside it is the other layout.
+    // The API layout: base/ and its own files; no-api/ beside it is the other layout, crd/ the
+    // NAD CRD on its own.
     let mut top = present(".");
     assert!(top.remove("no-api"));
+    assert!(top.remove("crd"));
     assert_eq!(listed("."), top, "deploy/kubernetes");
+    assert_eq!(listed("crd"), present("crd"), "deploy/kubernetes/crd");
     assert_eq!(listed("base"), present("base"), "deploy/kubernetes/base");
     assert_eq!(listed("no-api"), BTreeSet::from(["../base".to_string()]));
     assert!(present("no-api").is_empty(), "no-api holds no manifest of its own");

@@ -1,13 +1,19 @@
 //! ADD+DEL through the delegator: beside its delegates called directly, with networks
 //! selected by the pod's annotation beside configured ones, and in parallel.
 
+use super::chains::list;
 use super::rounds::{compare, Check, Stat};
-use super::{timings, World};
+use super::{paired, timings, World};
 use crate::run::Call;
 use crate::stats::{Estimate, Sample};
 use crate::verdict::{ms, signed_ms, Limit, Verdict};
+use braid_integration::Netns;
+use cni_runtime::chain::{Chain, RuntimeConf};
+use cni_runtime::invoke::RawExec;
 use cni_types::version::Command;
+use cni_types::NetConfList;
 use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// What the delegator may add to its delegates called directly: its own exec on ADD and on DEL
@@ -16,22 +22,102 @@ use std::time::{Duration, Instant};
 /// ~75 ms; everything else it does must fit in the rest.
 const DELEGATOR_OVER_DIRECT: f64 = 1.035;
 
+/// What the delegator, as installed, may add to a pod's ADD+DEL of the primary network alone
+/// (no network selected: most pods) — issue 37's target: its own two execs and the plan's two
+/// fsyncs are the floor (~1.2 ms on a quiet machine); everything else it does — the files it
+/// reads, its locks, the state's appends and removal, the network-status document — must fit
+/// in 0.3 ms. Not met yet: where the rest goes is in `docs/bench/NOTES.md` (the delegator's
+/// fixed cost).
+const FIXED_COST_MS: f64 = 1.5;
+
 /// The budgets on braid's own work, measured with `braid-fault` delegates.
 const SELECTION: &str = "ADD+DEL with two networks selected by annotation, beyond configured (median of paired differences; braid-fault delegates)";
 const MERGED: &str =
     "ADD+DEL of 4 networks: merged result beyond primary (median of paired differences; braid-fault delegates)";
+const FIXED: &str = "ADD+DEL of the primary network alone, as installed: delegator beyond the primary's conflist run directly (median of paired differences; loopback, a Go plugin, as the primary)";
 
 /// What a merged result of 4 networks may add to a primary one's ADD+DEL.
 const MERGED_OVER_PRIMARY_MS: f64 = 0.25;
 
-/// ADD+DEL of [bridge, ptp] through the delegator beside the same two delegates called directly.
+/// The pod annotation key that selects networks, as the runtime hands it over.
+const ANNOTATIONS: &str = "io.kubernetes.cri.pod-annotations";
+
+/// braid as deployed, around the network files of `dir`: `00-braid.conflist` as
+/// `braid-install` writes it (`braid-install/src/config.rs`, `render`) — the delegator with
+/// the primary `primary` by reference in `<dir>/net.d` (`confDir`), the pod's selected networks
+/// in `<dir>/braid.d/<namespace>/` (`kubernetes.networksDir`), its state in `<dir>/state`
+/// and the network-status documents in `<dir>/status` — with the primary and `selected` (each
+/// `(name, plugins)`) written there as conflists. A conflist, run through the chain as a
+/// runtime runs it.
+fn installed(dir: &Path, primary: (&str, Vec<Value>), selected: &[(&str, Vec<Value>)]) -> Result<NetConfList, String> {
+    let io = |e: std::io::Error| e.to_string();
+    let (confdir, nets) = (dir.join("net.d"), dir.join("braid.d"));
+    std::fs::create_dir_all(&confdir).map_err(io)?;
+    std::fs::create_dir_all(nets.join("default")).map_err(io)?;
+    let write = |path: PathBuf, name: &str, plugins: &[Value]| {
+        let conf = json!({"cniVersion": "1.0.0", "name": name, "plugins": plugins});
+        std::fs::write(path, conf.to_string()).map_err(io)
+    };
+    write(confdir.join(format!("10-{}.conflist", primary.0)), primary.0, &primary.1)?;
+    for (name, plugins) in selected {
+        write(nets.join("default").join(format!("{name}.conflist")), name, plugins)?;
+    }
+    let delegator = json!({
+        "type": "delegator",
+        "capabilities": {ANNOTATIONS: true},
+        "confDir": confdir,
+        "stateDir": dir.join("state"),
+        "delegates": [{"network": primary.0}],
+        "kubernetes": {"networksDir": nets, "globalNamespaces": ["default"], "statusDir": dir.join("status")},
+    });
+    list("braid", vec![delegator])
+}
+
+/// A runtime's call of one network for pod `id` on `ifname`, with the pod's identity in
+/// `CNI_ARGS` (as containerd and CRI-O send it) and its annotation selecting `networks`.
+fn pod_call(w: &World, id: &str, ifname: &str, networks: &str) -> RuntimeConf {
+    let annotations = json!({"k8s.v1.cni.cncf.io/networks": networks});
+    RuntimeConf {
+        container_id: id.to_string(),
+        netns: w.ctr.path().display().to_string(),
+        ifname: ifname.to_string(),
+        args: "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=bench".to_string(),
+        capability_args: [(ANNOTATIONS.to_string(), annotations)].into_iter().collect(),
+    }
+}
+
+/// A chain as the runtime runs conflists (libcni's cache under `<dir>/cache`), with braid's and
+/// Debian's plugins in `CNI_PATH`.
+fn runtime<'e>(w: &World, exec: &'e RawExec, tag: &str) -> Chain<'e> {
+    Chain { exec, paths: vec![w.bins.clone(), w.reference.clone()], cache_dir: w.dir.path().join(tag) }
+}
+
+/// ADD, then DEL, of `lists` (each with its call) in order, DEL in reverse, through `chain`:
+/// the two halves' durations.
+fn cycle(chain: &Chain, lists: &[(&NetConfList, RuntimeConf)]) -> Result<(Duration, Duration), String> {
+    let start = Instant::now();
+    for (l, rt) in lists {
+        chain.add(l, rt).map_err(|e| e.to_string())?;
+    }
+    let mid = Instant::now();
+    for (l, rt) in lists.iter().rev() {
+        chain.del(l, rt).map_err(|e| e.to_string())?;
+    }
+    Ok((mid - start, mid.elapsed()))
+}
+
+/// ADD+DEL of a pod on [bridge, ptp] with braid as installed — the bridge network the primary,
+/// by reference in `confDir`, the ptp network selected by the pod's annotation from
+/// `networksDir`, both conflists ([`installed`]) — beside the same two conflists run by the
+/// runtime directly, one after another (what any runtime or meta-plugin does); both through
+/// the chain as a runtime runs conflists (each with its libcni cache).
 pub fn delegator_overhead(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
-    let bridge =
-        json!({"cniVersion": "1.0.0", "name": "bench", "type": "bridge", "bridge": "benchbr0", "ipam": w.ipam(100)});
-    let ptp = json!({"cniVersion": "1.0.0", "name": "side", "type": "ptp", "ipam": w.ipam(101)});
-    let delegator = json!({"cniVersion": "1.0.0", "name": "bench", "type": "delegator",
-        "stateDir": w.dir.path().join("dstate"), "delegates": [bridge, ptp]});
-    let g = "ADD+DEL [bridge, ptp]";
+    let bridge = vec![json!({"type": "bridge", "bridge": "benchbr0", "ipam": w.ipam(100)})];
+    let ptp = vec![json!({"type": "ptp", "ipam": w.ipam(101)})];
+    let dir = w.dir.path().join("installed");
+    let braid = installed(&dir, ("bench", bridge.clone()), &[("side", ptp.clone())])?;
+    let (bench, side) = (list("bench", bridge)?, list("side", ptp)?);
+    let g = "ADD+DEL [bridge, ptp] (deployed: conflists by name)";
     // The two halves too, to see where a difference comes from.
     let mut samples = timings(
         g,
@@ -44,30 +130,6 @@ pub fn delegator_overhead(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), Stri
             "DEL half, delegator",
         ],
     );
-    // As a runtime calls them: DEL carries the plugin's ADD result as prevResult (libcni's cache).
-    let direct_cycle = |id: &str| -> Result<(Duration, Duration), String> {
-        let start = Instant::now();
-        let (_, bridge_out) = w.call(w.reference("bridge"), Command::Add, id, "eth0", &bridge).run()?;
-        let (_, ptp_out) = w.call(w.reference("ptp"), Command::Add, id, "net1", &ptp).run()?;
-        let mid = Instant::now();
-        let with_prev = |conf: &Value, out: &[u8]| {
-            let mut c = conf.clone();
-            c["prevResult"] = serde_json::from_slice(out).unwrap_or(Value::Null);
-            c
-        };
-        w.call(w.reference("ptp"), Command::Del, id, "net1", &with_prev(&ptp, &ptp_out)).run()?;
-        w.call(w.reference("bridge"), Command::Del, id, "eth0", &with_prev(&bridge, &bridge_out)).run()?;
-        Ok((mid - start, mid.elapsed()))
-    };
-    let via_cycle = |id: &str| -> Result<(Duration, Duration), String> {
-        let add = w.call(w.bin("delegator"), Command::Add, id, "eth0", &delegator);
-        let del = w.call(w.bin("delegator"), Command::Del, id, "eth0", &delegator);
-        let start = Instant::now();
-        add.run()?;
-        let mid = Instant::now();
-        del.run()?;
-        Ok((mid - start, mid.elapsed()))
-    };
     // Pairs measured in the same round see the same machine; the median of their ratios is
     // robust against the drift that moves both (the ratio of medians is shown beside it). A
     // cycle's p10–p90 spans ±12 % and the budget's margin is 1–2 %: the interval of the
@@ -76,15 +138,82 @@ pub fn delegator_overhead(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), Stri
     let check = Check { stat: Stat::Ratio(1, 0), limit: Limit::Ratio(DELEGATOR_OVER_DIRECT) };
     let layout = [vec![0, 2, 4], vec![1, 3, 5]];
     let est = w.in_host(|| {
+        let exec = RawExec { timeout: Some(Duration::from_secs(30)), ..RawExec::default() };
+        let chain = runtime(w, &exec, "dcache");
         compare(w.plan(400, 3), &mut samples, &layout, std::slice::from_ref(&check), |k, tag| {
-            let (add, del) = if k == 0 { direct_cycle(&format!("d{tag}"))? } else { via_cycle(&format!("v{tag}"))? };
+            let (add, del) = if k == 0 {
+                let id = format!("d{tag}");
+                cycle(&chain, &[(&bench, pod_call(w, &id, "eth0", "")), (&side, pod_call(w, &id, "net1", ""))])?
+            } else {
+                cycle(&chain, &[(&braid, pod_call(w, &format!("v{tag}"), "eth0", "side"))])?
+            };
             Ok(vec![add + del, add, del])
         })
     })??;
     let (via, direct) = (samples[1].median(), samples[0].median());
-    let verdict =
-        Verdict::at_most("ADD+DEL [bridge, ptp]: delegator ÷ direct (median of paired ratios)", est[0], check.limit)
-            .measured(format!("{:.3} (medians {} vs {}: {:.3})", est[0].value, ms(via), ms(direct), via / direct));
+    let verdict = Verdict::at_most(
+        "ADD+DEL [bridge, ptp] as deployed (conflists by name): delegator ÷ direct (median of paired ratios)",
+        est[0],
+        check.limit,
+    )
+    .measured(format!("{:.3} (medians {} vs {}: {:.3})", est[0].value, ms(via), ms(direct), via / direct));
+    Ok((samples, vec![verdict]))
+}
+
+/// The delegator's fixed cost as installed: ADD+DEL of a pod that selects no network — the
+/// primary alone, by reference, a conflist of one plugin — beside the runtime running the
+/// primary's conflist itself; both through the chain as a runtime runs conflists. The paired
+/// difference is everything the delegator adds to a pod's start and teardown: its two execs,
+/// its files, locks, plan and state, and the network-status document. Twice, interleaved:
+/// with Debian's `loopback` as the primary — a Go plugin, as every deployed primary is (flannel,
+/// Calico, Cilium's, bridge), so its start-up overlaps the delegator's work as on a node, at
+/// little cost of its own (no device made or deleted: its cycle spreads by tens of µs, not the
+/// milliseconds of a veth's) — which the budget reads; and with a `braid-fault` one
+/// ([`canned`]), which starts at once and leaves nothing of the delegator's work hidden (its
+/// paired differences reported beside it, no budget).
+pub fn fixed_cost(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
+    let pod = Netns::new("bf");
+    let kinds =
+        [("loopback", vec![json!({"type": "loopback"})]), ("braid-fault", vec![canned(w, "cluster", "eth0", 140)])];
+    let mut lists = Vec::new();
+    for (kind, plugins) in &kinds {
+        let dir = w.dir.path().join(format!("fixed-{kind}"));
+        lists.push((installed(&dir, ("cluster", plugins.clone()), &[])?, list("cluster", plugins.clone())?));
+    }
+    let g = "ADD+DEL of the primary alone (deployed: 00-braid.conflist, the primary by name)";
+    let names: Vec<String> = kinds
+        .iter()
+        .flat_map(|(k, _)| {
+            [
+                "primary's conflist, directly",
+                "through the delegator",
+                "ADD half, directly",
+                "ADD half, delegator",
+                "DEL half, directly",
+                "DEL half, delegator",
+            ]
+            .map(|m| format!("{k}: {m}"))
+        })
+        .collect();
+    let mut samples: Vec<Sample> = names.iter().map(|n| Sample::new(g, n, "ms")).collect();
+    let check = Check { stat: Stat::difference(1, 0), limit: Limit::Ms(FIXED_COST_MS) };
+    let layout = [vec![0, 2, 4], vec![1, 3, 5], vec![6, 8, 10], vec![7, 9, 11]];
+    let est = w.in_host(|| {
+        let exec = RawExec { timeout: Some(Duration::from_secs(30)), ..RawExec::default() };
+        let chain = runtime(w, &exec, "fcache");
+        compare(w.plan(300, 3), &mut samples, &layout, std::slice::from_ref(&check), |m, tag| {
+            let (braid, direct) = &lists[m / 2];
+            let (list, id) =
+                if m % 2 == 0 { (direct, format!("fd{m}-{tag}")) } else { (braid, format!("fv{m}-{tag}")) };
+            let mut rt = pod_call(w, &id, "eth0", "");
+            rt.netns = pod.path().display().to_string();
+            let (add, del) = cycle(&chain, &[(list, rt)])?;
+            Ok(vec![add + del, add, del])
+        })
+    })??;
+    let verdict = difference_verdict(FIXED, est[0], check.limit, &samples[..2]);
+    let fault = paired(&samples[7], &samples[6], g, "braid-fault: delegator − directly, paired", "ms", |a, b| a - b);
+    samples.push(fault);
     Ok((samples, vec![verdict]))
 }
 

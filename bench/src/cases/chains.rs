@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 /// A conflist of `plugins` named `name`, cniVersion 1.0.0.
-fn list(name: &str, plugins: Vec<Value>) -> Result<NetConfList, String> {
+pub(crate) fn list(name: &str, plugins: Vec<Value>) -> Result<NetConfList, String> {
     let v = json!({"cniVersion": "1.0.0", "name": name, "plugins": plugins});
     NetConfList::parse(&serde_json::to_vec(&v).unwrap_or_default()).map_err(|e| e.to_string())
 }

@@ -9,14 +9,17 @@
 //! whose `metadata.uid` differs). Delegators before this wrote the bare list; the agent still
 //! reads that form.
 //!
-//! Written atomically (a temporary file in the same directory, fsynced, renamed over), mode
-//! 0644 in a 0755 directory: it holds what the pod's annotation would show anyone who may read
+//! Written atomically (a temporary file in the same directory, renamed over), mode 0644 in a
+//! 0755 directory, and not fsynced ([`cni_runtime::files::replace_volatile`]): it describes a
+//! live sandbox, which a reboot ends — the runtime then starts the pod's sandbox anew, and its
+//! ADD writes a new document — and it lives under `/run`, a tmpfs on a node. Its two fsyncs were
+//! 0.5–1 ms of every pod's ADD on a disk (`docs/bench/NOTES.md`, the delegator's fixed cost).
+//! The document holds what the pod's annotation would show anyone who may read
 //! the pod (names, IPs, MACs, DNS) and nothing secret, and a node agent that publishes it need
 //! not run as root.
 
 use super::{Pod, StatusNetwork};
 use cni_netlink::links::Link;
-use cni_runtime::files::Step;
 use cni_types::result::AnyResult;
 use cni_types::{CniError, CniResult};
 use serde_json::{json, Map, Value};
@@ -124,20 +127,14 @@ pub fn file(doc: Value, pod_uid: Option<&str>) -> Value {
     Value::Object(o)
 }
 
-/// Writes `doc` ([`file`]) to `path` atomically (0644; the directory is created 0755).
+/// Writes `doc` ([`file`]) to `path` atomically, not durably (0644; the directory is created 0755).
 pub fn write(path: &Path, doc: &Value) -> Result<(), CniError> {
     let dir = path.parent().unwrap_or(Path::new("/"));
     std::fs::DirBuilder::new().recursive(true).mode(0o755).create(dir).map_err(|e| io(dir, "creating", e))?;
     let mut bytes = serde_json::to_vec(doc).unwrap_or_default();
     bytes.push(b'\n');
     // Exactly 0644 whatever the umask: the file is meant to be world-readable.
-    match cni_runtime::files::replace(path, &bytes, 0o644) {
-        Ok(()) => Ok(()),
-        // The rename is durable once the directory is synced; a failure there is not worth
-        // failing the pod.
-        Err(e) if e.step == Step::SyncDir => Ok(()),
-        Err(e) => Err(io(path, "writing", e.source)),
-    }
+    cni_runtime::files::replace_volatile(path, &bytes, 0o644).map_err(|e| io(path, "writing", e.source))
 }
 
 /// Removes the document (absent is fine).
