@@ -2,7 +2,7 @@
 //! list with one entry per sandbox interface of every attachment, written after ADD to
 //! `<statusDir>/<K8S_POD_NAMESPACE>_<K8S_POD_NAME>_<CNI_CONTAINERID>.json` and removed by DEL.
 //!
-//! The file is `{"networkStatus": <the document>, "podUID": <K8S_POD_UID>}` ([`file`]; `podUID`
+//! The file is `{"networkStatus": <the document>, "podUID": <K8S_POD_UID>}` ([`file()`]; `podUID`
 //! only when the runtime passed it): the name of a pod is not its identity — a StatefulSet pod
 //! deleted and created again on the same node has the same name and a new UID — and the node
 //! agent publishes the document only to the pod with that UID (the API server refuses a patch
@@ -127,7 +127,7 @@ pub fn file(doc: Value, pod_uid: Option<&str>) -> Value {
     Value::Object(o)
 }
 
-/// Writes `doc` ([`file`]) to `path` atomically, not durably (0644; the directory is created 0755).
+/// Writes `doc` ([`file()`]) to `path` atomically, not durably (0644; the directory is created 0755).
 pub fn write(path: &Path, doc: &Value) -> Result<(), CniError> {
     let dir = path.parent().unwrap_or(Path::new("/"));
     std::fs::DirBuilder::new().recursive(true).mode(0o755).create(dir).map_err(|e| io(dir, "creating", e))?;
