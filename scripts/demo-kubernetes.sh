@@ -2,7 +2,7 @@
 # braid on a real Kubernetes, as an operator meets it. Usage: sudo scripts/demo-kubernetes.sh
 #
 # scripts/node.sh brings up a one-node cluster in namespaces of its own (Kubernetes, etcd and
-# containerd built from their Go modules by scripts/build-node.sh: about 9 minutes on a 2-core
+# containerd built from their Go modules by scripts/build-node.sh: 6–9 minutes on a 2-core
 # machine the first time, reused after) with braid installed by `kubectl apply -k
 # deploy/kubernetes`; then a NetworkAttachmentDefinition goes in, a pod annotated with it and
 # with the example ConfigMap's `isolated` network starts, and `kubectl` shows its interfaces and
