@@ -178,6 +178,11 @@ impl Cluster {
             .collect()
     }
 
+    /// A part's whole log (`logs/PART.log`).
+    pub fn log_all(&self, part: &str) -> String {
+        std::fs::read_to_string(self.dir.join("logs").join(format!("{part}.log"))).unwrap_or_default()
+    }
+
     /// A part's log (`logs/PART.log`), for a failure's message.
     pub fn log(&self, part: &str) -> String {
         let text = std::fs::read_to_string(self.dir.join("logs").join(format!("{part}.log"))).unwrap_or_default();

@@ -340,14 +340,21 @@ fn deleting_pods_leaves_no_interface_reservation_state_or_status_file() {
         c.files_on("node1", "/var/lib/cni/networks/isolated").into_iter().filter(|f| f.starts_with("198.")).count()
     };
     assert_eq!(reserved(&c), 3);
-    // The namespace is gone once its pods' objects are; the kubelet stops their sandboxes (the
-    // runtime's CNI DEL) on its own schedule, so wait for that, then look for anything left.
+    // The pods' sandboxes (their IDs end the status files' names).
+    let sandboxes: Vec<String> = (0..3)
+        .flat_map(|i| status_files(&c, "node1", "braid-del", &format!("p{i}")))
+        .map(|f| f.trim_end_matches(".json").rsplit('_').next().unwrap().to_string())
+        .collect();
+    assert_eq!(sandboxes.len(), 3, "{sandboxes:?}");
+    // The namespace is gone once its pods' objects are; the kubelet stops their sandboxes on
+    // its own schedule: wait until containerd says each one's CNI DEL returned, then look for
+    // anything left.
     drop(ns);
-    c.wait(
-        "the runtime's DEL of the three pods",
-        || veths() == before && reserved(&c) == 0,
-        || format!("{:?}\n{}", c.files_on("node1", "/var/lib/cni/networks/isolated"), c.log("containerd-node1")),
-    );
+    let torn_down = |id: &String| {
+        c.log_all("containerd-node1").contains(&format!("TearDown network for sandbox \\\"{id}\\\" successfully"))
+    };
+    c.wait("the runtime's DEL of the three pods", || sandboxes.iter().all(torn_down), || c.log("containerd-node1"));
+    assert_eq!(veths(), before, "veths left on node1");
     let left = |dir: &str| c.files_on("node1", dir).into_iter().filter(|f| f.contains("braid-del")).collect::<Vec<_>>();
     assert_eq!(left("/run/braid/network-status"), Vec::<String>::new());
     assert!(c.files_on("node1", "/var/lib/cni/braid").iter().all(|f| !f.contains("braid-del")));
