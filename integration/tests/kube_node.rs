@@ -522,6 +522,11 @@ fn a_watch_resumed_after_an_etcd_compaction_answers_410_and_the_agent_relists_wh
     c.ok(&["delete", "net-attach-def", "old", "-n", &ns.name]);
     c.apply(&nad(&ns.name, "new", Some(&bridge("new", "br-new", 114))));
     c.wait("the change mirrored on node1", || has("node1", "new") && !has("node1", "old"), || c.agent_log("node1"));
+    // A pod starting on node1 (held mid-ADD) through the compaction and the restart.
+    let gate = Gate::new(&c, &ns.name, 124);
+    gate.close();
+    c.apply(&pod(&ns.name, "starting", "node1", Some("gated")));
+    gate.wait_reached("the pod's ADD at the gate");
     c.node_sh(&["compact"]);
     c.node_sh(&["restart", "kube-apiserver"]);
     c.wait(
@@ -529,6 +534,10 @@ fn a_watch_resumed_after_an_etcd_compaction_answers_410_and_the_agent_relists_wh
         || c.kubectl(&["get", "--raw", "/readyz"]).status.success(),
         || c.log("kube-apiserver"),
     );
+    gate.open();
+    let st = wait_status(&c, &ns.name, "starting", "node1");
+    wait_running(&c, &ns.name, "starting");
+    status_matches_pod(&st, &interfaces_inside(&c, &ns.name, "starting"));
     assert!(has("node2", "old") && !has("node2", "new"), "node2 saw the change while cut off");
     let mark = agent_requests(&c).len();
     assert!(iptables("-D"), "node2 back");
