@@ -1,9 +1,14 @@
 //! The node agent's API side (`braid-install --kubernetes-api`): from a network-status file
 //! written (as the delegator writes it: a temporary name, then a rename) to the pod's
 //! `k8s.v1.cni.cncf.io/network-status` annotation set on the API server — the agent's inotify
-//! wake-up, its GET of the pod and its merge patch, over real HTTP with the real client crates.
-//! The API server is `kube-standin` (integration/apiserver) on loopback: no kube-apiserver runs
-//! here, so this measures braid's side of the path, not an API server's own latency.
+//! wake-up and its merge patch, over real HTTP with the real client crates.
+//!
+//! Why the stand-in (`kube-standin`, integration/apiserver, on loopback) and not the real API
+//! server of `scripts/node.sh`: this measures braid's side of the path alone, without a real
+//! server's admission chain and etcd write in every sample, and without bringing a cluster up
+//! in every bench run. The real path, from `kubectl apply` of a pod to its annotation, is
+//! reported by `integration/tests/kube_node.rs` (about 0.5–0.7 s there, the pod's sandbox
+//! included).
 
 use super::World;
 use crate::stats::{Estimate, Sample, ALPHA};
