@@ -6,7 +6,8 @@
 #
 # Usage (as root):
 #   scripts/node.sh up [NODES]      start a cluster of NODES nodes (default 1), install braid
-#                                   (`kubectl apply -k deploy/kubernetes`), wait for its agents;
+#                                   (`kubectl apply -k deploy/kubernetes/crd`, then
+#                                   `kubectl apply -k deploy/kubernetes`), wait for its agents;
 #                                   prints the environment to use it (KUBECONFIG, PATH)
 #   scripts/node.sh down            stop everything, remove everything it made
 #   scripts/node.sh env             the environment again (KUBECONFIG, PATH to kubectl)
