@@ -365,3 +365,60 @@ impl Attacher<'_> {
         outcome.map_err(|(e, started)| durable.failure().map_or((e, started), |f| (f, false)))
     }
 }
+
+/// For an update ([`crate::update`]): the planned records of delegates added to a live plan,
+/// and what each single-plugin one is sent.
+pub(crate) fn added_stdins(
+    call: &RuntimeConf,
+    wanted: &[Delegate],
+) -> Result<(Vec<crate::plan::Attachment>, Stdins), CniError> {
+    wanted.iter().map(|d| d.planned(call)).unzip_results()
+}
+
+/// For an update: the ADD of `wanted`, appended to a durable plan from index `first`, one after
+/// another, each exactly as an ADD runs a delegate (its process recorded, its result appended).
+/// Their recorded results; or which one failed (counted from 0), why, and whether it started.
+pub(crate) fn run_added(
+    a: &Attacher,
+    call: &RuntimeConf,
+    key: &Key,
+    wanted: &[Delegate],
+    stdins: Stdins,
+    first: usize,
+) -> Result<Vec<Value>, (usize, CniError, bool)> {
+    let mut delegates = vec![Delegate::default(); first];
+    delegates.extend(wanted.iter().cloned());
+    let mut all: Stdins = vec![None; first];
+    all.extend(stdins);
+    // The plan is durable already (the update wrote it with its fsyncs).
+    let durable = DurablePlan { store: &a.store, pending: None, done: OnceLock::new() };
+    let ahead = Ahead::with(0, None);
+    let job =
+        Job { call, delegates: &delegates, stdins: &all, key, durable: &durable, ahead: &ahead, one_by_one: false };
+    let mut out = Vec::new();
+    for k in 0..wanted.len() {
+        match a.add_recorded(&job, first + k) {
+            Ok((_, value)) => out.push(value),
+            Err((e, started)) => return Err((k, e, started)),
+        }
+    }
+    Ok(out)
+}
+
+/// Collects `(record, stdin)` pairs, stopping at the first error.
+trait UnzipResults<A, B> {
+    fn unzip_results(self) -> Result<(Vec<A>, Vec<B>), CniError>;
+}
+
+impl<A, B, I: Iterator<Item = Result<(A, B), CniError>>> UnzipResults<A, B> for I {
+    fn unzip_results(self) -> Result<(Vec<A>, Vec<B>), CniError> {
+        let mut a = Vec::new();
+        let mut b = Vec::new();
+        for item in self {
+            let (x, y) = item?;
+            a.push(x);
+            b.push(y);
+        }
+        Ok((a, b))
+    }
+}

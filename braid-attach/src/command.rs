@@ -103,6 +103,18 @@ impl MetaCommand {
         )
     }
 
+    /// An update of this live attachment ([`crate::update`]): its selected delegates brought to
+    /// `wanted`, under the pod namespace's lock (taken first, as ADD takes it) and the
+    /// container's; the added ones named once the removed ones are gone.
+    pub fn update(&mut self, wanted: Vec<crate::Delegate>) -> Result<crate::update::Updated, CniError> {
+        self.refuse_foreign()?;
+        let lock = crate::ifnames::lock(&mut self.pod, Path::new(crate::ifnames::LOCK_DIR), &self.deadline)?;
+        self.exec = self.holding(lock.held());
+        let MetaCommand { exec, paths, store, config, deadline, pod, log, call, .. } = self;
+        let mut name = |ds: &mut [crate::Delegate]| crate::ifnames::name(pod, ds, &lock);
+        engine(exec, paths, store, config.parallel, *deadline).update(call, wanted, &mut name, log)
+    }
+
     /// The executor for delegates that run while this command holds the pod namespace's lock
     /// (`held`: [`HELD_ENV`]'s value): nested braid plugins must not wait for it, and name
     /// their interfaces around the ones this command's plan chose ([`PLANS_ENV`]).

@@ -46,6 +46,11 @@ pub struct Delegate {
     /// requests, the runtime's (portMappings, bandwidth, …) belong to the cluster network
     /// (NPWG §7.5).
     pub own_runtime_config_only: bool,
+    /// What the plugin selected this delegate by, recorded in the plan as it is (braid-attach
+    /// gives it no meaning): an update of a live attachment ([`crate::update`]) keeps the
+    /// recorded attachments whose selector is still wanted and only those. `None` for a
+    /// configured delegate, which an update never touches.
+    pub selector: Option<String>,
 }
 
 impl Delegate {
@@ -123,6 +128,7 @@ impl Delegate {
             result: None,
             phase: Phase::Planned,
             process: None,
+            selector: self.selector.clone(),
         };
         Ok((attachment, stdin))
     }

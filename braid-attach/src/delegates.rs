@@ -115,6 +115,7 @@ pub fn parse(conf: &NetConf, fixed_ifname: &dyn Fn(usize) -> Option<String>) -> 
             runtime_config,
             args: extra_args,
             own_runtime_config_only: false,
+            selector: None,
         });
     }
     validate(&delegates)?;

@@ -51,6 +51,16 @@ pub fn assign(
     lock_dir: &Path,
     deadline: &Deadline,
 ) -> Result<NetnsLock, CniError> {
+    let lock = lock(pod, lock_dir, deadline)?;
+    name(pod, delegates, &lock)?;
+    Ok(lock)
+}
+
+/// The first half of [`assign`]: the namespace's lock alone. An update of a live attachment
+/// ([`crate::update`]) takes it before the container's lock, as ADD does, and names its added
+/// delegates ([`name`]) only once it has removed the ones no longer wanted, whose names are
+/// then free again.
+pub fn lock(pod: &mut PodNetns, lock_dir: &Path, deadline: &Deadline) -> Result<NetnsLock, CniError> {
     let netns = pod.path().to_string();
     // Opening checks that it is a network namespace (code 4 otherwise) before anything else.
     let (dev, ino) = pod.identity()?;
@@ -73,7 +83,13 @@ pub fn assign(
             }
         })?
     };
-    let held = held_with(&inherited, dev, ino);
+    Ok(NetnsLock { _lock: lock, held: held_with(&inherited, dev, ino) })
+}
+
+/// The second half of [`assign`], under `lock`: fixed names that exist in the namespace
+/// refused, auto-named delegates given the first free `net<N>`.
+pub fn name(pod: &mut PodNetns, delegates: &mut [Delegate], lock: &NetnsLock) -> Result<(), CniError> {
+    let netns = pod.path().to_string();
     let present: Vec<String> = pod.links()?.into_iter().map(|l| l.name).collect();
     for (i, d) in delegates.iter().enumerate() {
         if !d.auto_ifname && present.contains(&d.ifname) {
@@ -85,7 +101,7 @@ pub fn assign(
     }
     let mut taken: Vec<String> = delegates.iter().filter(|d| !d.auto_ifname).map(|d| d.ifname.clone()).collect();
     taken.extend(present);
-    if lock.is_none() {
+    if lock._lock.is_none() {
         // The caller holds the lock for us: the names it chose may not exist yet.
         taken.extend(enclosing_names());
     }
@@ -94,7 +110,7 @@ pub fn assign(
         taken.push(name.clone());
         d.ifname = name;
     }
-    Ok(NetnsLock { _lock: lock, held })
+    Ok(())
 }
 
 /// The interface names the enclosing braid plugins' plans chose ([`crate::nesting::PLANS_ENV`]);

@@ -20,6 +20,8 @@
 //! * [`teardown`]: DEL from the recorded plan (or the configuration), and stale attachments.
 //! * [`forward`]: CHECK, and GC's valid attachments passed on.
 //! * [`status`]: STATUS — whether an ADD could run now (every delegate found and ready).
+//! * [`update`]: a live attachment's selected delegates brought to a wanted list (the
+//!   delegator's network hot-plug): exactly the difference attached and detached.
 //! * [`nesting`]: braid plugins inside braid plugins (depth, held locks).
 //! * [`ifnames`]: the `net<N>` names braid chooses, under a lock per pod namespace.
 //! * [`sandbox`]: the pod namespace, entered once per command, and a merged result completed
@@ -46,6 +48,7 @@ pub mod sandbox;
 pub mod state;
 pub mod status;
 pub mod teardown;
+pub mod update;
 
 pub use attach::Attacher;
 pub use command::MetaCommand;

@@ -85,6 +85,10 @@ pub struct Attachment {
     /// Its last started process (a conflist starts one per plugin), while `Running`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process: Option<Process>,
+    /// What the plugin selected it by ([`crate::Delegate::selector`]): absent for configured
+    /// delegates and in states written before updates existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
 }
 
 impl Attachment {

@@ -15,15 +15,17 @@ pub struct Delegator;
 
 /// How ADD reports what its delegates did, decided before anything ran: the result it
 /// returns, and the pod's network-status document.
-struct Report {
+pub(crate) struct Report {
     /// Which result: the primary delegate's or all merged.
-    mode: ResultMode,
+    pub(crate) mode: ResultMode,
     /// One per delegate: how it appears in the network-status document.
-    networks: Vec<StatusNetwork>,
+    pub(crate) networks: Vec<StatusNetwork>,
     /// The network-status document's path (Kubernetes selection on, and a Kubernetes pod).
-    status: Option<PathBuf>,
+    pub(crate) status: Option<PathBuf>,
     /// `K8S_POD_UID`, recorded beside the document.
-    pod_uid: Option<String>,
+    pub(crate) pod_uid: Option<String>,
+    /// The pod's networks annotation as the runtime passed it, recorded beside the document.
+    pub(crate) requested: Option<String>,
 }
 
 impl Plugin for Delegator {
@@ -45,17 +47,19 @@ impl Plugin for Delegator {
             .map(|(i, d)| StatusNetwork { name: d.name().to_string(), default: i == 0, default_route: None })
             .collect();
         let mut info = None;
+        let mut requested = None;
         if let Some(k) = &kube {
             let selection = kubernetes::select(k, &config.conf, &args.args, &config.delegates)?;
             config.delegates.extend(selection.delegates);
             networks.extend(selection.networks);
             info = selection.info;
+            requested = selection.requested;
             braid_attach::delegates::validate(&config.delegates)?;
         }
         let mode = result_mode(&config.conf, config.delegates.len())?;
         let pod = Pod::from_args(&args.args);
         let status = kube.as_ref().and_then(|k| status::path(&k.status_dir, &pod, &args.container_id));
-        let report = Report { mode, networks, status, pod_uid: pod.uid };
+        let report = Report { mode, networks, status, pod_uid: pod.uid, requested };
         let mut m = MetaCommand::new(config, args, &RULES)?;
         if let Some(line) = info {
             m.log.info(line);
@@ -70,7 +74,9 @@ impl Plugin for Delegator {
                 return Err(e);
             }
         };
-        match finish(&mut m, args, &report, &results) {
+        let ifnames: Vec<String> = m.config.delegates.iter().map(|d| d.ifname.clone()).collect();
+        let fresh = vec![true; ifnames.len()];
+        match finish(&mut m, args, &report, &results, &ifnames, &fresh) {
             Ok(result) => Ok(result),
             Err(e) => {
                 // Every delegate is in; undo them all, as for a delegate that failed.
@@ -128,16 +134,25 @@ fn remove_status(report: &Report, m: &mut MetaCommand) {
     }
 }
 
-/// After every delegate's ADD: the pod's default routes where `default-route` asked for them,
-/// the result (converted to the configuration's version, once: what cannot be printed fails
-/// here, while the caller can still undo the delegates), the network-status document. The
-/// pod namespace is read at most once here, for the MACs/MTUs and the document together.
-fn finish(m: &mut MetaCommand, args: &CmdArgs, report: &Report, results: &[AnyResult]) -> Result<AnyResult, CniError> {
+/// After every delegate's ADD (or an update): the pod's default routes where `default-route`
+/// asked for them (on an attachment `fresh`ly made: an update never moves routes of one it
+/// kept), the result (converted to the configuration's version, once: what cannot be printed
+/// fails here, while the caller can still undo the delegates), the network-status document.
+/// `ifnames` are the attachments' interfaces. The pod namespace is read at most once here, for
+/// the MACs/MTUs and the document together.
+pub(crate) fn finish(
+    m: &mut MetaCommand,
+    args: &CmdArgs,
+    report: &Report,
+    results: &[AnyResult],
+    ifnames: &[String],
+    fresh: &[bool],
+) -> Result<AnyResult, CniError> {
     let chosen = report.networks.iter().enumerate().find_map(|(i, l)| l.default_route.as_ref().map(|g| (i, g)));
-    if let Some((i, gateways)) = chosen {
-        let ifname = m.config.delegates.get(i).map(|d| d.ifname.clone()).unwrap_or_default();
+    if let Some((i, gateways)) = chosen.filter(|(i, _)| fresh.get(*i).copied().unwrap_or(false)) {
+        let ifname = ifnames.get(i).cloned().unwrap_or_default();
         let others: Vec<String> =
-            m.config.delegates.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, d)| d.ifname.clone()).collect();
+            ifnames.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, n)| n.clone()).collect();
         let removed =
             default_route::move_default_routes(m.pod.rtnl()?, Path::new(&args.netns), &ifname, &others, gateways)
                 .context(format_args!("default-route of {}", report.networks[i].name))?;
@@ -165,8 +180,8 @@ fn finish(m: &mut MetaCommand, args: &CmdArgs, report: &Report, results: &[AnyRe
             ResultMode::Merged => {
                 let atts: Vec<Attachment> = results
                     .iter()
-                    .zip(&m.config.delegates)
-                    .map(|(r, d)| Attachment { result: r, ifname: &d.ifname, sandbox: &args.netns })
+                    .zip(ifnames)
+                    .map(|(r, ifname)| Attachment { result: r, ifname, sandbox: &args.netns })
                     .collect();
                 let merged = merge(&atts);
                 for w in &merged.warnings {
@@ -202,11 +217,16 @@ fn finish(m: &mut MetaCommand, args: &CmdArgs, report: &Report, results: &[AnyRe
         };
         let atts: Vec<(&AnyResult, &str, &StatusNetwork)> = results
             .iter()
-            .zip(&m.config.delegates)
+            .zip(ifnames)
             .zip(&report.networks)
-            .map(|((r, d), l)| (r, d.ifname.as_str(), l))
+            .map(|((r, ifname), l)| (r, ifname.as_str(), l))
             .collect();
-        status::write(path, &status::file(status::document(&atts, &links), report.pod_uid.as_deref()))?;
+        let record = status::Record {
+            pod_uid: report.pod_uid.as_deref(),
+            sandbox: Some((&args.netns, &args.ifname)),
+            requested: report.requested.as_deref(),
+        };
+        status::write(path, &status::file(status::document(&atts, &links), record))?;
     }
     Ok(result)
 }

@@ -131,6 +131,47 @@ pub struct Selection {
     pub networks: Vec<StatusNetwork>,
     /// When the runtime passed no annotations: the line to log at info.
     pub info: Option<String>,
+    /// The annotation's value as the runtime passed it (`None`: absent), recorded in the
+    /// network-status file: the node agent updates the pod's networks when the pod's
+    /// annotation no longer reads so.
+    pub requested: Option<String>,
+}
+
+/// The selector an update recognises a selected network's attachment by
+/// ([`braid_attach::Delegate::selector`]): the selection element with its namespace resolved —
+/// an attachment is kept while an element asks for exactly this, and replaced when an element
+/// changes (another interface name, other `ips`, …). The definition's content is not part of
+/// it: a NAD changed under a running pod never re-plumbs it (as at ADD: definitions are read
+/// when a network is attached).
+pub fn selector(network: &str, e: &annotation::Element) -> String {
+    let mut o = serde_json::Map::new();
+    o.insert("network".into(), network.into());
+    if let Some(i) = &e.interface {
+        o.insert("interface".into(), i.clone().into());
+    }
+    if !e.runtime.is_empty() {
+        o.insert("runtimeConfig".into(), Value::Object(e.runtime.clone()));
+    }
+    if let Some(a) = &e.cni_args {
+        o.insert("cni-args".into(), Value::Object(a.clone()));
+    }
+    if let Some(gws) = &e.default_route {
+        o.insert("default-route".into(), gws.iter().map(|g| Value::from(g.to_string())).collect());
+    }
+    Value::Object(o).to_string()
+}
+
+/// How the network-status document names the attachment of a [`selector`].
+pub fn status_network(selector: &str) -> StatusNetwork {
+    let v: Value = serde_json::from_str(selector).unwrap_or_default();
+    let default_route = v.get("default-route").and_then(Value::as_array).map(|gws| {
+        gws.iter().filter_map(|g| g.as_str()?.parse().ok()).collect()
+    });
+    StatusNetwork {
+        name: v.get("network").and_then(Value::as_str).unwrap_or_default().to_string(),
+        default: false,
+        default_route,
+    }
 }
 
 /// The networks the pod's annotation selects, validated and resolved; `configured` are the
@@ -154,9 +195,10 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -
         Some(Value::String(s)) => s,
         Some(v) => return Err(SelectionError::Annotations(format!("{NETWORKS} is {v}"))),
     };
+    let requested = Some(value.clone());
     let elements = annotation::parse(value)?;
     if elements.is_empty() {
-        return Ok(Selection::default());
+        return Ok(Selection { requested, ..Selection::default() });
     }
     let pod = Pod::from_args(args);
     let pod_ns = pod.namespace.ok_or(SelectionError::NoPodNamespace)?;
@@ -167,7 +209,7 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -
         .map(|(i, d)| (d.ifname.clone(), format!("configured delegate {i} (network {:?})", d.name())))
         .collect();
     let mut autos = configured.iter().filter(|d| d.auto_ifname).count();
-    let mut out = Selection::default();
+    let mut out = Selection { requested, ..Selection::default() };
     for (index, e) in elements.iter().enumerate() {
         let namespace = e.namespace.clone().unwrap_or_else(|| pod_ns.clone());
         let network = format!("{namespace}/{}", e.name);
@@ -192,7 +234,8 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -
                 (format!("net{autos}"), true)
             }
         };
-        let d = resolve::delegate(&k.networks_dir, &namespace, e, conf.version(), ifname, auto).map_err(&fail)?;
+        let mut d = resolve::delegate(&k.networks_dir, &namespace, e, conf.version(), ifname, auto).map_err(&fail)?;
+        d.selector = Some(selector(&network, e));
         out.delegates.push(d);
         out.networks.push(StatusNetwork {
             name: network.clone(),

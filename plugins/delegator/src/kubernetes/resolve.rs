@@ -176,5 +176,6 @@ pub fn delegate(
         runtime_config: e.runtime.clone(),
         args: None,
         own_runtime_config_only: true,
+        selector: None,
     })
 }

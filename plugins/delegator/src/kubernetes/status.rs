@@ -117,12 +117,32 @@ fn io(path: &Path, what: &str, e: std::io::Error) -> CniError {
     CniError::new(cni_types::error::IO_FAILURE, format!("network-status {}: {what}: {e}", path.display()))
 }
 
-/// The file's content: the document and, when the runtime passed `K8S_POD_UID`, the pod's UID.
-pub fn file(doc: Value, pod_uid: Option<&str>) -> Value {
+/// What a status file records beside the document.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Record<'a> {
+    /// `K8S_POD_UID`, when the runtime passed it: `podUID`.
+    pub pod_uid: Option<&'a str>,
+    /// `CNI_NETNS` and `CNI_IFNAME` of the sandbox's ADD: `sandbox`, what the node agent calls
+    /// the delegator's update with when the pod's networks change (`braid-install --hotplug`).
+    pub sandbox: Option<(&'a str, &'a str)>,
+    /// The pod's `k8s.v1.cni.cncf.io/networks` as the attachment now carries it out:
+    /// `networks` (absent when the pod has none).
+    pub requested: Option<&'a str>,
+}
+
+/// The file's content: `{"networkStatus": <doc>, "podUID": …, "sandbox": {"netns": …,
+/// "ifname": …}, "networks": …}`, each of the last three only when known.
+pub fn file(doc: Value, record: Record) -> Value {
     let mut o = Map::new();
     o.insert("networkStatus".into(), doc);
-    if let Some(uid) = pod_uid {
+    if let Some(uid) = record.pod_uid {
         o.insert("podUID".into(), uid.into());
+    }
+    if let Some((netns, ifname)) = record.sandbox {
+        o.insert("sandbox".into(), json!({"netns": netns, "ifname": ifname}));
+    }
+    if let Some(n) = record.requested {
+        o.insert("networks".into(), n.into());
     }
     Value::Object(o)
 }
@@ -135,6 +155,13 @@ pub fn write(path: &Path, doc: &Value) -> Result<(), CniError> {
     bytes.push(b'\n');
     // Exactly 0644 whatever the umask: the file is meant to be world-readable.
     cni_runtime::files::replace_volatile(path, &bytes, 0o644).map_err(|e| io(path, "writing", e.source))
+}
+
+/// The `networks` a status file records ([`Record::requested`]), if it can be read.
+pub fn requested(path: &Path) -> Option<String> {
+    let bytes = cni_runtime::files::read_regular(path, 1 << 20, cni_runtime::files::Links::Refuse).ok()?;
+    let v: Value = serde_json::from_slice(&bytes).ok()?;
+    v.get("networks")?.as_str().map(str::to_string)
 }
 
 /// Removes the document (absent is fine).
