@@ -63,6 +63,9 @@ pub struct Options {
     pub status_rescan: Duration,
     /// Where `/metrics` and `/readyz` are served (`--metrics-addr`); off when `None`.
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Network hot-plug (`--hotplug`, API mode only): a running pod's networks follow its
+    /// annotation (see `api::hotplug`).
+    pub hotplug: bool,
 }
 
 impl Default for Options {
@@ -90,6 +93,7 @@ impl Default for Options {
             api_timeout: Duration::from_secs(10),
             status_rescan: Duration::from_secs(60),
             metrics_addr: None,
+            hotplug: false,
         }
     }
 }
@@ -187,6 +191,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
             "--uninstall" => switch(&mut o, |o| o.uninstall = true)?,
             "--skip-binaries" => switch(&mut o, |o| o.skip_binaries = true)?,
             "--kubernetes-api" => switch(&mut o, |o| o.kubernetes_api = true)?,
+            "--hotplug" => switch(&mut o, |o| o.hotplug = true)?,
             "--host-root"
             | "--cni-bin-dir"
             | "--cni-conf-dir"
@@ -274,6 +279,9 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
     }
     if o.once && o.uninstall {
         return Err(usage("--once and --uninstall exclude each other"));
+    }
+    if o.hotplug && !o.kubernetes_api {
+        return Err(usage("--hotplug follows pods' annotations through the API: it needs --kubernetes-api"));
     }
     if o.kubernetes_api && o.once {
         return Err(usage(

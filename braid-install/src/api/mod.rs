@@ -7,7 +7,9 @@
 //!   and mirrored into networksDir ([`crate::nad_mirror`]); a NAD that cannot be mirrored gets
 //!   an Event ([`event`]);
 //! - [`status`]: the delegator's network-status files, watched (inotify) and published as the
-//!   pods' `k8s.v1.cni.cncf.io/network-status` annotation, for pods on this node only.
+//!   pods' `k8s.v1.cni.cncf.io/network-status` annotation, for pods on this node only;
+//! - [`hotplug`] (`--hotplug`): this node's pods watched, a running pod's networks brought to
+//!   its `k8s.v1.cni.cncf.io/networks` annotation when it changes.
 //!
 //! While the API server cannot be reached both keep retrying; the mirror keeps what it had, so
 //! pods keep starting. Credentials are found the standard way (`kube::Config::infer`: the
@@ -15,6 +17,7 @@
 
 pub mod call;
 pub mod event;
+pub mod hotplug;
 pub mod nads;
 pub mod status;
 
@@ -48,6 +51,8 @@ pub struct Agent {
     pub status_rescan: std::time::Duration,
     /// The agent's metrics and readiness.
     pub metrics: Metrics,
+    /// Network hot-plug (`--hotplug`), when on.
+    pub hotplug: Option<hotplug::Hotplug>,
 }
 
 impl Agent {
@@ -67,6 +72,11 @@ impl Agent {
             api_timeout: o.api_timeout,
             status_rescan: o.status_rescan,
             metrics,
+            hotplug: o.hotplug.then(|| hotplug::Hotplug {
+                host_root: o.host_root.clone(),
+                cni_bin_dir: o.cni_bin_dir.clone(),
+                conflist: o.cni_conf_dir.join(&o.conf_file),
+            }),
         })
     }
 }
@@ -100,7 +110,12 @@ pub fn start(agent: Agent, owners: Owners) -> Result<std::thread::JoinHandle<()>
                     agent.networks.display(),
                     agent.status_dir.display()
                 ));
-                tokio::join!(nads::run(client.clone(), agent.clone(), owners), status::run(client, agent));
+                let hotplug = async {
+                    if let Some(h) = agent.hotplug.clone() {
+                        hotplug::run(client.clone(), agent.clone(), h).await;
+                    }
+                };
+                tokio::join!(nads::run(client.clone(), agent.clone(), owners), status::run(client.clone(), agent.clone()), hotplug);
             });
         })
         .map_err(|e| InstallError::Kubernetes(format!("cannot start its thread: {e}")))?;

@@ -1,56 +1,152 @@
 //! `delegator update`: the networks of a running pod brought to what its
 //! `k8s.v1.cni.cncf.io/networks` annotation now asks — the node agent's network hot-plug
 //! (`braid-install --hotplug`). CNI has no command for it, so it is a mode of the binary of its
-//! own, never reached by a runtime: the first argument `update`, then the environment and
-//! stdin of the sandbox's ADD (`CNI_COMMAND=ADD`, its `CNI_CONTAINERID`, `CNI_NETNS`,
-//! `CNI_IFNAME`, `CNI_ARGS`, `CNI_PATH`; the delegator's configuration with the pod's current
-//! annotations in `runtimeConfig["io.kubernetes.cri.pod-annotations"]`). The selection is made
-//! exactly as ADD makes it (the same refusals), then the engine attaches and detaches only
-//! the difference ([`braid_attach::update`]); the output is what ADD would print now, and the
-//! network-status file is written anew (the agent publishes it).
+//! own, never reached by a runtime (runtimes pass no arguments):
+//!
+//! ```text
+//! delegator update [--root DIR] --conflist FILE
+//! ```
+//!
+//! with the environment of the sandbox's ADD (`CNI_CONTAINERID`, `CNI_NETNS`, `CNI_IFNAME`,
+//! `CNI_ARGS`, `CNI_PATH`) and on stdin the runtime arguments to offer (a JSON object, as
+//! libcni's `CapabilityArgs`: `{"io.kubernetes.cri.pod-annotations": {…the pod's annotations
+//! now…}}`). `FILE` is the conflist the runtime ran for the sandbox (braid's
+//! `00-braid.conflist`); its first plugin must be the delegator. Like libcni's ADD of that
+//! list, with one difference: the delegator's turn is the update — the selection made exactly
+//! as ADD makes it (the same refusals), then only the difference attached and detached
+//! ([`braid_attach::update`]), the network-status file written anew; every later plugin of the
+//! list (vmtap, to give a VM the new interface) then gets an ADD with the chain's result so far
+//! as `prevResult`. The output is the list's result, as a runtime's ADD would print it.
 //!
 //! `--root DIR` first makes `DIR` the root (`chroot(2)`): the agent runs in a container with
-//! the node's filesystem mounted at `/host`, and every path of the configuration, the state and
-//! the delegates is the node's — the update then runs exactly as the runtime's ADD ran.
+//! the node's filesystem mounted at `/host`, and every path — the conflist, the configuration's,
+//! the state's, the delegates' and the pod namespace's — is then the node's, as for the runtime.
 
 use crate::config::{result_mode, RULES};
 use crate::kubernetes::{self, status, Pod, StatusNetwork};
 use crate::plugin::{finish, Report};
 use braid_attach::{MetaCommand, SharedConfig};
+use cni_runtime::chain::{build_one_config, RuntimeConf};
+use cni_runtime::invoke::{self, Exec, RawExec};
 use cni_skel::prelude::*;
-use cni_types::error::INVALID_NETWORK_CONFIG;
+use cni_types::error::{DECODING_FAILURE, INVALID_NETWORK_CONFIG, IO_FAILURE};
+use cni_types::version::Command;
+use serde_json::{Map, Value};
 use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::path::PathBuf;
 
-/// The update, as a [`Plugin`] whose ADD is the update (dispatched by `cni-skel` like any
-/// command: the same environment checks, version gate and error output).
+/// The delegator's turn, as a [`Plugin`] whose ADD is the update (dispatched by `cni-skel`
+/// like any command: the same environment checks, version gate and error output).
 pub struct Updater;
 
-/// Runs `delegator update [--root DIR]`; the exit code.
+/// Runs `delegator update …`; the exit code.
 pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
-    let args: Vec<OsString> = args.collect();
-    let root = match args.as_slice() {
-        [] => None,
-        [flag, dir] if flag == "--root" => Some(dir.clone()),
-        _ => {
-            let e = CniError::new(
-                INVALID_NETWORK_CONFIG,
-                format!("usage: delegator update [--root DIR] (got {args:?}); the rest comes from the CNI environment of an ADD"),
-            );
-            println!("{}", e.to_json_pretty());
-            return 1;
+    match run(args.collect()) {
+        Ok(result) => {
+            let mut out = std::io::stdout();
+            let _ = out.write_all(&result).and_then(|()| out.flush());
+            0
         }
-    };
-    if let Some(dir) = root {
-        if let Err(e) = std::os::unix::fs::chroot(&dir).and_then(|()| std::env::set_current_dir("/")) {
-            let e = CniError::new(
-                cni_types::error::IO_FAILURE,
-                format!("update: cannot make {} the root: {e}", std::path::Path::new(&dir).display()),
-            );
+        Err(e) => {
             println!("{}", e.to_json_pretty());
-            return 1;
+            1
         }
     }
-    cni_skel::main(&Updater)
+}
+
+fn run(args: Vec<OsString>) -> Result<Vec<u8>, CniError> {
+    let (mut root, mut conflist) = (None, None);
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        match (a.to_str(), it.next()) {
+            (Some("--root"), Some(v)) => root = Some(PathBuf::from(v)),
+            (Some("--conflist"), Some(v)) => conflist = Some(PathBuf::from(v)),
+            _ => {
+                return Err(CniError::new(
+                    INVALID_NETWORK_CONFIG,
+                    format!("usage: delegator update [--root DIR] --conflist FILE (got {a:?})"),
+                ))
+            }
+        }
+    }
+    let conflist =
+        conflist.ok_or_else(|| CniError::new(INVALID_NETWORK_CONFIG, "usage: delegator update [--root DIR] --conflist FILE"))?;
+    let mut caps = Vec::new();
+    std::io::stdin().take(1 << 20).read_to_end(&mut caps).map_err(|e| CniError::new(IO_FAILURE, format!("stdin: {e}")))?;
+    let caps: Map<String, Value> = serde_json::from_slice(&caps).map_err(|e| {
+        CniError::new(DECODING_FAILURE, format!("stdin must be the runtime arguments, a JSON object: {e}"))
+    })?;
+    if let Some(dir) = &root {
+        std::os::unix::fs::chroot(dir).and_then(|()| std::env::set_current_dir("/")).map_err(|e| {
+            CniError::new(IO_FAILURE, format!("cannot make {} the root: {e}", dir.display()))
+        })?;
+    }
+    let list = cni_runtime::chain::load_list(&conflist)
+        .map_err(|e| CniError::new(INVALID_NETWORK_CONFIG, format!("{}: {e}", conflist.display())))?;
+    let first = list.plugins.first().filter(|p| p.plugin_type() == "delegator").ok_or_else(|| {
+        CniError::new(INVALID_NETWORK_CONFIG, format!("{}: its first plugin is not the delegator", conflist.display()))
+    })?;
+    // The delegator's turn, through the dispatcher as a runtime's ADD would reach it.
+    let stdin = build_one_config(first, &list.name, &list.cni_version, None, &caps);
+    let mut env = AddEnv { stdin: std::io::Cursor::new(stdin), out: Vec::new(), err: std::io::stderr() };
+    let code = cni_skel::dispatch::run(&Updater, &mut env);
+    let mut prev = match code {
+        0 => AnyResult::from_bytes(&env.out).map_err(|e| CniError::new(DECODING_FAILURE, format!("the update's result: {e}")))?,
+        _ => {
+            return Err(serde_json::from_slice::<CniError>(&env.out)
+                .unwrap_or_else(|_| CniError::new(cni_types::error::INTERNAL, String::from_utf8_lossy(&env.out))))
+        }
+    };
+    // Every later plugin: an ADD with the result so far, as libcni chains them.
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    let inv = cni_types::Invocation {
+        container_id: var("CNI_CONTAINERID"),
+        netns: var("CNI_NETNS"),
+        ifname: var("CNI_IFNAME"),
+        args: var("CNI_ARGS"),
+        path: var("CNI_PATH"),
+        ..cni_types::Invocation::new(Command::Add)
+    };
+    let call = RuntimeConf::from_invocation(&inv, caps.clone());
+    let exec = RawExec::default();
+    let paths: Vec<PathBuf> = std::env::split_paths(&std::env::var_os("CNI_PATH").unwrap_or_default()).collect();
+    for plugin in &list.plugins[1..] {
+        let stdin = build_one_config(plugin, &list.name, &list.cni_version, Some(&prev), &caps);
+        let path = exec.find(plugin.plugin_type(), &paths)?;
+        let req = call.invocation(Command::Add, &cni_types::invocation::join_path(&paths));
+        prev = invoke::add(&exec, &path, &stdin, &req).map_err(|e| {
+            let e: CniError = e.into();
+            CniError::new(e.code, format!("after the update, plugin {:?} of {}: {}", plugin.plugin_type(), list.name, e.msg))
+        })?;
+    }
+    Ok(prev.to_json_pretty().into_bytes())
+}
+
+/// The environment of the delegator's turn: the process's variables with `CNI_COMMAND=ADD`,
+/// its configuration as stdin, its output kept.
+struct AddEnv {
+    stdin: std::io::Cursor<Vec<u8>>,
+    out: Vec<u8>,
+    err: std::io::Stderr,
+}
+
+impl cni_skel::env::Environment for AddEnv {
+    fn getenv(&self, key: &str) -> Option<String> {
+        match key {
+            "CNI_COMMAND" => Some("ADD".into()),
+            _ => std::env::var(key).ok(),
+        }
+    }
+    fn stdin(&mut self) -> &mut dyn Read {
+        &mut self.stdin
+    }
+    fn stdout(&mut self) -> &mut dyn Write {
+        &mut self.out
+    }
+    fn stderr(&mut self) -> &mut dyn Write {
+        &mut self.err
+    }
 }
 
 fn only_add() -> CniError {

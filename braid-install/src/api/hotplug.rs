@@ -1,0 +1,395 @@
+//! Network hot-plug (`--hotplug`, off by default): when a running pod's
+//! `k8s.v1.cni.cncf.io/networks` annotation changes, the pod's sandbox gets exactly the
+//! difference — added networks attached, removed ones detached, the others untouched — and its
+//! network-status follows. Multus writes network-status once at ADD; adding a network to a
+//! running pod there needs a second controller (k8snetworkplumbingwg's
+//! multus-dynamic-networks-controller) talking to Multus's thick daemon. Here the agent that
+//! already publishes the status does it, and nothing is added to the pod-start path.
+//!
+//! **What is watched.** This node's pods only (a field selector `spec.nodeName=<node>`, served
+//! from the API server's watch cache): one list, then one watch — requests in proportion to
+//! change, none at rest. The RBAC grant is `list` and `watch` on pods (the API cannot narrow a
+//! grant to a field selector; what it reveals is in the README).
+//!
+//! **When an update runs.** The delegator records, in each sandbox's status file, the
+//! annotation it carried out (`networks`), the pod's UID and the sandbox (`netns`, `ifname`). A
+//! pod whose annotation differs from its newest status file's — and whose UID is the file's —
+//! is updated: the agent runs the node's `delegator update` (the node's binary, in the node's
+//! root, `chroot` by the delegator itself) with the sandbox's ADD environment and braid's
+//! conflist, which attaches and detaches the difference under the sandbox's locks and writes
+//! the status file anew ([`crate`]'s status publisher then patches the pod). Looked at again on
+//! every pod event, every `--status-rescan` (local reads; for a status file written after the
+//! pod's last event) and after the agent starts: a change made while the agent or the API
+//! server was down is carried out when they are back, and the pod ends as its annotation last
+//! asked.
+//!
+//! **Failures.** An update that fails leaves nothing of what it tried to add (the engine rolls
+//! it back) and is reported on the pod: a Warning Event `NetworkUpdateFailed` naming the
+//! delegator's error (which names the network and delegate), and a log line. The same
+//! annotation is not tried again until it changes or the agent restarts. At most
+//! [`IN_FLIGHT`] updates run at once, one per pod; an edit during a pod's update is carried out
+//! after it.
+
+use super::call::call;
+use super::status::PodKey;
+use super::Agent;
+use crate::metrics::Verb;
+use futures::stream::FuturesUnordered;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event as KubeEvent, EventSource, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use kube::api::{Api, PostParams};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The annotation that selects a pod's networks (NPWG v1.3 §4.1).
+pub const NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
+/// The capability through which the runtime hands a plugin the pod's annotations.
+pub const POD_ANNOTATIONS: &str = "io.kubernetes.cri.pod-annotations";
+/// How many pods' updates may run at once.
+pub const IN_FLIGHT: usize = 4;
+/// How long one update may take before it is killed (the delegator's own `deadline`, when the
+/// operator sets one, ends it sooner).
+const UPDATE_LIMIT: Duration = Duration::from_secs(300);
+/// The Event's reason.
+pub const REASON: &str = "NetworkUpdateFailed";
+
+/// Where the update finds things, as the node sees them (`--cni-bin-dir`, braid's conflist)
+/// and where the node's root is in the agent's container (`--host-root`).
+#[derive(Debug, Clone)]
+pub struct Hotplug {
+    /// The node's root, as the agent reaches it.
+    pub host_root: PathBuf,
+    /// The CNI bin dir (node path): the delegator, and `CNI_PATH` of the update.
+    pub cni_bin_dir: PathBuf,
+    /// braid's conflist (node path).
+    pub conflist: PathBuf,
+}
+
+/// A pod as the watch last showed it: its UID and annotations.
+#[derive(Debug, Clone, PartialEq)]
+struct Seen {
+    uid: String,
+    annotations: BTreeMap<String, String>,
+}
+
+impl Seen {
+    fn networks(&self) -> Option<String> {
+        normalize(self.annotations.get(NETWORKS).map(String::as_str))
+    }
+}
+
+/// An empty or all-blank annotation selects nothing, as no annotation.
+fn normalize(v: Option<&str>) -> Option<String> {
+    v.map(str::trim).filter(|v| !v.is_empty()).map(str::to_string)
+}
+
+/// A sandbox's status file, as far as an update needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sandbox {
+    /// `CNI_CONTAINERID` (from the file's name).
+    pub container_id: String,
+    /// `CNI_NETNS`.
+    pub netns: String,
+    /// `CNI_IFNAME`.
+    pub ifname: String,
+    /// The pod's UID.
+    pub pod_uid: String,
+    /// The annotation the sandbox carries out.
+    pub networks: Option<String>,
+}
+
+/// Reads the update's inputs from a status file; `None` for a file of a delegator that does not
+/// record them (or no Kubernetes pod UID).
+pub fn sandbox(path: &Path) -> Option<Sandbox> {
+    let name = path.file_name()?.to_str()?;
+    let stem = name.strip_suffix(".json")?;
+    let container_id = stem.rsplit_once('_')?.1.to_string();
+    let bytes = std::fs::read(path).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let s = v.get("sandbox")?;
+    Some(Sandbox {
+        container_id,
+        netns: s.get("netns")?.as_str()?.to_string(),
+        ifname: s.get("ifname")?.as_str()?.to_string(),
+        pod_uid: v.get("podUID")?.as_str()?.to_string(),
+        networks: normalize(v.get("networks").and_then(|n| n.as_str())),
+    })
+}
+
+/// Runs the hot-plug loop until the process ends.
+pub async fn run(client: kube::Client, agent: Agent, h: Hotplug) {
+    let api: Api<Pod> = Api::all(client.clone());
+    let config = watcher::Config::default().fields(&format!("spec.nodeName={}", agent.node));
+    let stream = watcher::watcher(api, config).default_backoff();
+    futures::pin_mut!(stream);
+    let mut tick = tokio::time::interval(agent.status_rescan);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut pods: BTreeMap<PodKey, Seen> = BTreeMap::new();
+    let mut listing: BTreeSet<PodKey> = BTreeSet::new();
+    // The annotation whose update failed, per pod UID: not tried again until it changes.
+    let mut failed: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut busy: BTreeSet<PodKey> = BTreeSet::new();
+    let mut again: BTreeSet<PodKey> = BTreeSet::new();
+    let mut queue: VecDeque<PodKey> = VecDeque::new();
+    let mut running: FuturesUnordered<Running> = FuturesUnordered::new();
+    let mut failing = None::<String>;
+    crate::log(&format!("hot-plug: watching the pods of node {} for changes of {NETWORKS}", agent.node));
+    loop {
+        let mut touched: Vec<PodKey> = Vec::new();
+        tokio::select! {
+            item = stream.next() => {
+                let Some(item) = item else { return };
+                match item {
+                    Ok(Event::Init) => listing.clear(),
+                    Ok(Event::InitApply(p)) => {
+                        if let Some((k, s)) = seen(&p) {
+                            listing.insert(k.clone());
+                            pods.insert(k.clone(), s);
+                            touched.push(k);
+                        }
+                    }
+                    Ok(Event::InitDone) => {
+                        if failing.take().is_some() {
+                            crate::log("hot-plug: the API server answers again; pods listed");
+                        }
+                        agent.metrics.api(Verb::list, "pods", "ok");
+                        pods.retain(|k, _| listing.contains(k));
+                    }
+                    Ok(Event::Apply(p)) => {
+                        if let Some((k, s)) = seen(&p) {
+                            if pods.get(&k) != Some(&s) {
+                                pods.insert(k.clone(), s);
+                                touched.push(k);
+                            }
+                        }
+                    }
+                    Ok(Event::Delete(p)) => {
+                        if let Some((k, s)) = seen(&p) {
+                            failed.remove(&s.uid);
+                            pods.remove(&k);
+                        }
+                    }
+                    Err(e) => crate::log_changed(&mut failing, format!("hot-plug: pods of node {}: {e}; retrying with backoff", agent.node)),
+                }
+            }
+            _ = tick.tick() => touched.extend(pods.keys().cloned()),
+            Some((key, uid, networks, outcome)) = running.next(), if !running.is_empty() => {
+                busy.remove(&key);
+                match outcome {
+                    Ok(()) => {
+                        failed.remove(&uid);
+                        crate::log(&format!("hot-plug: pod {key}: networks now {}", networks.as_deref().unwrap_or("(none selected)")));
+                    }
+                    Err(why) => {
+                        crate::log(&format!("hot-plug: pod {key}: updating its networks to {:?} failed: {why}", networks.as_deref().unwrap_or("")));
+                        event(&client, &agent, &key, &uid, &why).await;
+                        failed.insert(uid, networks);
+                    }
+                }
+                if again.remove(&key) {
+                    touched.push(key);
+                }
+                touched.extend(queue.drain(..));
+            }
+        }
+        for key in touched {
+            if busy.contains(&key) {
+                again.insert(key);
+                continue;
+            }
+            let Some(pod) = pods.get(&key) else { continue };
+            let Some(sb) = super::status::newest(&agent.status_dir, &key).and_then(|v| sandbox(&v.path)) else {
+                continue;
+            };
+            let want = pod.networks();
+            if sb.pod_uid != pod.uid || sb.networks == want || failed.get(&pod.uid) == Some(&want) {
+                continue;
+            }
+            if running.len() >= IN_FLIGHT {
+                if !queue.contains(&key) {
+                    queue.push_back(key);
+                }
+                continue;
+            }
+            busy.insert(key.clone());
+            let (h, pod, key) = (h.clone(), pod.clone(), key.clone());
+            running.push(Box::pin(async move {
+                let uid = pod.uid.clone();
+                let networks = pod.networks();
+                crate::log(&format!(
+                    "hot-plug: pod {key}: {NETWORKS} is {:?}, the sandbox carries out {:?}: updating",
+                    networks.as_deref().unwrap_or(""),
+                    sb.networks.as_deref().unwrap_or("")
+                ));
+                let k = key.clone();
+                let outcome = tokio::task::spawn_blocking(move || update(&h, &k, &pod, &sb))
+                    .await
+                    .unwrap_or_else(|e| Err(format!("the update's thread failed: {e}")));
+                (key, uid, networks, outcome)
+            }));
+        }
+    }
+}
+
+/// One pod's update in flight: the pod, its UID, the annotation carried out, the outcome.
+type Running = std::pin::Pin<
+    Box<dyn std::future::Future<Output = (PodKey, String, Option<String>, Result<(), String>)> + Send>,
+>;
+
+fn seen(p: &Pod) -> Option<(PodKey, Seen)> {
+    let m = &p.metadata;
+    let key = PodKey { namespace: m.namespace.clone()?, name: m.name.clone()? };
+    Some((key, Seen { uid: m.uid.clone()?, annotations: m.annotations.clone().unwrap_or_default() }))
+}
+
+/// `CNI_ARGS` as containerd passes them for a pod's sandbox.
+fn cni_args(key: &PodKey, sb: &Sandbox) -> String {
+    format!(
+        "K8S_POD_NAMESPACE={};K8S_POD_NAME={};K8S_POD_INFRA_CONTAINER_ID={};K8S_POD_UID={};IgnoreUnknown=1",
+        key.namespace, key.name, sb.container_id, sb.pod_uid
+    )
+}
+
+/// Runs `delegator update` for one pod's sandbox (blocking): `Ok` when it carried the
+/// annotation out, else the delegator's error message.
+fn update(h: &Hotplug, key: &PodKey, pod: &Seen, sb: &Sandbox) -> Result<(), String> {
+    let delegator = crate::options::on_host(&h.host_root, &h.cni_bin_dir.join("delegator"));
+    let caps = serde_json::json!({ POD_ANNOTATIONS: pod.annotations });
+    let mut child = std::process::Command::new(&delegator)
+        .arg("update")
+        .arg("--root")
+        .arg(&h.host_root)
+        .arg("--conflist")
+        .arg(&h.conflist)
+        .env_clear()
+        .env("CNI_CONTAINERID", &sb.container_id)
+        .env("CNI_NETNS", &sb.netns)
+        .env("CNI_IFNAME", &sb.ifname)
+        .env("CNI_ARGS", cni_args(key, sb))
+        .env("CNI_PATH", &h.cni_bin_dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", delegator.display()))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(caps.to_string().as_bytes());
+    }
+    let mut stdout = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        if let Some(s) = stdout.as_mut() {
+            let _ = std::io::Read::read_to_end(s, &mut out);
+        }
+        out
+    });
+    let started = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() < UPDATE_LIMIT => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("the update did not end within {} s and was killed", UPDATE_LIMIT.as_secs()));
+            }
+            Err(e) => return Err(format!("waiting for the update: {e}")),
+        }
+    };
+    let out = reader.join().unwrap_or_default();
+    if status.success() {
+        return Ok(());
+    }
+    let msg = serde_json::from_slice::<serde_json::Value>(&out)
+        .ok()
+        .and_then(|v| v.get("msg").and_then(|m| m.as_str()).map(str::to_string))
+        .unwrap_or_else(|| String::from_utf8_lossy(&out).trim().to_string());
+    Err(if msg.is_empty() { format!("the delegator exited with {status}") } else { msg })
+}
+
+/// A Warning Event on the pod: what `kubectl describe pod` shows. Created, never retried (the
+/// log line is the record).
+async fn event(client: &kube::Client, agent: &Agent, key: &PodKey, uid: &str, why: &str) {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let node = agent.node.as_str();
+    let ev = KubeEvent {
+        metadata: ObjectMeta {
+            // client-go's recorder names Events `<object>.<unique suffix>`.
+            name: Some(format!("{}.{:x}", key.name, now.as_nanosecond())),
+            namespace: Some(key.namespace.clone()),
+            ..ObjectMeta::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(key.namespace.clone()),
+            name: Some(key.name.clone()),
+            uid: Some(uid.to_string()),
+            ..ObjectReference::default()
+        },
+        reason: Some(REASON.into()),
+        message: Some(format!("{NETWORKS} could not be carried out on node {node}: {why}")),
+        type_: Some("Warning".into()),
+        source: Some(EventSource { component: Some(super::event::COMPONENT.into()), host: Some(node.into()) }),
+        reporting_component: Some(super::event::COMPONENT.into()),
+        reporting_instance: Some(node.into()),
+        action: Some("UpdateNetworks".into()),
+        count: Some(1),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        event_time: Some(MicroTime(now)),
+        ..KubeEvent::default()
+    };
+    let api: Api<KubeEvent> = Api::namespaced(client.clone(), &key.namespace);
+    if let Err(f) = call(agent, Verb::create, "events", api.create(&PostParams::default(), &ev)).await {
+        crate::log(&format!("hot-plug: pod {key}: cannot create its Event: {f}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sandbox_is_read_from_the_status_file() {
+        let dir = std::env::temp_dir().join(format!("braid-hotplug-sandbox-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("team-a_web-0_0123abcd.json");
+        let body = r#"{"networkStatus":[],"podUID":"u-1","sandbox":{"netns":"/var/run/netns/cni-1","ifname":"eth0"},"networks":" a,b "}"#;
+        std::fs::write(&path, body).unwrap();
+        assert_eq!(
+            sandbox(&path),
+            Some(Sandbox {
+                container_id: "0123abcd".into(),
+                netns: "/var/run/netns/cni-1".into(),
+                ifname: "eth0".into(),
+                pod_uid: "u-1".into(),
+                networks: Some("a,b".into()),
+            })
+        );
+        // An older delegator's file (no sandbox) is not updated.
+        std::fs::write(&path, r#"{"networkStatus":[],"podUID":"u-1"}"#).unwrap();
+        assert_eq!(sandbox(&path), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_empty_annotation_is_no_annotation_and_args_are_containerds() {
+        assert_eq!(normalize(Some("  ")), None);
+        assert_eq!(normalize(None), None);
+        let key = PodKey { namespace: "ns".into(), name: "p".into() };
+        let sb = Sandbox {
+            container_id: "c1".into(),
+            netns: String::new(),
+            ifname: "eth0".into(),
+            pod_uid: "u".into(),
+            networks: None,
+        };
+        assert_eq!(cni_args(&key, &sb), "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=c1;K8S_POD_UID=u;IgnoreUnknown=1");
+    }
+}
