@@ -247,6 +247,10 @@ mounts() {
     mount --bind '$r/sysctl/kernel.panic' /proc/sys/kernel/panic
     mount --bind '$r/sysctl/kernel.panic_on_oops' /proc/sys/kernel/panic_on_oops
     mount --bind '$r/sysctl/vm.overcommit_memory' /proc/sys/vm/overcommit_memory
+    # Shared, as on a node booted by systemd: a container that mounts the node's root with
+    # HostToContainer (braid's hot-plug layout) sees pod namespaces mounted after it started.
+    # The peer groups are this namespace's own: nothing propagates to the machine's.
+    mount --make-rshared /
   "
 }
 

@@ -158,18 +158,21 @@ impl Attacher<'_> {
             }
         }
         // An attachment whose ADD never returned (a rollback left incomplete) is the pod's DEL's.
-        let before = plan.attachments[..before.min(plan.attachments.len())].iter().filter(|a| a.result.is_some()).count();
+        let before =
+            plan.attachments[..before.min(plan.attachments.len())].iter().filter(|a| a.result.is_some()).count();
         plan.attachments.retain(|a| a.result.is_some());
         let results = plan
             .attachments
             .iter()
             .enumerate()
             .map(|(i, a)| {
-                let v = a.result.as_ref().ok_or_else(|| {
-                    CniError::new(INTERNAL, format!("{} has no recorded result", describe(i, a)))
-                })?;
-                AnyResult::from_bytes(&serde_json::to_vec(v).unwrap_or_default())
-                    .map_err(|e| CniError::new(DECODING_FAILURE, format!("{}: its recorded result: {e}", describe(i, a))))
+                let v = a
+                    .result
+                    .as_ref()
+                    .ok_or_else(|| CniError::new(INTERNAL, format!("{} has no recorded result", describe(i, a))))?;
+                AnyResult::from_bytes(&serde_json::to_vec(v).unwrap_or_default()).map_err(|e| {
+                    CniError::new(DECODING_FAILURE, format!("{}: its recorded result: {e}", describe(i, a)))
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let added = (0..plan.attachments.len()).map(|i| i >= before).collect();
@@ -219,8 +222,9 @@ impl Attacher<'_> {
                 Ok(())
             }
             Err((k, e, started)) => {
-                let attempted: Vec<bool> =
-                    (0..plan.attachments.len()).map(|i| i >= first && (i < first + k || (i == first + k && started))).collect();
+                let attempted: Vec<bool> = (0..plan.attachments.len())
+                    .map(|i| i >= first && (i < first + k || (i == first + k && started)))
+                    .collect();
                 let failed = describe(first + k, &plan.attachments[first + k]);
                 let errors = self.del_recorded(call, plan, &attempted, crate::attach::Order::OneByOne, log);
                 let mut msg = format!("{failed} failed: {}", e.msg);

@@ -1065,3 +1065,200 @@ fn a_nad_wins_over_the_configmap_and_an_agent_restarted_without_the_api_keeps_ev
     wait_subnet("default/isolated.conflist", Some("198.18.100.0/24"));
     let _ = c.on_node("node1", "rm", &["-f", &by_hand]);
 }
+
+fn repo() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// braid's hot-plug layout (`deploy/kubernetes/hotplug`) applied for one test; the API layout
+/// and its grants as they were afterwards.
+fn with_hotplug(c: &Cluster) -> Defer<impl FnMut() + '_> {
+    let layout = repo().join("deploy/kubernetes/hotplug");
+    c.ok(&["apply", "-k", &layout.display().to_string()]);
+    c.ok(&["rollout", "status", "daemonset/braid-install", "-n", "kube-system", "--timeout=240s"]);
+    Defer(move || {
+        let plain = repo().join("deploy/kubernetes");
+        let _ = c.kubectl(&["apply", "-k", &plain.display().to_string()]);
+        let _ =
+            c.kubectl(&["delete", "clusterrolebinding,clusterrole", "braid-node-agent-hotplug", "--ignore-not-found"]);
+        let _ = c.kubectl(&["rollout", "status", "daemonset/braid-install", "-n", "kube-system", "--timeout=240s"]);
+    })
+}
+
+/// Sets the pod's networks annotation (`kubectl annotate … --overwrite`).
+fn annotate(c: &Cluster, ns: &str, pod: &str, networks: &str) {
+    c.ok(&["annotate", "pod", pod, "-n", ns, "--overwrite", &format!("k8s.v1.cni.cncf.io/networks={networks}")]);
+}
+
+/// Waits until the pod's network-status names exactly these networks by interface, and checks it
+/// against what `ip` shows inside the pod; returns the interfaces inside.
+fn wait_networks(c: &Cluster, ns: &str, pod: &str, want: &[(&str, &str)]) -> BTreeMap<String, (String, Vec<String>)> {
+    let want: BTreeMap<String, String> = want.iter().map(|(i, n)| (i.to_string(), n.to_string())).collect();
+    let names = |st: &Value| -> BTreeMap<String, String> {
+        st.as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|e| {
+                        (
+                            e["interface"].as_str().unwrap_or("").to_string(),
+                            e["name"].as_str().unwrap_or("").to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    c.wait(
+        &format!("network-status of {ns}/{pod} = {want:?}"),
+        || status(c, ns, pod).is_some_and(|st| names(&st) == want),
+        || format!("{:?}\n{}", status(c, ns, pod), c.agent_log("node1")),
+    );
+    let inside = interfaces_inside(c, ns, pod);
+    let st = status(c, ns, pod).unwrap();
+    assert_eq!(status_matches_pod(&st, &inside), want);
+    assert_eq!(inside.keys().cloned().collect::<Vec<_>>(), want.keys().cloned().collect::<Vec<_>>(), "{inside:?}");
+    inside
+}
+
+#[test]
+fn networks_added_removed_and_changed_on_a_running_pod_follow_its_annotation() {
+    let Some(c) = Cluster::lock("networks_added_removed_and_changed_on_a_running_pod_follow_its_annotation") else {
+        return;
+    };
+    let _layout = with_hotplug(&c);
+    let ns = c.namespace("braid-hot");
+    c.apply(&nad("braid-hot", "red", Some(&bridge("red", "br-red", 81))));
+    c.apply(&nad("braid-hot", "blue", Some(&bridge("blue", "br-blue", 82))));
+    wait_mirrored(&c, "node1", "braid-hot/red");
+    wait_mirrored(&c, "node1", "braid-hot/blue");
+    c.apply(&pod("braid-hot", "vm", "node1", Some("red")));
+    wait_status(&c, "braid-hot", "vm", "node1");
+    let start = wait_networks(&c, "braid-hot", "vm", &[("eth0", "cluster"), ("net1", "braid-hot/red")]);
+
+    // Added: net2 appears, net1 and eth0 are untouched (same MAC and addresses).
+    let edited = Instant::now();
+    annotate(&c, "braid-hot", "vm", "red,blue");
+    let added = wait_networks(
+        &c,
+        "braid-hot",
+        "vm",
+        &[("eth0", "cluster"), ("net1", "braid-hot/red"), ("net2", "braid-hot/blue")],
+    );
+    report(&format!("annotation edit to network-status with the added network: {:.2?}", edited.elapsed()));
+    assert_eq!(added["eth0"], start["eth0"]);
+    assert_eq!(added["net1"], start["net1"]);
+    assert!(added["net2"].1.iter().all(|a| a.starts_with("198.18.82.")), "{added:?}");
+    assert_eq!(c.files_on("node1", "/var/lib/cni/networks/blue").iter().filter(|f| f.starts_with("198.")).count(), 1);
+
+    // Removed: net1 goes, its address is released; the others stay as they were.
+    annotate(&c, "braid-hot", "vm", "blue");
+    let removed = wait_networks(&c, "braid-hot", "vm", &[("eth0", "cluster"), ("net2", "braid-hot/blue")]);
+    assert_eq!(removed["net2"], added["net2"]);
+    assert_eq!(c.files_on("node1", "/var/lib/cni/networks/red").iter().filter(|f| f.starts_with("198.")).count(), 0);
+
+    // Changed: the same network asked on another interface is detached and attached again there.
+    annotate(&c, "braid-hot", "vm", "blue@blue0");
+    wait_networks(&c, "braid-hot", "vm", &[("eth0", "cluster"), ("blue0", "braid-hot/blue")]);
+
+    // A network that cannot be attached: an Event names it, and nothing changes.
+    annotate(&c, "braid-hot", "vm", "blue@blue0,absent");
+    c.wait(
+        "the NetworkUpdateFailed event",
+        || pod_warnings(&c, "braid-hot", "vm").contains("braid-hot/absent"),
+        || c.agent_log("node1"),
+    );
+    let warnings = pod_warnings(&c, "braid-hot", "vm");
+    assert!(warnings.contains("could not be carried out on node node1"), "{warnings}");
+    wait_networks(&c, "braid-hot", "vm", &[("eth0", "cluster"), ("blue0", "braid-hot/blue")]);
+
+    // Everything selected removed, then the pod deleted: nothing of it is left on the node.
+    annotate(&c, "braid-hot", "vm", "red");
+    wait_networks(&c, "braid-hot", "vm", &[("eth0", "cluster"), ("net1", "braid-hot/red")]);
+    let sandbox = status_files(&c, "node1", "braid-hot", "vm")[0]
+        .trim_end_matches(".json")
+        .rsplit('_')
+        .next()
+        .unwrap()
+        .to_string();
+    drop(ns);
+    c.wait(
+        "the runtime's DEL of the pod",
+        || {
+            c.log_all("containerd-node1")
+                .contains(&format!("TearDown network for sandbox \\\"{sandbox}\\\" successfully"))
+        },
+        || c.log("containerd-node1"),
+    );
+    for net in ["red", "blue"] {
+        let left: Vec<String> = c
+            .files_on("node1", &format!("/var/lib/cni/networks/{net}"))
+            .into_iter()
+            .filter(|f| f.starts_with("198."))
+            .collect();
+        assert_eq!(left, Vec::<String>::new(), "{net} reservations left");
+    }
+    assert!(c.files_on("node1", "/var/lib/cni/braid").iter().all(|f| !f.contains(&sandbox)));
+    assert!(c.files_on("node1", "/run/braid/network-status").iter().all(|f| !f.contains("braid-hot")));
+}
+
+#[test]
+fn a_hot_plug_survives_the_agent_killed_the_api_cut_off_and_the_pods_deletion() {
+    let Some(c) = Cluster::lock("a_hot_plug_survives_the_agent_killed_the_api_cut_off_and_the_pods_deletion") else {
+        return;
+    };
+    let _layout = with_hotplug(&c);
+    let ns = c.namespace("braid-hot2");
+    c.apply(&nad("braid-hot2", "red", Some(&bridge("red", "br-red2", 83))));
+    c.apply(&nad("braid-hot2", "blue", Some(&bridge("blue", "br-blue2", 84))));
+    wait_mirrored(&c, "node1", "braid-hot2/red");
+    wait_mirrored(&c, "node1", "braid-hot2/blue");
+    c.apply(&pod("braid-hot2", "a", "node1", None));
+    wait_status(&c, "braid-hot2", "a", "node1");
+
+    // Edited while node1's agent cannot reach the API server: carried out once it can.
+    {
+        let _cut = cut_agent_off(&c);
+        annotate(&c, "braid-hot2", "a", "red");
+    }
+    wait_networks(&c, "braid-hot2", "a", &[("eth0", "cluster"), ("net1", "braid-hot2/red")]);
+
+    // Edited while the agent is down (SIGKILLed; the kubelet restarts it): carried out after.
+    kill_agent(&c);
+    annotate(&c, "braid-hot2", "a", "red,blue");
+    wait_networks(
+        &c,
+        "braid-hot2",
+        "a",
+        &[("eth0", "cluster"), ("net1", "braid-hot2/red"), ("net2", "braid-hot2/blue")],
+    );
+
+    // Edited and deleted at once: whichever of the update and the pod's DEL comes first, nothing
+    // of either network is left.
+    let sandbox = status_files(&c, "node1", "braid-hot2", "a")[0]
+        .trim_end_matches(".json")
+        .rsplit('_')
+        .next()
+        .unwrap()
+        .to_string();
+    annotate(&c, "braid-hot2", "a", "blue");
+    c.ok(&["delete", "pod", "a", "-n", "braid-hot2", "--wait=false"]);
+    c.wait(
+        "the runtime's DEL of the pod",
+        || {
+            c.log_all("containerd-node1")
+                .contains(&format!("TearDown network for sandbox \\\"{sandbox}\\\" successfully"))
+        },
+        || c.log("containerd-node1"),
+    );
+    // The update and the DEL take the same locks: the DEL, last, removed what either made.
+    for net in ["red", "blue"] {
+        let left: Vec<String> = c
+            .files_on("node1", &format!("/var/lib/cni/networks/{net}"))
+            .into_iter()
+            .filter(|f| f.starts_with("198."))
+            .collect();
+        assert_eq!(left, Vec::<String>::new(), "{net} reservations left");
+    }
+    assert!(c.files_on("node1", "/var/lib/cni/braid").iter().all(|f| !f.contains(&sandbox)));
+    drop(ns);
+}

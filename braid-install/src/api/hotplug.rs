@@ -237,9 +237,8 @@ pub async fn run(client: kube::Client, agent: Agent, h: Hotplug) {
 }
 
 /// One pod's update in flight: the pod, its UID, the annotation carried out, the outcome.
-type Running = std::pin::Pin<
-    Box<dyn std::future::Future<Output = (PodKey, String, Option<String>, Result<(), String>)> + Send>,
->;
+type Running =
+    std::pin::Pin<Box<dyn std::future::Future<Output = (PodKey, String, Option<String>, Result<(), String>)> + Send>>;
 
 fn seen(p: &Pod) -> Option<(PodKey, Seen)> {
     let m = &p.metadata;
@@ -390,6 +389,9 @@ mod tests {
             pod_uid: "u".into(),
             networks: None,
         };
-        assert_eq!(cni_args(&key, &sb), "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=c1;K8S_POD_UID=u;IgnoreUnknown=1");
+        assert_eq!(
+            cni_args(&key, &sb),
+            "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=c1;K8S_POD_UID=u;IgnoreUnknown=1"
+        );
     }
 }

@@ -115,7 +115,11 @@ pub fn start(agent: Agent, owners: Owners) -> Result<std::thread::JoinHandle<()>
                         hotplug::run(client.clone(), agent.clone(), h).await;
                     }
                 };
-                tokio::join!(nads::run(client.clone(), agent.clone(), owners), status::run(client.clone(), agent.clone()), hotplug);
+                tokio::join!(
+                    nads::run(client.clone(), agent.clone(), owners),
+                    status::run(client.clone(), agent.clone()),
+                    hotplug
+                );
             });
         })
         .map_err(|e| InstallError::Kubernetes(format!("cannot start its thread: {e}")))?;

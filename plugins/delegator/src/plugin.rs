@@ -151,8 +151,7 @@ pub(crate) fn finish(
     let chosen = report.networks.iter().enumerate().find_map(|(i, l)| l.default_route.as_ref().map(|g| (i, g)));
     if let Some((i, gateways)) = chosen.filter(|(i, _)| fresh.get(*i).copied().unwrap_or(false)) {
         let ifname = ifnames.get(i).cloned().unwrap_or_default();
-        let others: Vec<String> =
-            ifnames.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, n)| n.clone()).collect();
+        let others: Vec<String> = ifnames.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, n)| n.clone()).collect();
         let removed =
             default_route::move_default_routes(m.pod.rtnl()?, Path::new(&args.netns), &ifname, &others, gateways)
                 .context(format_args!("default-route of {}", report.networks[i].name))?;
@@ -215,12 +214,8 @@ pub(crate) fn finish(
             Some(l) => l,
             None => m.pod.links()?,
         };
-        let atts: Vec<(&AnyResult, &str, &StatusNetwork)> = results
-            .iter()
-            .zip(ifnames)
-            .zip(&report.networks)
-            .map(|((r, ifname), l)| (r, ifname.as_str(), l))
-            .collect();
+        let atts: Vec<(&AnyResult, &str, &StatusNetwork)> =
+            results.iter().zip(ifnames).zip(&report.networks).map(|((r, ifname), l)| (r, ifname.as_str(), l)).collect();
         let record = status::Record {
             pod_uid: report.pod_uid.as_deref(),
             sandbox: Some((&args.netns, &args.ifname)),

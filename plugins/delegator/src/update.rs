@@ -70,17 +70,20 @@ fn run(args: Vec<OsString>) -> Result<Vec<u8>, CniError> {
             }
         }
     }
-    let conflist =
-        conflist.ok_or_else(|| CniError::new(INVALID_NETWORK_CONFIG, "usage: delegator update [--root DIR] --conflist FILE"))?;
+    let conflist = conflist
+        .ok_or_else(|| CniError::new(INVALID_NETWORK_CONFIG, "usage: delegator update [--root DIR] --conflist FILE"))?;
     let mut caps = Vec::new();
-    std::io::stdin().take(1 << 20).read_to_end(&mut caps).map_err(|e| CniError::new(IO_FAILURE, format!("stdin: {e}")))?;
+    std::io::stdin()
+        .take(1 << 20)
+        .read_to_end(&mut caps)
+        .map_err(|e| CniError::new(IO_FAILURE, format!("stdin: {e}")))?;
     let caps: Map<String, Value> = serde_json::from_slice(&caps).map_err(|e| {
         CniError::new(DECODING_FAILURE, format!("stdin must be the runtime arguments, a JSON object: {e}"))
     })?;
     if let Some(dir) = &root {
-        std::os::unix::fs::chroot(dir).and_then(|()| std::env::set_current_dir("/")).map_err(|e| {
-            CniError::new(IO_FAILURE, format!("cannot make {} the root: {e}", dir.display()))
-        })?;
+        std::os::unix::fs::chroot(dir)
+            .and_then(|()| std::env::set_current_dir("/"))
+            .map_err(|e| CniError::new(IO_FAILURE, format!("cannot make {} the root: {e}", dir.display())))?;
     }
     let list = cni_runtime::chain::load_list(&conflist)
         .map_err(|e| CniError::new(INVALID_NETWORK_CONFIG, format!("{}: {e}", conflist.display())))?;
@@ -92,7 +95,8 @@ fn run(args: Vec<OsString>) -> Result<Vec<u8>, CniError> {
     let mut env = AddEnv { stdin: std::io::Cursor::new(stdin), out: Vec::new(), err: std::io::stderr() };
     let code = cni_skel::dispatch::run(&Updater, &mut env);
     let mut prev = match code {
-        0 => AnyResult::from_bytes(&env.out).map_err(|e| CniError::new(DECODING_FAILURE, format!("the update's result: {e}")))?,
+        0 => AnyResult::from_bytes(&env.out)
+            .map_err(|e| CniError::new(DECODING_FAILURE, format!("the update's result: {e}")))?,
         _ => {
             return Err(serde_json::from_slice::<CniError>(&env.out)
                 .unwrap_or_else(|_| CniError::new(cni_types::error::INTERNAL, String::from_utf8_lossy(&env.out))))
@@ -117,7 +121,10 @@ fn run(args: Vec<OsString>) -> Result<Vec<u8>, CniError> {
         let req = call.invocation(Command::Add, &cni_types::invocation::join_path(&paths));
         prev = invoke::add(&exec, &path, &stdin, &req).map_err(|e| {
             let e: CniError = e.into();
-            CniError::new(e.code, format!("after the update, plugin {:?} of {}: {}", plugin.plugin_type(), list.name, e.msg))
+            CniError::new(
+                e.code,
+                format!("after the update, plugin {:?} of {}: {}", plugin.plugin_type(), list.name, e.msg),
+            )
         })?;
     }
     Ok(prev.to_json_pretty().into_bytes())
@@ -165,7 +172,10 @@ impl Plugin for Updater {
     fn add_in_family(&self, args: &CmdArgs) -> Result<AnyResult, CniError> {
         let config = SharedConfig::parse(args, &RULES)?;
         let kube = kubernetes::Config::parse(&config.conf)?.ok_or_else(|| {
-            CniError::new(INVALID_NETWORK_CONFIG, "update: no kubernetes block, so no networks selected by a pod to update")
+            CniError::new(
+                INVALID_NETWORK_CONFIG,
+                "update: no kubernetes block, so no networks selected by a pod to update",
+            )
         })?;
         let selection = kubernetes::select(&kube, &config.conf, &args.args, &config.delegates)?;
         let mut all = config.delegates.clone();

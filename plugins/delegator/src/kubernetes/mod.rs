@@ -164,9 +164,10 @@ pub fn selector(network: &str, e: &annotation::Element) -> String {
 /// How the network-status document names the attachment of a [`selector`].
 pub fn status_network(selector: &str) -> StatusNetwork {
     let v: Value = serde_json::from_str(selector).unwrap_or_default();
-    let default_route = v.get("default-route").and_then(Value::as_array).map(|gws| {
-        gws.iter().filter_map(|g| g.as_str()?.parse().ok()).collect()
-    });
+    let default_route = v
+        .get("default-route")
+        .and_then(Value::as_array)
+        .map(|gws| gws.iter().filter_map(|g| g.as_str()?.parse().ok()).collect());
     StatusNetwork {
         name: v.get("network").and_then(Value::as_str).unwrap_or_default().to_string(),
         default: false,

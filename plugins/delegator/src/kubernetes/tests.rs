@@ -497,10 +497,18 @@ fn status_documents_one_entry_per_sandbox_interface() {
     );
     let d = Dir::new("status");
     let path = d.0.join("deep/team-a_web_c.json");
-    status::write(&path, &status::file(doc.clone(), status::Record { pod_uid: Some("5f0c-uid"), ..Default::default() })).unwrap();
+    status::write(
+        &path,
+        &status::file(doc.clone(), status::Record { pod_uid: Some("5f0c-uid"), ..Default::default() }),
+    )
+    .unwrap();
     let back: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert_eq!(back, json!({"networkStatus": doc, "podUID": "5f0c-uid"}));
-    assert_eq!(status::file(json!([]), status::Record::default()), json!({"networkStatus": []}), "no podUID without K8S_POD_UID");
+    assert_eq!(
+        status::file(json!([]), status::Record::default()),
+        json!({"networkStatus": []}),
+        "no podUID without K8S_POD_UID"
+    );
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o644);
     assert_eq!(std::fs::read_dir(path.parent().unwrap()).unwrap().count(), 1, "no temporary file left");
