@@ -1070,10 +1070,10 @@ fn repo() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// braid's hot-plug layout (`deploy/kubernetes/hotplug`) applied for one test; the API layout
+/// braid's hot-plug layout (`deploy/kubernetes-hotplug`) applied for one test; the API layout
 /// and its grants as they were afterwards.
 fn with_hotplug(c: &Cluster) -> Defer<impl FnMut() + '_> {
-    let layout = repo().join("deploy/kubernetes/hotplug");
+    let layout = repo().join("deploy/kubernetes-hotplug");
     c.ok(&["apply", "-k", &layout.display().to_string()]);
     c.ok(&["rollout", "status", "daemonset/braid-install", "-n", "kube-system", "--timeout=240s"]);
     Defer(move || {
