@@ -1,0 +1,325 @@
+//! `delegator update` (network hot-plug) in real namespaces with the reference plugins: what the
+//! node agent runs when a running pod's networks annotation changes, driven here directly with
+//! the sandbox's ADD environment, so that every case — added, removed, changed, refused,
+//! failed, killed part-way — is checked against the kernel, host-local and the state. The real
+//! node's tests (`kube_node.rs`) drive the same through `kubectl annotate`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use braid_integration::{build_dir, require_root, unique, Harness, Netns};
+use cni_runtime::chain::RuntimeConf;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// One pod's world: the harness, its networks dir (`braid-hot/<name>.conflist`), its status
+/// dir, braid's conflist on disk, the pod namespace and its runtime parameters.
+struct Pod {
+    h: Harness,
+    ctr: Netns,
+    list: Value,
+    list_path: PathBuf,
+    rt: RuntimeConf,
+}
+
+impl Pod {
+    fn new(tag: &str) -> Pod {
+        let h = Harness::new(tag);
+        let ctr = h.container(tag);
+        let nets = h.dir.path().join("networks/braid-hot");
+        std::fs::create_dir_all(&nets).unwrap();
+        for (name, subnet) in [("red", 91u8), ("blue", 92), ("green", 93)] {
+            let def = json!({"cniVersion": "1.0.0", "name": name, "plugins": [
+                {"type": "ptp", "ipam": h.host_local(subnet)}
+            ]});
+            std::fs::write(nets.join(format!("{name}.conflist")), def.to_string()).unwrap();
+        }
+        let fault = json!({"cniVersion": "1.0.0", "name": "fault", "plugins": [
+            {"type": "braid-fault", "fail": {"command": "ADD", "code": 11, "msg": "no room on this node"}}
+        ]});
+        std::fs::write(nets.join("fault.conflist"), fault.to_string()).unwrap();
+        let slow = json!({"cniVersion": "1.0.0", "name": "slow", "plugins": [
+            {"type": "braid-fault", "link": true, "sleepOn": "ADD", "sleepMs": 4000}
+        ]});
+        std::fs::write(nets.join("slow.conflist"), slow.to_string()).unwrap();
+        let list = json!({
+            "cniVersion": "1.0.0",
+            "name": unique("braid"),
+            "plugins": [{
+                "type": "delegator",
+                "capabilities": {"io.kubernetes.cri.pod-annotations": true},
+                "stateDir": h.dir.path().join("state"),
+                "result": "merged",
+                "timeout": 10,
+                "delegates": [{"cniVersion": "1.0.0", "name": "cluster", "type": "bridge",
+                               "bridge": unique("br"), "isGateway": true, "ipam": h.host_local(90)}],
+                "kubernetes": {"networksDir": h.dir.path().join("networks"), "statusDir": h.dir.path().join("status")}
+            }]
+        });
+        let list_path = h.dir.path().join("00-braid.conflist");
+        std::fs::write(&list_path, list.to_string()).unwrap();
+        let mut rt = h.runtime(&ctr, &unique("sandbox"), "eth0");
+        rt.args = format!("IgnoreUnknown=1;K8S_POD_NAMESPACE=braid-hot;K8S_POD_NAME=vm;K8S_POD_INFRA_CONTAINER_ID={};K8S_POD_UID=uid-1", rt.container_id);
+        Pod { h, ctr, list, list_path, rt }
+    }
+
+    fn annotations(networks: &str) -> Value {
+        json!({"io.kubernetes.cri.pod-annotations": {"k8s.v1.cni.cncf.io/networks": networks}})
+    }
+
+    /// The runtime's ADD with this annotation.
+    fn add(&mut self, networks: &str) {
+        self.rt.capability_args = Pod::annotations(networks).as_object().unwrap().clone();
+        self.h.add(&self.list, &self.rt).unwrap_or_else(|e| panic!("ADD: {e}"));
+    }
+
+    /// `delegator update --conflist <braid's conflist>` with the sandbox's environment, as the
+    /// agent runs it: exit code and stdout.
+    fn update(&self, networks: &str) -> (i32, Value) {
+        let bin = build_dir().join("delegator");
+        let path = cni_types::invocation::join_path(&self.h.paths);
+        let (rt, list_path) = (self.rt.clone(), self.list_path.clone());
+        let caps = Pod::annotations(networks).to_string();
+        let out = cni_skel::netns::run_in(&self.h.host.path(), move || {
+            use std::io::Write;
+            let mut child = Command::new(&bin)
+                .args(["update", "--conflist"])
+                .arg(&list_path)
+                .env_clear()
+                .env("CNI_CONTAINERID", &rt.container_id)
+                .env("CNI_NETNS", &rt.netns)
+                .env("CNI_IFNAME", &rt.ifname)
+                .env("CNI_ARGS", &rt.args)
+                .env("CNI_PATH", &path)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(caps.as_bytes()).unwrap();
+            child.wait_with_output().unwrap()
+        })
+        .unwrap();
+        let v = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("update printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+        (out.status.code().unwrap_or(-1), v)
+    }
+
+    fn status_file(&self) -> Value {
+        let path = self.h.dir.path().join(format!("status/braid-hot_vm_{}.json", self.rt.container_id));
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+    }
+
+    /// The pod's interfaces and their kernel index.
+    fn links(&self) -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = self
+            .ctr
+            .ip_json(&["link"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| (l["ifname"].as_str().unwrap().to_string(), l["ifindex"].as_u64().unwrap()))
+            .filter(|(n, _)| n != "lo")
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn reserved(&self, subnet: u8) -> usize {
+        self.h.reservations().iter().filter(|r| r.contains(&format!("198.18.{subnet}."))).count()
+    }
+
+    fn del(&self) {
+        self.h.del(&self.list, &self.rt).unwrap_or_else(|e| panic!("DEL: {e}"));
+        assert_eq!(self.links(), Vec::<(String, u64)>::new(), "links left in the pod");
+        assert!(self.h.reservations().is_empty(), "{:?}", self.h.dir.files());
+        assert!(self.h.state_files().is_empty(), "{:?}", self.h.dir.files());
+        assert!(!self.h.dir.path().join("status").read_dir().unwrap().any(|e| e.is_ok()), "status file left");
+    }
+}
+
+fn names(links: &[(String, u64)]) -> Vec<&str> {
+    links.iter().map(|(n, _)| n.as_str()).collect()
+}
+
+fn status_names(st: &Value) -> Vec<(String, String)> {
+    st["networkStatus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["interface"].as_str().unwrap().to_string(), e["name"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+#[test]
+fn added_removed_and_changed_networks_touch_nothing_else_and_del_removes_them_all() {
+    if !require_root("added_removed_and_changed_networks_touch_nothing_else_and_del_removes_them_all") {
+        return;
+    }
+    let mut p = Pod::new("hpa");
+    p.add("red");
+    let start = p.links();
+    assert_eq!(names(&start), ["eth0", "net1"]);
+    let st = p.status_file();
+    assert_eq!(st["networks"], "red");
+    assert_eq!(st["sandbox"], json!({"netns": p.rt.netns, "ifname": "eth0"}));
+    assert_eq!(st["podUID"], "uid-1");
+
+    // Added: net2, nothing else touched (the same kernel interfaces).
+    let (code, r) = p.update("red,blue");
+    assert_eq!(code, 0, "{r}");
+    let added = p.links();
+    assert_eq!(names(&added), ["eth0", "net1", "net2"]);
+    assert_eq!(&added[..2], &start[..]);
+    let ifs: Vec<&str> = r["interfaces"].as_array().unwrap().iter().filter_map(|i| i["name"].as_str()).collect();
+    assert!(ifs.contains(&"net2") && ifs.contains(&"net1") && ifs.contains(&"eth0"), "{r}");
+    assert_eq!(r["ips"].as_array().unwrap().len(), 3, "the merged result names every attachment: {r}");
+    assert_eq!((p.reserved(91), p.reserved(92)), (1, 1));
+    let st = p.status_file();
+    assert_eq!(st["networks"], "red,blue");
+    assert_eq!(
+        status_names(&st),
+        [
+            ("eth0".into(), "cluster".into()),
+            ("net1".into(), "braid-hot/red".into()),
+            ("net2".into(), "braid-hot/blue".into())
+        ]
+    );
+
+    // The same again: nothing to do, nothing touched.
+    assert_eq!(p.update("red,blue").0, 0);
+    assert_eq!(p.links(), added);
+
+    // Removed: net1 goes and its address is released; net2 stays as it was.
+    let (code, r) = p.update("blue");
+    assert_eq!(code, 0, "{r}");
+    let removed = p.links();
+    assert_eq!(names(&removed), ["eth0", "net2"]);
+    assert_eq!(removed[1], added[2]);
+    assert_eq!((p.reserved(91), p.reserved(92)), (0, 1));
+
+    // Changed: blue asked on another interface — detached, attached there; a freed name is free.
+    let (code, r) = p.update("blue@blue0,green");
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(names(&p.links()), ["blue0", "eth0", "net1"]);
+    assert_eq!((p.reserved(92), p.reserved(93)), (1, 1));
+    assert_eq!(
+        status_names(&p.status_file()),
+        [
+            ("eth0".into(), "cluster".into()),
+            ("blue0".into(), "braid-hot/blue".into()),
+            ("net1".into(), "braid-hot/green".into())
+        ]
+    );
+
+    // Nothing selected any more: only the cluster network is left.
+    assert_eq!(p.update("").0, 0);
+    assert_eq!(names(&p.links()), ["eth0"]);
+    assert_eq!(p.status_file()["networks"], "");
+    assert_eq!(p.reserved(92) + p.reserved(93), 0);
+    p.add_back_and_del();
+}
+
+impl Pod {
+    /// Some networks again, then the pod's DEL: everything the updates made goes with it.
+    fn add_back_and_del(&self) {
+        assert_eq!(self.update("red,blue,green").0, 0);
+        assert_eq!(names(&self.links()), ["eth0", "net1", "net2", "net3"]);
+        self.del();
+    }
+}
+
+#[test]
+fn a_refused_or_failing_network_changes_nothing_and_names_the_network() {
+    if !require_root("a_refused_or_failing_network_changes_nothing_and_names_the_network") {
+        return;
+    }
+    let mut p = Pod::new("hpf");
+    p.add("red");
+    let before = p.links();
+
+    // Refused before anything runs (code 7): an unknown network.
+    let (code, e) = p.update("red,absent");
+    assert_eq!(code, 1);
+    assert_eq!(e["code"], 7, "{e}");
+    assert!(e["msg"].as_str().unwrap().contains("braid-hot/absent"), "{e}");
+    assert_eq!(p.links(), before);
+
+    // A delegate that fails: blue (before it) and the failing one rolled back, red kept.
+    let (code, e) = p.update("red,blue,fault");
+    assert_eq!(code, 1);
+    assert_eq!(e["code"], 11, "the delegate's code: {e}");
+    let msg = e["msg"].as_str().unwrap();
+    assert!(msg.contains("\"fault\"") && msg.contains("no room on this node"), "{e}");
+    assert_eq!(p.links(), before);
+    assert_eq!((p.reserved(91), p.reserved(92)), (1, 0));
+    // The file still says what the sandbox carries out.
+    assert_eq!(p.status_file()["networks"], "red");
+
+    // A sandbox that is not attached (its DEL came first) is refused and nothing is made.
+    let mut gone = Pod::new("hpg");
+    gone.rt.container_id = unique("never");
+    let (code, e) = gone.update("red");
+    assert_eq!(code, 1);
+    assert!(e["msg"].as_str().unwrap().contains(braid_attach::update::NOT_ATTACHED), "{e}");
+    assert_eq!(gone.links(), Vec::<(String, u64)>::new());
+    p.del();
+}
+
+#[test]
+fn an_update_killed_part_way_is_finished_by_the_next_one_or_undone_by_del() {
+    if !require_root("an_update_killed_part_way_is_finished_by_the_next_one_or_undone_by_del") {
+        return;
+    }
+    for then_update in [true, false] {
+        let mut p = Pod::new(if then_update { "hpk" } else { "hpd" });
+        p.add("red");
+        let state: PathBuf = p.h.dir.path().join("state");
+        // Killed while the second added network (a real veth, 4 s asleep) is attaching: blue
+        // is in, slow half made.
+        kill_update(&p, "red,blue,slow", move || {
+            std::fs::read_dir(&state).into_iter().flatten().flatten().any(|e| {
+                std::fs::read_to_string(e.path()).is_ok_and(|s| s.contains("\"index\":3,\"phase\":\"running\""))
+            })
+        });
+        if then_update {
+            let (code, r) = p.update("red,green");
+            assert_eq!(code, 0, "{r}");
+            assert_eq!(names(&p.links()), ["eth0", "net1", "net2"]);
+            assert_eq!((p.reserved(91), p.reserved(92), p.reserved(93)), (1, 0, 1));
+        }
+        p.del();
+    }
+}
+
+/// Runs the update of `networks` and SIGKILLs it once `until` holds (polled, at most 10 s).
+fn kill_update(p: &Pod, networks: &str, until: impl Fn() -> bool + Send) {
+    let bin = build_dir().join("delegator");
+    let path = cni_types::invocation::join_path(&p.h.paths);
+    let (rt, list_path): (RuntimeConf, &Path) = (p.rt.clone(), &p.list_path);
+    let list_path = list_path.to_path_buf();
+    let caps = Pod::annotations(networks).to_string();
+    cni_skel::netns::run_in(&p.h.host.path(), move || {
+        use std::io::Write;
+        let mut child = Command::new(&bin)
+            .args(["update", "--conflist"])
+            .arg(&list_path)
+            .env_clear()
+            .env("CNI_CONTAINERID", &rt.container_id)
+            .env("CNI_NETNS", &rt.netns)
+            .env("CNI_IFNAME", &rt.ifname)
+            .env("CNI_ARGS", &rt.args)
+            .env("CNI_PATH", &path)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(caps.as_bytes()).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !until() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(until(), "the update never reached the moment to kill it");
+        let _ = child.kill();
+        let _ = child.wait();
+    })
+    .unwrap();
+}
