@@ -321,6 +321,10 @@ fn every_manifest_is_in_its_kustomization() {
     assert_eq!(listed("base"), present("base"), "deploy/kubernetes/base");
     assert_eq!(listed("no-api"), BTreeSet::from(["../base".to_string()]));
     assert!(present("no-api").is_empty(), "no-api holds no manifest of its own");
+    // The hot-plug layout beside it (kustomize takes no parent directory as a resource).
+    let hot = "../kubernetes-hotplug";
+    assert_eq!(listed(hot), BTreeSet::from(["../kubernetes".to_string(), "pods-reader.yaml".to_string()]));
+    assert_eq!(present(hot), BTreeSet::from(["pods-reader.yaml".to_string()]));
 }
 
 /// The README's table of what API mode grants states exactly these rules, and both READMEs say
@@ -359,4 +363,46 @@ fn readmes_state_the_rules_and_their_limits() {
         }
     }
     assert!(install.contains("## Deploying the API mode"));
+}
+
+/// The hot-plug layout (`deploy/kubernetes-hotplug`) is the API layout and exactly this more:
+/// `list`/`watch` on pods in a ClusterRole of its own, `--hotplug`, the node's PID namespace and
+/// root (HostToContainer), a privileged container; the admission policy is still bound.
+#[test]
+fn hotplug_layout_is_the_api_layout_plus_reading_pods_and_the_nodes_root() {
+    let Some(hot) =
+        rendered("hotplug_layout_is_the_api_layout_plus_reading_pods_and_the_nodes_root", "../kubernetes-hotplug")
+    else {
+        return;
+    };
+    let api = kustomize("");
+    let mut want = kinds_and_names(&api);
+    want.extend([
+        "ClusterRole/braid-node-agent-hotplug".to_string(),
+        "ClusterRoleBinding/braid-node-agent-hotplug".to_string(),
+    ]);
+    want.sort();
+    assert_eq!(kinds_and_names(&hot), want);
+    assert_eq!(object(&hot, "ClusterRole", "braid-node-agent")["rules"], agents_rules());
+    let extra = object(&hot, "ClusterRole", "braid-node-agent-hotplug");
+    assert_eq!(grants(&extra["rules"]), BTreeSet::from(["/pods:list".to_string(), "/pods:watch".to_string()]));
+    let binding = object(&hot, "ClusterRoleBinding", "braid-node-agent-hotplug");
+    assert_eq!(binding["subjects"], json!([{"kind": "ServiceAccount", "name": "braid", "namespace": "kube-system"}]));
+    assert_eq!(
+        object(&hot, "ValidatingAdmissionPolicyBinding", "braid-node-agent"),
+        object(&api, "ValidatingAdmissionPolicyBinding", "braid-node-agent")
+    );
+
+    let (ds, base) = (object(&hot, "DaemonSet", "braid-install"), object(&api, "DaemonSet", "braid-install"));
+    let mut args = strings(&container(base)["args"]);
+    args.push("--hotplug");
+    assert_eq!(strings(&container(ds)["args"]), args);
+    let spec = &ds["spec"]["template"]["spec"];
+    assert_eq!(spec["hostPID"], true);
+    assert_eq!(spec["hostNetwork"], true);
+    assert_eq!(container(ds)["securityContext"]["privileged"], true);
+    let root = container(ds)["volumeMounts"].as_array().unwrap().iter().find(|m| m["mountPath"] == "/host").unwrap();
+    assert_eq!(root["mountPropagation"], "HostToContainer");
+    let vol = spec["volumes"].as_array().unwrap().iter().find(|v| v["name"] == root["name"]).unwrap();
+    assert_eq!(vol["hostPath"]["path"], "/");
 }

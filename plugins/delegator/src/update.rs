@@ -42,17 +42,13 @@ pub struct Updater;
 
 /// Runs `delegator update …`; the exit code.
 pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
-    match run(args.collect()) {
-        Ok(result) => {
-            let mut out = std::io::stdout();
-            let _ = out.write_all(&result).and_then(|()| out.flush());
-            0
-        }
-        Err(e) => {
-            println!("{}", e.to_json_pretty());
-            1
-        }
-    }
+    let (bytes, code) = match run(args.collect()) {
+        Ok(result) => (result, 0),
+        Err(e) => (e.to_json_pretty().into_bytes(), 1),
+    };
+    let mut out = std::io::stdout();
+    let _ = out.write_all(&bytes).and_then(|()| out.flush());
+    code
 }
 
 fn run(args: Vec<OsString>) -> Result<Vec<u8>, CniError> {
