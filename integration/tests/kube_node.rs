@@ -1127,6 +1127,21 @@ fn networks_added_removed_and_changed_on_a_running_pod_follow_its_annotation() {
     };
     let _layout = with_hotplug(&c);
     let ns = c.namespace("braid-hot");
+    // What the layout grants: reading pods besides the API layout's grants, and the admission
+    // policy still holds the agent's token (from its new pod) to the network-status annotation.
+    let list = c.ok(&["auth", "can-i", "--list", "--as=system:serviceaccount:kube-system:braid"]);
+    let pods: Vec<&str> = list.lines().filter(|l| l.starts_with("pods ")).collect();
+    let pods: Vec<String> = pods.iter().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
+    assert_eq!(pods, ["pods [] [] [list watch get patch]"], "{list}");
+    c.apply(&pod("braid-hot", "other", "node1", None));
+    wait_running(&c, "braid-hot", "other");
+    let label = json!({"metadata": {"labels": {"x": "y"}}}).to_string();
+    let (ok, said) = as_token(
+        &c,
+        &agent_token(&c, "node1"),
+        &["patch", "pod", "other", "-n", "braid-hot", "--type=merge", "-p", &label],
+    );
+    assert!(!ok && said.contains("ValidatingAdmissionPolicy 'braid-node-agent'"), "{said}");
     c.apply(&nad("braid-hot", "red", Some(&bridge("red", "br-red", 81))));
     c.apply(&nad("braid-hot", "blue", Some(&bridge("blue", "br-blue", 82))));
     wait_mirrored(&c, "node1", "braid-hot/red");
