@@ -140,6 +140,9 @@ mounted ConfigMap, then keeps them current (or exits with --once).
   --api-timeout SECONDS     abandon (and retry) an API request after this long [10]
   --status-rescan SECONDS   compare the status files' mtimes with what was published this
                             often, for lost inotify events (no API request) [60]
+  --hotplug                 with --kubernetes-api: a running pod's networks follow its
+                            k8s.v1.cni.cncf.io/networks annotation (needs the node's root
+                            at --host-root and root privileges)         [off]
   --metrics-addr ADDR:PORT  serve /metrics (Prometheus) and /readyz there  [off]
   --once                    install, write, mirror once, then exit
   --uninstall               remove braid's conflist, binaries and mirrored networks, then exit
@@ -378,6 +381,8 @@ mod tests {
             &["--status-rescan", "0"],
             &["--metrics-addr", "9464"],
             &["--metrics-addr", "localhost:9464"],
+            &["--hotplug"],
+            &["--hotplug", "--once"],
             &["positional"],
         ] {
             let e = run(bad).expect_err(&format!("{bad:?} accepted"));
@@ -395,6 +400,8 @@ mod tests {
             (d.api_timeout, d.status_rescan, d.metrics_addr),
             (Duration::from_secs(10), Duration::from_secs(60), None)
         );
+        assert!(!d.hotplug, "hot-plug is opt-in");
+        assert!(run(&["--kubernetes-api", "--hotplug"]).unwrap().hotplug);
     }
 
     #[test]
