@@ -6,7 +6,9 @@
 # machine the first time, reused after) with braid installed by `kubectl apply -k
 # deploy/kubernetes`; then a NetworkAttachmentDefinition goes in, a pod annotated with it and
 # with the example ConfigMap's `isolated` network starts, and `kubectl` shows its interfaces and
-# the network-status braid's agent published. Everything is removed at the end, also on failure.
+# the network-status braid's agent published; then hot-plug is turned on (deploy/kubernetes-hotplug)
+# and the running pod's annotation edited: one network detached, another attached, network-status
+# follows. Everything is removed at the end, also on failure.
 # Needs what scripts/test.sh installs (podman, runc, iptables, openssl, curl, Go).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -87,6 +89,30 @@ step "the pod's network-status, published by braid's agent"
 echo "\$ kubectl -n demo get pod web -o jsonpath='{.metadata.annotations.k8s\.v1\.cni\.cncf\.io/network-status}' | jq"
 [ -n "$s" ] || { echo "no network-status on the pod" >&2; exit 1; }
 echo "$s" | jq .
+
+step "hot-plug: kubectl apply -k deploy/kubernetes-hotplug, then the running pod's networks changed"
+"$BRAID_NODE_DIR/bin/kubectl" apply -k deploy/kubernetes-hotplug >/dev/null
+k -n kube-system rollout status daemonset/braid-install --timeout=240s
+cat <<'EOF' | tee /dev/stderr | "$BRAID_NODE_DIR/bin/kubectl" apply -f -
+apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata:
+  name: frontend
+  namespace: demo
+spec:
+  config: '{"cniVersion": "1.0.0", "name": "frontend", "plugins": [{"type": "bridge", "bridge": "br-frontend",
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": "198.18.121.0/24"}]]}}]}'
+EOF
+k -n demo annotate pod web --overwrite 'k8s.v1.cni.cncf.io/networks=backend, frontend'
+for _ in $(seq 1 240); do
+  s="$("$BRAID_NODE_DIR/bin/kubectl" -n demo get pod web -o jsonpath='{.metadata.annotations.k8s\.v1\.cni\.cncf\.io/network-status}')"
+  case "$s" in *demo/frontend*) break ;; esac
+  sleep 0.5
+done
+case "$s" in *demo/frontend*) ;; *) echo "network-status never named demo/frontend: $s" >&2; exit 1 ;; esac
+echo "(default/isolated detached, demo/frontend attached; eth0 and net1 untouched)"
+k -n demo exec web -- ip -o -4 addr
+echo "$s" | jq -c '.[] | {name, interface, ips}'
 
 step "kubectl delete namespace demo; scripts/node.sh down"
 k delete namespace demo --wait=true

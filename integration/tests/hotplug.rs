@@ -8,7 +8,7 @@
 use braid_integration::{build_dir, require_root, unique, Harness, Netns};
 use cni_runtime::chain::RuntimeConf;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 /// One pod's world: the harness, its networks dir (`braid-hot/<name>.conflist`), its status
@@ -75,11 +75,20 @@ impl Pod {
     /// `delegator update --conflist <braid's conflist>` with the sandbox's environment, as the
     /// agent runs it: exit code and stdout.
     fn update(&self, networks: &str) -> (i32, Value) {
+        let out = self.run_update(networks, |child| child.wait_with_output().unwrap());
+        let v = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("update printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+        (out.status.code().unwrap_or(-1), v)
+    }
+
+    /// Starts the update of `networks` in the host namespace, its stdin written, and hands the
+    /// process to `then`.
+    fn run_update<T: Send>(&self, networks: &str, then: impl FnOnce(std::process::Child) -> T + Send) -> T {
         let bin = build_dir().join("delegator");
         let path = cni_types::invocation::join_path(&self.h.paths);
         let (rt, list_path) = (self.rt.clone(), self.list_path.clone());
         let caps = Pod::annotations(networks).to_string();
-        let out = cni_skel::netns::run_in(&self.h.host.path(), move || {
+        cni_skel::netns::run_in(&self.h.host.path(), move || {
             use std::io::Write;
             let mut child = Command::new(&bin)
                 .args(["update", "--conflist"])
@@ -95,12 +104,9 @@ impl Pod {
                 .spawn()
                 .unwrap();
             child.stdin.take().unwrap().write_all(caps.as_bytes()).unwrap();
-            child.wait_with_output().unwrap()
+            then(child)
         })
-        .unwrap();
-        let v = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("update printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
-        (out.status.code().unwrap_or(-1), v)
+        .unwrap()
     }
 
     fn status_file(&self) -> Value {
@@ -292,27 +298,7 @@ fn an_update_killed_part_way_is_finished_by_the_next_one_or_undone_by_del() {
 
 /// Runs the update of `networks` and SIGKILLs it once `until` holds (polled, at most 10 s).
 fn kill_update(p: &Pod, networks: &str, until: impl Fn() -> bool + Send) {
-    let bin = build_dir().join("delegator");
-    let path = cni_types::invocation::join_path(&p.h.paths);
-    let (rt, list_path): (RuntimeConf, &Path) = (p.rt.clone(), &p.list_path);
-    let list_path = list_path.to_path_buf();
-    let caps = Pod::annotations(networks).to_string();
-    cni_skel::netns::run_in(&p.h.host.path(), move || {
-        use std::io::Write;
-        let mut child = Command::new(&bin)
-            .args(["update", "--conflist"])
-            .arg(&list_path)
-            .env_clear()
-            .env("CNI_CONTAINERID", &rt.container_id)
-            .env("CNI_NETNS", &rt.netns)
-            .env("CNI_IFNAME", &rt.ifname)
-            .env("CNI_ARGS", &rt.args)
-            .env("CNI_PATH", &path)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(caps.as_bytes()).unwrap();
+    p.run_update(networks, move |mut child| {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while !until() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -320,6 +306,5 @@ fn kill_update(p: &Pod, networks: &str, until: impl Fn() -> bool + Send) {
         assert!(until(), "the update never reached the moment to kill it");
         let _ = child.kill();
         let _ = child.wait();
-    })
-    .unwrap();
+    });
 }

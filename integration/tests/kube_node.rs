@@ -1070,6 +1070,34 @@ fn repo() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
+/// The sandbox (container ID) whose status file `ns/pod` has on node1.
+fn sandbox_of(c: &Cluster, ns: &str, pod: &str) -> String {
+    let files = status_files(c, "node1", ns, pod);
+    files[0].trim_end_matches(".json").rsplit('_').next().unwrap().to_string()
+}
+
+/// Waits for containerd's CNI DEL of `sandbox` on node1, then checks that nothing of it is
+/// left: no reservation of `nets`, no state file.
+fn assert_torn_down(c: &Cluster, sandbox: &str, nets: &[&str]) {
+    c.wait(
+        "the runtime's DEL of the pod",
+        || {
+            c.log_all("containerd-node1")
+                .contains(&format!("TearDown network for sandbox \\\"{sandbox}\\\" successfully"))
+        },
+        || c.log("containerd-node1"),
+    );
+    for net in nets {
+        let left: Vec<String> = c
+            .files_on("node1", &format!("/var/lib/cni/networks/{net}"))
+            .into_iter()
+            .filter(|f| f.starts_with("198."))
+            .collect();
+        assert_eq!(left, Vec::<String>::new(), "{net} reservations left");
+    }
+    assert!(c.files_on("node1", "/var/lib/cni/braid").iter().all(|f| !f.contains(sandbox)));
+}
+
 /// braid's hot-plug layout (`deploy/kubernetes-hotplug`) applied for one test; the API layout
 /// and its grants as they were afterwards.
 fn with_hotplug(c: &Cluster) -> Defer<impl FnMut() + '_> {
@@ -1189,30 +1217,9 @@ fn networks_added_removed_and_changed_on_a_running_pod_follow_its_annotation() {
     // Everything selected removed, then the pod deleted: nothing of it is left on the node.
     annotate(&c, "braid-hot", "vm", "red");
     wait_networks(&c, "braid-hot", "vm", &[("eth0", "cluster"), ("net1", "braid-hot/red")]);
-    let sandbox = status_files(&c, "node1", "braid-hot", "vm")[0]
-        .trim_end_matches(".json")
-        .rsplit('_')
-        .next()
-        .unwrap()
-        .to_string();
+    let sandbox = sandbox_of(&c, "braid-hot", "vm");
     drop(ns);
-    c.wait(
-        "the runtime's DEL of the pod",
-        || {
-            c.log_all("containerd-node1")
-                .contains(&format!("TearDown network for sandbox \\\"{sandbox}\\\" successfully"))
-        },
-        || c.log("containerd-node1"),
-    );
-    for net in ["red", "blue"] {
-        let left: Vec<String> = c
-            .files_on("node1", &format!("/var/lib/cni/networks/{net}"))
-            .into_iter()
-            .filter(|f| f.starts_with("198."))
-            .collect();
-        assert_eq!(left, Vec::<String>::new(), "{net} reservations left");
-    }
-    assert!(c.files_on("node1", "/var/lib/cni/braid").iter().all(|f| !f.contains(&sandbox)));
+    assert_torn_down(&c, &sandbox, &["red", "blue"]);
     assert!(c.files_on("node1", "/run/braid/network-status").iter().all(|f| !f.contains("braid-hot")));
 }
 
@@ -1249,31 +1256,10 @@ fn a_hot_plug_survives_the_agent_killed_the_api_cut_off_and_the_pods_deletion() 
 
     // Edited and deleted at once: whichever of the update and the pod's DEL comes first, nothing
     // of either network is left.
-    let sandbox = status_files(&c, "node1", "braid-hot2", "a")[0]
-        .trim_end_matches(".json")
-        .rsplit('_')
-        .next()
-        .unwrap()
-        .to_string();
+    let sandbox = sandbox_of(&c, "braid-hot2", "a");
     annotate(&c, "braid-hot2", "a", "blue");
     c.ok(&["delete", "pod", "a", "-n", "braid-hot2", "--wait=false"]);
-    c.wait(
-        "the runtime's DEL of the pod",
-        || {
-            c.log_all("containerd-node1")
-                .contains(&format!("TearDown network for sandbox \\\"{sandbox}\\\" successfully"))
-        },
-        || c.log("containerd-node1"),
-    );
     // The update and the DEL take the same locks: the DEL, last, removed what either made.
-    for net in ["red", "blue"] {
-        let left: Vec<String> = c
-            .files_on("node1", &format!("/var/lib/cni/networks/{net}"))
-            .into_iter()
-            .filter(|f| f.starts_with("198."))
-            .collect();
-        assert_eq!(left, Vec::<String>::new(), "{net} reservations left");
-    }
-    assert!(c.files_on("node1", "/var/lib/cni/braid").iter().all(|f| !f.contains(&sandbox)));
+    assert_torn_down(&c, &sandbox, &["red", "blue"]);
     drop(ns);
 }

@@ -75,36 +75,16 @@ pub fn message(node: &str, why: &Refusal) -> String {
 
 /// Creates the Warning Event for `nad`'s version refused for `why`, unless one exists.
 pub async fn invalid_nad(client: &kube::Client, agent: &Agent, nad: &Nad, why: &Refusal) -> Reported {
-    let now = k8s_openapi::jiff::Timestamp::now();
-    let node = agent.node.as_str();
-    let ev = Event {
-        metadata: ObjectMeta {
-            name: Some(name(nad, REASON)),
-            namespace: Some(nad.source.namespace.clone()),
-            ..ObjectMeta::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some("k8s.cni.cncf.io/v1".into()),
-            kind: Some("NetworkAttachmentDefinition".into()),
-            namespace: Some(nad.source.namespace.clone()),
-            name: Some(nad.source.name.clone()),
-            uid: Some(nad.source.uid.clone()).filter(|u| !u.is_empty()),
-            resource_version: Some(nad.source.resource_version.clone()).filter(|r| !r.is_empty()),
-            ..ObjectReference::default()
-        },
-        reason: Some(REASON.into()),
-        message: Some(message(node, why)),
-        type_: Some("Warning".into()),
-        source: Some(EventSource { component: Some(COMPONENT.into()), host: Some(node.into()) }),
-        reporting_component: Some(COMPONENT.into()),
-        reporting_instance: Some(node.into()),
-        action: Some("Mirror".into()),
-        count: Some(1),
-        first_timestamp: Some(Time(now)),
-        last_timestamp: Some(Time(now)),
-        event_time: Some(MicroTime(now)),
-        ..Event::default()
+    let involved = ObjectReference {
+        api_version: Some("k8s.cni.cncf.io/v1".into()),
+        kind: Some("NetworkAttachmentDefinition".into()),
+        namespace: Some(nad.source.namespace.clone()),
+        name: Some(nad.source.name.clone()),
+        uid: Some(nad.source.uid.clone()).filter(|u| !u.is_empty()),
+        resource_version: Some(nad.source.resource_version.clone()).filter(|r| !r.is_empty()),
+        ..ObjectReference::default()
     };
+    let ev = warning(&agent.node, name(nad, REASON), involved, (REASON, "Mirror"), message(&agent.node, why));
     let api: Api<Event> = Api::namespaced(client.clone(), &nad.source.namespace);
     match call(agent, Verb::create, "events", api.create(&PostParams::default(), &ev)).await {
         Ok(_) => Reported::Created,
@@ -113,6 +93,34 @@ pub async fn invalid_nad(client: &kube::Client, agent: &Agent, nad: &Nad, why: &
             crate::log(&format!("NetworkAttachmentDefinition {}: cannot create its Event: {f}", nad.key()));
             Reported::Failed
         }
+    }
+}
+
+/// A Warning Event named `name` about `involved` (its namespace is the Event's), reported by
+/// this node's agent: `(reason, action)` and the message `kubectl describe` shows.
+pub fn warning(
+    node: &str,
+    name: String,
+    involved: ObjectReference,
+    (reason, action): (&str, &str),
+    message: String,
+) -> Event {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    Event {
+        metadata: ObjectMeta { name: Some(name), namespace: involved.namespace.clone(), ..ObjectMeta::default() },
+        involved_object: involved,
+        reason: Some(reason.into()),
+        message: Some(message),
+        type_: Some("Warning".into()),
+        source: Some(EventSource { component: Some(COMPONENT.into()), host: Some(node.into()) }),
+        reporting_component: Some(COMPONENT.into()),
+        reporting_instance: Some(node.into()),
+        action: Some(action.into()),
+        count: Some(1),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        event_time: Some(MicroTime(now)),
+        ..Event::default()
     }
 }
 

@@ -36,8 +36,7 @@ use super::Agent;
 use crate::metrics::Verb;
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Event as KubeEvent, EventSource, ObjectReference, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Event as KubeEvent, ObjectReference, Pod};
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
@@ -314,36 +313,18 @@ fn update(h: &Hotplug, key: &PodKey, pod: &Seen, sb: &Sandbox) -> Result<(), Str
 /// A Warning Event on the pod: what `kubectl describe pod` shows. Created, never retried (the
 /// log line is the record).
 async fn event(client: &kube::Client, agent: &Agent, key: &PodKey, uid: &str, why: &str) {
-    let now = k8s_openapi::jiff::Timestamp::now();
-    let node = agent.node.as_str();
-    let ev = KubeEvent {
-        metadata: ObjectMeta {
-            // client-go's recorder names Events `<object>.<unique suffix>`.
-            name: Some(format!("{}.{:x}", key.name, now.as_nanosecond())),
-            namespace: Some(key.namespace.clone()),
-            ..ObjectMeta::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            namespace: Some(key.namespace.clone()),
-            name: Some(key.name.clone()),
-            uid: Some(uid.to_string()),
-            ..ObjectReference::default()
-        },
-        reason: Some(REASON.into()),
-        message: Some(format!("{NETWORKS} could not be carried out on node {node}: {why}")),
-        type_: Some("Warning".into()),
-        source: Some(EventSource { component: Some(super::event::COMPONENT.into()), host: Some(node.into()) }),
-        reporting_component: Some(super::event::COMPONENT.into()),
-        reporting_instance: Some(node.into()),
-        action: Some("UpdateNetworks".into()),
-        count: Some(1),
-        first_timestamp: Some(Time(now)),
-        last_timestamp: Some(Time(now)),
-        event_time: Some(MicroTime(now)),
-        ..KubeEvent::default()
+    let involved = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some(key.namespace.clone()),
+        name: Some(key.name.clone()),
+        uid: Some(uid.to_string()),
+        ..ObjectReference::default()
     };
+    // client-go's recorder names Events `<object>.<unique suffix>`.
+    let name = format!("{}.{:x}", key.name, k8s_openapi::jiff::Timestamp::now().as_nanosecond());
+    let message = format!("{NETWORKS} could not be carried out on node {}: {why}", agent.node);
+    let ev = super::event::warning(&agent.node, name, involved, (REASON, "UpdateNetworks"), message);
     let api: Api<KubeEvent> = Api::namespaced(client.clone(), &key.namespace);
     if let Err(f) = call(agent, Verb::create, "events", api.create(&PostParams::default(), &ev)).await {
         crate::log(&format!("hot-plug: pod {key}: cannot create its Event: {f}"));
