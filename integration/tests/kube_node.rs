@@ -1179,6 +1179,7 @@ fn networks_added_removed_and_changed_on_a_running_pod_follow_its_annotation() {
     let start = wait_networks(&c, "braid-hot", "vm", &[("eth0", "cluster"), ("net1", "braid-hot/red")]);
 
     // Added: net2 appears, net1 and eth0 are untouched (same MAC and addresses).
+    let mark = agent_requests(&c).len();
     let edited = Instant::now();
     annotate(&c, "braid-hot", "vm", "red,blue");
     let added = wait_networks(
@@ -1192,6 +1193,10 @@ fn networks_added_removed_and_changed_on_a_running_pod_follow_its_annotation() {
     assert_eq!(added["net1"], start["net1"]);
     assert!(added["net2"].1.iter().all(|a| a.starts_with("198.18.82.")), "{added:?}");
     assert_eq!(c.files_on("node1", "/var/lib/cni/networks/blue").iter().filter(|f| f.starts_with("198.")).count(), 1);
+    // What the hot-plug cost in API requests: the one network-status patch, as a pod start.
+    let ours: Vec<String> =
+        requests_of(&c, "node1", mark).into_iter().filter(|r| r.ends_with(" in braid-hot")).collect();
+    assert_eq!(ours, ["patch pods in braid-hot"], "node1's agent for one hot-plug");
 
     // Removed: net1 goes, its address is released; the others stay as they were.
     annotate(&c, "braid-hot", "vm", "blue");
