@@ -22,14 +22,14 @@ mod stats;
 mod verdict;
 
 use braid_integration::{Netns, TempDir};
-use cases::{attach, chains, footprint, kube, latency, merge, verifier};
+use cases::{attach, chains, footprint, hotplug, kube, latency, merge, verifier};
 use report::say;
 use std::io::Write;
 use std::path::PathBuf;
 use verdict::Verdict;
 
 /// The cases by the name `--only` selects them with, in the order they run.
-pub const CASES: [&str; 17] = [
+pub const CASES: [&str; 18] = [
     "version",
     "exec-floor",
     "delegator",
@@ -43,6 +43,7 @@ pub const CASES: [&str; 17] = [
     "status",
     "vmtap",
     "kube",
+    "hotplug",
     "sizes",
     "rss",
     "crash",
@@ -116,6 +117,9 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
     }
     if run("kube", "the node agent: network-status file written → pod annotation set (kube-standin)") {
         take(kube::status_published(&w)?);
+    }
+    if run("hotplug", "hot-plug on the real node: kubectl annotate → interface, → network-status") {
+        take(hotplug::hotplug(&w)?);
     }
     if run("sizes", "binary sizes") {
         take(footprint::sizes(&w));

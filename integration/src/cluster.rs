@@ -61,6 +61,12 @@ impl Cluster {
         Some(Cluster { dir, kubectl, _guard: guard })
     }
 
+    /// The cluster of `dir` (a bench's own, brought up by `scripts/node.sh up`), held alone.
+    pub fn at(dir: &Path) -> Cluster {
+        let guard = LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Cluster { dir: dir.to_path_buf(), kubectl: dir.join("bin/kubectl"), _guard: guard }
+    }
+
     /// The cluster's directory (logs/, the audit log, each node's files).
     pub fn dir(&self) -> &Path {
         &self.dir

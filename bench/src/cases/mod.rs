@@ -11,6 +11,7 @@
 //! * [`merge`]: the merge of many results, in process.
 //! * [`footprint`]: binary sizes and peak RSS.
 //! * [`kube`]: the node agent's network-status, from file to pod annotation.
+//! * [`hotplug`]: a running pod's networks changed by its annotation, on the real node.
 //!
 //! Here: where everything lives ([`World`]) and what the families share; how rounds are run
 //! and budgets decided: [`rounds`].
@@ -18,6 +19,7 @@
 pub mod attach;
 pub mod chains;
 pub mod footprint;
+pub mod hotplug;
 pub mod kube;
 pub mod latency;
 pub mod merge;
