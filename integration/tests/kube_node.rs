@@ -1259,12 +1259,29 @@ fn a_hot_plug_survives_the_agent_killed_the_api_cut_off_and_the_pods_deletion() 
         &[("eth0", "cluster"), ("net1", "braid-hot2/red"), ("net2", "braid-hot2/blue")],
     );
 
+    // The agent killed mid-change: its update held inside a network's ADD (at a gate), the agent
+    // SIGKILLed (the kubelet restarts it), the gate opened — the pod ends as its annotation asks,
+    // whether the killed update finished or the restarted agent's took over.
+    let gate = Gate::new(&c, "braid-hot2", 85);
+    gate.close();
+    annotate(&c, "braid-hot2", "a", "red,blue,gated");
+    gate.wait_reached("the update held in the gated network's ADD");
+    kill_agent(&c);
+    gate.open();
+    wait_networks(
+        &c,
+        "braid-hot2",
+        "a",
+        &[("eth0", "cluster"), ("net1", "braid-hot2/red"), ("net2", "braid-hot2/blue"), ("net3", "braid-hot2/gated")],
+    );
+
     // Edited and deleted at once: whichever of the update and the pod's DEL comes first, nothing
     // of either network is left.
     let sandbox = sandbox_of(&c, "braid-hot2", "a");
     annotate(&c, "braid-hot2", "a", "blue");
     c.ok(&["delete", "pod", "a", "-n", "braid-hot2", "--wait=false"]);
     // The update and the DEL take the same locks: the DEL, last, removed what either made.
-    assert_torn_down(&c, &sandbox, &["red", "blue"]);
+    assert_torn_down(&c, &sandbox, &["red", "blue", "gated"]);
+    drop(gate);
     drop(ns);
 }
