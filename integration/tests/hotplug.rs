@@ -266,6 +266,8 @@ fn a_refused_or_failing_network_changes_nothing_and_names_the_network() {
     let (code, e) = gone.update("red");
     assert_eq!(code, 1);
     assert!(e["msg"].as_str().unwrap().contains(braid_attach::update::NOT_ATTACHED), "{e}");
+    // The agent tells a sandbox deleted first by these words: no Event for a pod going away.
+    assert_eq!(braid_install::api::hotplug::NOT_ATTACHED, braid_attach::update::NOT_ATTACHED);
     assert_eq!(gone.links(), Vec::<(String, u64)>::new());
     p.del();
 }

@@ -56,6 +56,9 @@ pub const IN_FLIGHT: usize = 4;
 const UPDATE_LIMIT: Duration = Duration::from_secs(300);
 /// The Event's reason.
 pub const REASON: &str = "NetworkUpdateFailed";
+/// What the delegator's update says of a sandbox it has no state for
+/// (`braid_attach::update::NOT_ATTACHED`): its DEL came first, the pod is going.
+pub const NOT_ATTACHED: &str = "has no attachment to update";
 
 /// Where the update finds things, as the node sees them (`--cni-bin-dir`, braid's conflist)
 /// and where the node's root is in the agent's container (`--host-root`).
@@ -184,6 +187,10 @@ pub async fn run(client: kube::Client, agent: Agent, h: Hotplug) {
                         failed.remove(&uid);
                         crate::log(&format!("hot-plug: pod {key}: networks now {}", networks.as_deref().unwrap_or("(none selected)")));
                     }
+                    Err(why) if why.contains(NOT_ATTACHED) => {
+                        // Its sandbox's DEL came first (the pod is going): nothing to report.
+                        crate::log(&format!("hot-plug: pod {key}: its sandbox is gone; nothing updated"));
+                    }
                     Err(why) => {
                         crate::log(&format!("hot-plug: pod {key}: updating its networks to {:?} failed: {why}", networks.as_deref().unwrap_or("")));
                         event(&client, &agent, &key, &uid, &why).await;
@@ -196,13 +203,15 @@ pub async fn run(client: kube::Client, agent: Agent, h: Hotplug) {
                 touched.extend(queue.drain(..));
             }
         }
+        // One read of the status directory for all the pods looked at.
+        let files = if touched.is_empty() { BTreeMap::new() } else { super::status::newest_of(&agent.status_dir) };
         for key in touched {
             if busy.contains(&key) {
                 again.insert(key);
                 continue;
             }
             let Some(pod) = pods.get(&key) else { continue };
-            let Some(sb) = super::status::newest(&agent.status_dir, &key).and_then(|v| sandbox(&v.path)) else {
+            let Some(sb) = files.get(&key).and_then(|v| sandbox(&v.path)) else {
                 continue;
             };
             let want = pod.networks();

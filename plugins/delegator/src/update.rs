@@ -180,6 +180,9 @@ impl Plugin for Updater {
         let pod = Pod::from_args(&args.args);
         let path = status::path(&kube.status_dir, &pod, &args.container_id);
         let mut m = MetaCommand::new(config, args, &RULES)?;
+        // Its log lines say UPDATE, not the ADD its environment carries.
+        m.log = cni_skel::log::Logger::new(RULES.plugin, "UPDATE", &args.container_id);
+        m.log.configure(&m.config.conf);
         let updated = m.update(selection.delegates)?;
         let networks: Vec<StatusNetwork> = updated
             .attachments
