@@ -302,4 +302,28 @@ mod tests {
             e.msg
         );
     }
+
+    /// A converging ADD: kept taps keep their names, new ones skip every name the attachment's
+    /// taps have (kept or about to go), and tapNames still names new ones.
+    #[test]
+    fn kept_taps_keep_their_names_and_new_ones_skip_the_attachments() {
+        let p = prev(&[("eth0", "/run/netns/pod"), ("net1", "/run/netns/pod"), ("net2", "/run/netns/pod")]);
+        let sel = select(&p, &Keys::default(), &in_pod).unwrap();
+        assert!(sel.is_chosen("net1") && sel.is_pod_interface("net2") && !sel.is_pod_interface("net9"));
+        let existing = Existing {
+            kept: [("eth0".to_string(), "tap0".to_string()), ("net2".to_string(), "tap2".to_string())].into(),
+            names: vec!["tap0".into(), "tap1".into(), "tap2".into()],
+        };
+        let w = sel.name(&Keys::default(), &existing).unwrap();
+        let got: Vec<(&str, &str, bool)> = w.iter().map(|w| (w.pod.as_str(), w.tap.as_str(), w.kept)).collect();
+        assert_eq!(got, [("eth0", "tap0", true), ("net1", "tap3", false), ("net2", "tap2", true)]);
+        let k = keys(serde_json::json!({"tapNames": {"net1": "vm-1"}}));
+        let w = select(&p, &k, &in_pod).unwrap().name(&k, &existing).unwrap();
+        assert_eq!((w[1].tap.as_str(), w[1].kept), ("vm-1", false));
+        // A first ADD is as before.
+        assert_eq!(
+            sel.name(&Keys::default(), &Existing::default()).unwrap(),
+            plan(&p, &Keys::default(), &in_pod).unwrap()
+        );
+    }
 }
