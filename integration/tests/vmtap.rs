@@ -808,11 +808,6 @@ fn merge(results: &[&Value]) -> Value {
     json!({"cniVersion": "1.0.0", "interfaces": interfaces, "ips": ips, "routes": routes})
 }
 
-/// `dev`'s ifindex in `ns`.
-fn ifindex(ns: &Netns, dev: &str) -> u64 {
-    ns.link(dev).unwrap_or_else(|| panic!("{dev} is missing: {:?}", ns.links()))["ifindex"].as_u64().unwrap()
-}
-
 /// Each tap and its pod interface as the kernel has them: ifindex, MAC, alias, and every qdisc
 /// and ingress filter of both — what a converging ADD must leave exactly as it was.
 fn wire_state(ns: &Netns, tap: &str, pod: &str) -> Value {
