@@ -808,12 +808,15 @@ fn merge(results: &[&Value]) -> Value {
     json!({"cniVersion": "1.0.0", "interfaces": interfaces, "ips": ips, "routes": routes})
 }
 
-/// Each tap and its pod interface as the kernel has them: ifindex, MAC, alias, and every qdisc
+/// Each tap and its pod interface as the kernel has them: ifindex, MAC, alias, MTU, up, and every qdisc
 /// and ingress filter of both — what a converging ADD must leave exactly as it was.
 fn wire_state(ns: &Netns, tap: &str, pod: &str) -> Value {
     let link = |dev: &str| {
         let l = ns.link(dev).unwrap();
-        json!([l["ifindex"], l["address"], l["ifalias"], l["mtu"], l["flags"]])
+        // Of the flags, UP alone: carrier (NO-CARRIER, LOWER_UP) settles asynchronously (the
+        // kernel's linkwatch) and is none of vmtap's doing.
+        let up = l["flags"].as_array().unwrap().contains(&json!("UP"));
+        json!([l["ifindex"], l["address"], l["ifalias"], l["mtu"], up])
     };
     let hooks =
         |dev: &str| json!([tc(ns, &["qdisc", "show", "dev", dev]), tc(ns, &["filter", "show", "dev", dev, "ingress"])]);
