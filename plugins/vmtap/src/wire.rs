@@ -50,10 +50,10 @@ pub struct Attachment<'a> {
 /// order. A first ADD finds no tap of the attachment and makes one per pod interface.
 ///
 /// A tap an earlier ADD of the attachment made ([`Mark`]) is
-/// - **kept**, untouched, when its pod interface is still chosen in `prevResult` and it is still
-///   joined to that very link (its redirect names the link's ifindex: a pod interface removed
-///   and made again under its name is another link, whose tap is gone with the old one's
-///   filters) and, with `tapNames`, still has the name the key gives it;
+/// - **kept**, untouched, when its pod interface is still chosen in `prevResult` and that very
+///   link still redirects to it (the last step of `join`, so the tap is whole; and filters go
+///   with their link, so a pod interface removed and made again under its name has none) and,
+///   with `tapNames`, it still has the name the key gives it;
 /// - **left** as it is when its pod interface is a pod interface of `prevResult` this vmtap
 ///   does not choose (another vmtap's of the chain, by its `interfaces`), or when it is one of
 ///   the taps of an earlier plugin that `prevResult` lists;
@@ -72,13 +72,21 @@ pub fn add(
     let all = links::links(&mut rtnl)?;
     let mut existing = Existing::default();
     let mut stale: Vec<(&Link, Mark)> = Vec::new();
-    for (tap, mark) in marked(&all, att).filter(|(t, _)| !sel.is_earlier_tap(&t.name)) {
+    let ours: Vec<(&Link, Mark)> = marked(&all, att).filter(|(t, _)| !sel.is_earlier_tap(&t.name)).collect();
+    // Listed only when the attachment has taps already (a first ADD does not pay for it here).
+    let served = if ours.is_empty() { Vec::new() } else { tc::ingress_qdiscs(&mut rtnl)? };
+    for (tap, mark) in ours {
         existing.names.push(tap.name.clone());
         if sel.is_chosen(&mark.pod) {
             let named_as_asked = keys.tap_names.get(&mark.pod).is_none_or(|n| *n == tap.name);
+            // Joined: the pod interface's redirect to the tap, the last step of `join` (so the
+            // tap is complete: also after an ADD killed part-way), on this very link (filters
+            // go with their link: one made again under the name has none).
             let joined = match all.iter().find(|l| l.name == mark.pod) {
-                Some(pod) if named_as_asked && !existing.kept.contains_key(&mark.pod) => {
-                    tc::redirects(&mut rtnl, tap.index, &tap.name)?.iter().any(|r| r.to == pod.index)
+                Some(pod)
+                    if named_as_asked && !existing.kept.contains_key(&mark.pod) && tc::serves(&served, pod.index) =>
+                {
+                    tc::redirects(&mut rtnl, pod.index, &pod.name)?.iter().any(|r| r.to == tap.index)
                 }
                 _ => false,
             };
