@@ -1045,3 +1045,118 @@ fn a_failing_converge_leaves_the_earlier_taps_and_nothing_new() {
     }
     assert_eq!(ctr.links(), ["lo"]);
 }
+
+#[test]
+fn a_pod_interface_made_again_gets_a_new_tap_also_under_its_tap_names_name() {
+    if !require_root("a_pod_interface_made_again_gets_a_new_tap_also_under_its_tap_names_name") {
+        return;
+    }
+    // net1's tap is named by tapNames. net1 is removed and made again under its name (another
+    // link): its old tap, joined to nothing now, goes first (the new one needs its name), and
+    // the new tap is joined to the new link; eth0's tap is untouched.
+    let h = Harness::new("vmtcn");
+    let ctr = h.container("vmtcn");
+    let id = unique("ctr");
+    let eth0 = pod_net(&h, &ctr, &id, "eth0", json!({"type": "ptp", "ipam": h.host_local(99)}));
+    let net1 = pod_net(&h, &ctr, &id, "net1", json!({"type": "ptp", "ipam": h.host_local(100)}));
+    let rt = eth0.rt.clone();
+    let vmtap = |prev: &Value| -> Value {
+        let c = json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap", "tapNames": {"net1": "vm-n1"}, "prevResult": prev});
+        let out = h.exec_plugin("vmtap", Command::Add, &rt, &serde_json::to_vec(&c).unwrap());
+        serde_json::from_slice(&out.unwrap_or_else(|e| panic!("vmtap ADD: {e}"))).unwrap()
+    };
+    vmtap(&merge(&[&eth0.result, &net1.result]));
+    let eth0_before = wire_state(&ctr, "tap0", "eth0");
+    let old = ctr.link("vm-n1").unwrap()["ifindex"].clone();
+    h.del(&net1.list, &net1.rt).unwrap();
+    let net1 = pod_net(&h, &ctr, &id, "net1", json!({"type": "ptp", "ipam": h.host_local(100)}));
+    let r = vmtap(&merge(&[&eth0.result, &net1.result]));
+    let names: Vec<String> = pairs(&r, &rt).into_iter().map(|p| p.0).collect();
+    assert_eq!(names, ["tap0", "vm-n1"]);
+    assert_ne!(ctr.link("vm-n1").unwrap()["ifindex"], old, "the old tap was kept");
+    assert_eq!(redirect_targets(&ctr, "net1"), ["vm-n1"]);
+    assert_eq!(redirect_targets(&ctr, "vm-n1"), ["net1"]);
+    assert_eq!(wire_state(&ctr, "tap0", "eth0"), eth0_before);
+    let del = json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap"});
+    h.exec_plugin("vmtap", Command::Del, &rt, &serde_json::to_vec(&del).unwrap()).unwrap();
+    for n in [&eth0, &net1] {
+        h.del(&n.list, &n.rt).unwrap();
+    }
+    assert_eq!(ctr.links(), ["lo"]);
+}
+
+#[test]
+fn sigkill_at_any_moment_of_a_converging_add_then_add_again_converges() {
+    if !require_root("sigkill_at_any_moment_of_a_converging_add_then_add_again_converges") {
+        return;
+    }
+    // eth0 and net1 have their taps; a converging ADD that adds net2 and drops net1 is killed
+    // after a delay that sweeps its run. Whatever the moment, the next ADD (what the node agent
+    // sends when it retries) converges: eth0's tap untouched, net2 joined both ways to one tap,
+    // net1's tap and everything vmtap put on net1 gone. Then back to [eth0, net1] for the next
+    // round.
+    let h = Harness::new("vmtck");
+    let ctr = h.container("vmtck");
+    let id = unique("ctr");
+    let eth0 = pod_net(&h, &ctr, &id, "eth0", json!({"type": "ptp", "ipam": h.host_local(101)}));
+    let net1 = pod_net(&h, &ctr, &id, "net1", json!({"type": "ptp", "ipam": h.host_local(102)}));
+    let net2 = pod_net(&h, &ctr, &id, "net2", json!({"type": "ptp", "ipam": h.host_local(103)}));
+    let rt = eth0.rt.clone();
+    let conf = |prev: Value| {
+        serde_json::to_vec(&json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap", "prevResult": prev})).unwrap()
+    };
+    let before = conf(merge(&[&eth0.result, &net1.result]));
+    let after = conf(merge(&[&eth0.result, &net2.result]));
+    h.exec_plugin("vmtap", Command::Add, &rt, &before).unwrap();
+    let eth0_state = wire_state(&ctr, "tap0", "eth0");
+    let bin = braid_integration::build_dir().join("vmtap");
+    let mut killed_mid_way = 0;
+    for k in 0..30u64 {
+        use std::io::Write;
+        let mut child = Process::new(&bin)
+            .env("CNI_COMMAND", "ADD")
+            .env("CNI_CONTAINERID", &rt.container_id)
+            .env("CNI_NETNS", &rt.netns)
+            .env("CNI_IFNAME", "eth0")
+            .env("CNI_PATH", "/nonexistent")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&after).unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(k * 500));
+        let _ = child.kill();
+        let killed = !child.wait().unwrap().success();
+        // Killed after it changed something, before it was done.
+        if killed && (taps(&ctr) != ["tap0", "tap1"] || has_ingress(&ctr, "net2")) {
+            killed_mid_way += 1;
+        }
+        let out =
+            h.exec_plugin("vmtap", Command::Add, &rt, &after).unwrap_or_else(|e| panic!("ADD after kill {k}: {e}"));
+        let r: Value = serde_json::from_slice(&out).unwrap();
+        let got = pairs(&r, &rt);
+        assert_eq!(got.len(), 2, "kill {k}: {got:?}");
+        assert_eq!(got[0].0, "tap0", "kill {k}");
+        let net2_tap = got[1].0.clone();
+        assert_eq!(taps(&ctr), ["tap0".to_string(), net2_tap.clone()], "kill {k}");
+        assert_eq!(wire_state(&ctr, "tap0", "eth0"), eth0_state, "kill {k}: eth0's tap was touched");
+        assert_eq!(redirect_targets(&ctr, "net2"), [net2_tap.clone()], "kill {k}");
+        assert_eq!(redirect_targets(&ctr, &net2_tap), ["net2"], "kill {k}");
+        assert!(!has_ingress(&ctr, "net1"), "kill {k}: net1 keeps vmtap's ingress qdisc");
+        // Back to [eth0, net1]: net2's tap goes, net1 gets one.
+        h.exec_plugin("vmtap", Command::Add, &rt, &before).unwrap_or_else(|e| panic!("ADD back after kill {k}: {e}"));
+        assert!(!has_ingress(&ctr, "net2"), "kill {k}: net2 keeps vmtap's ingress qdisc");
+        assert_eq!(taps(&ctr).len(), 2, "kill {k}: {:?}", taps(&ctr));
+    }
+    eprintln!(
+        "{killed_mid_way} of 30 converging ADDs were killed after they changed something and before they finished"
+    );
+    let del = json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap"});
+    h.exec_plugin("vmtap", Command::Del, &rt, &serde_json::to_vec(&del).unwrap()).unwrap();
+    assert!(taps(&ctr).is_empty(), "{:?}", ctr.links());
+    for n in [&eth0, &net1, &net2] {
+        h.del(&n.list, &n.rt).unwrap();
+    }
+    assert_eq!(ctr.links(), ["lo"]);
+}

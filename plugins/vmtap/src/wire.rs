@@ -72,6 +72,7 @@ pub fn add(
     let all = links::links(&mut rtnl)?;
     let mut existing = Existing::default();
     let mut stale: Vec<(&Link, Mark)> = Vec::new();
+    let mut vouched: Vec<String> = Vec::new();
     let ours: Vec<(&Link, Mark)> = marked(&all, att).filter(|(t, _)| !sel.is_earlier_tap(&t.name)).collect();
     // Listed only when the attachment has taps already (a first ADD does not pay for it here).
     let served = if ours.is_empty() { Vec::new() } else { tc::ingress_qdiscs(&mut rtnl)? };
@@ -92,9 +93,22 @@ pub fn add(
             };
             if joined {
                 existing.kept.insert(mark.pod.clone(), tap.name.clone());
-            } else {
-                stale.push((tap, mark));
+                continue;
             }
+            // A tap that goes, whose ADD added the pod interface's ingress qdisc (it was killed
+            // part-way, or tapNames renamed it): its new tap shares that qdisc, so that the
+            // last tap removed from it still removes it. Only if that tap is joined to this
+            // very link (its own redirect, made before the qdisc): the qdisc of a link made
+            // again under the name is not vmtap's.
+            if let Some(pod) = all.iter().find(|l| l.name == mark.pod) {
+                if mark.made_ingress
+                    && tc::serves(&served, pod.index)
+                    && tc::redirects(&mut rtnl, tap.index, &tap.name)?.iter().any(|r| r.to == pod.index)
+                {
+                    vouched.push(mark.pod.clone());
+                }
+            }
+            stale.push((tap, mark));
         } else if !sel.is_pod_interface(&mark.pod) {
             stale.push((tap, mark));
         }
@@ -125,7 +139,7 @@ pub fn add(
         for (w, pod) in &pods {
             let qdisc = if !tc::serves(&with_ingress, pod.index) {
                 Qdisc::Add
-            } else if vmtap_made(&staying, &pod.name) {
+            } else if vmtap_made(&staying, &pod.name) || vouched.contains(&pod.name) {
                 Qdisc::Share
             } else {
                 Qdisc::Keep
