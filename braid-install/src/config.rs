@@ -1,4 +1,5 @@
-//! braid's conflist: the delegator wrapping the primary network by reference.
+//! braid's conflist: the delegator wrapping the primary network by reference, and on a VM
+//! runtime's node (`--vmtap`) vmtap after it.
 
 use crate::options::Options;
 use crate::primary::{Primary, POD_ANNOTATIONS};
@@ -12,8 +13,13 @@ pub fn render(o: &Options, primary: &Primary) -> Vec<u8> {
     for c in primary.capabilities.iter().map(String::as_str).chain([POD_ANNOTATIONS]) {
         caps.insert(c.to_string(), Value::Bool(true));
     }
+    // vmtap reads results from 0.3.0 on (earlier ones have no `interfaces`): a list for an
+    // older primary is written in 0.3.1, the version the delegator converts the primary's
+    // result to (it runs the primary in the primary's own version either way).
+    let old = !cni_types::version::greater_than_or_equal_to(&primary.cni_version, "0.3.0").unwrap_or(true);
+    let version = if o.vmtap && old { "0.3.1" } else { primary.cni_version.as_str() };
     let mut list = json!({
-        "cniVersion": primary.cni_version,
+        "cniVersion": version,
         "name": o.name,
         "plugins": [{
             "type": "delegator",
@@ -28,7 +34,20 @@ pub fn render(o: &Options, primary: &Primary) -> Vec<u8> {
             }
         }]
     });
-    if let Some(versions) = versions(&primary.cni_version) {
+    if o.vmtap {
+        // vmtap hands a VM every pod interface of the result it gets: the merged one, so that
+        // the pod's other networks — also one the node agent adds to a running pod — are among
+        // them. The primary's interface and IPs come first in it.
+        list["plugins"][0]["result"] = json!("merged");
+        let mut vmtap = json!({"type": "vmtap"});
+        if let Some(dir) = &o.vmtap_dan_dir {
+            vmtap["danDir"] = json!(dir);
+        }
+        if let Some(plugins) = list["plugins"].as_array_mut() {
+            plugins.push(vmtap);
+        }
+    }
+    if let Some(versions) = versions(version) {
         list["cniVersions"] = json!(versions);
     }
     let mut bytes = serde_json::to_vec_pretty(&list).unwrap_or_default();
@@ -83,6 +102,44 @@ mod tests {
             d["kubernetes"],
             json!({"networksDir": "/etc/cni/braid.d", "globalNamespaces": ["default"], "statusDir": "/run/braid/network-status"})
         );
+    }
+
+    #[test]
+    fn vmtap_after_the_delegator_only_with_the_flag() {
+        let p = Primary {
+            path: PathBuf::from("/host/etc/cni/net.d/10-flannel.conflist"),
+            name: "cbr0".into(),
+            cni_version: "0.3.1".into(),
+            capabilities: ["portMappings".to_string()].into_iter().collect(),
+        };
+        let plain: Value = serde_json::from_slice(&render(&Options::default(), &p)).unwrap();
+        assert_eq!(plain["plugins"].as_array().unwrap().len(), 1);
+        assert_eq!(plain["plugins"][0].get("result"), None, "the delegator's default (primary) result");
+
+        let o = Options { vmtap: true, ..Options::default() };
+        let v: Value = serde_json::from_slice(&render(&o, &p)).unwrap();
+        assert_eq!(v["plugins"][1], json!({"type": "vmtap"}));
+        assert_eq!(v["plugins"].as_array().unwrap().len(), 2);
+        assert_eq!(v["plugins"][0]["result"], "merged");
+        // Everything else of the delegator is as without the flag.
+        let mut delegator = v["plugins"][0].clone();
+        delegator.as_object_mut().unwrap().remove("result");
+        assert_eq!(delegator, plain["plugins"][0]);
+        assert_eq!((&v["cniVersion"], &v["cniVersions"]), (&plain["cniVersion"], &plain["cniVersions"]));
+        // It parses as a conflist, and vmtap's keys are ones vmtap reads.
+        let list = cni_types::NetConfList::parse(&render(&o, &p)).unwrap();
+        assert_eq!(list.plugins.len(), 2);
+
+        let o = Options { vmtap: true, vmtap_dan_dir: Some("/run/kata-containers/dans".into()), ..Options::default() };
+        let v: Value = serde_json::from_slice(&render(&o, &p)).unwrap();
+        assert_eq!(v["plugins"][1], json!({"type": "vmtap", "danDir": "/run/kata-containers/dans"}));
+
+        // A primary older than vmtap's first version: the list is written in 0.3.1.
+        let old = Primary { cni_version: "0.2.0".into(), ..p };
+        let v: Value = serde_json::from_slice(&render(&o, &old)).unwrap();
+        assert_eq!((&v["cniVersion"], &v["cniVersions"]), (&json!("0.3.1"), &json!(["0.3.1", "1.1.0"])));
+        let v: Value = serde_json::from_slice(&render(&Options::default(), &old)).unwrap();
+        assert_eq!(v["cniVersion"], "0.2.0");
     }
 
     #[test]

@@ -8,6 +8,9 @@ use std::time::Duration;
 /// The plugin binaries the installer copies.
 pub const BINARIES: &[&str] = &["delegator", "merger", "verifier"];
 
+/// The binary `--vmtap` copies besides [`BINARIES`].
+pub const VMTAP: &str = "vmtap";
+
 /// What the installer does and where. Paths named "host" are as the node (and so the runtime and
 /// the delegator) sees them; the installer itself reaches them below `host_root`.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +69,12 @@ pub struct Options {
     /// Network hot-plug (`--hotplug`, API mode only): a running pod's networks follow its
     /// annotation (see `api::hotplug`).
     pub hotplug: bool,
+    /// A VM runtime's node (`--vmtap`): `vmtap` is copied too and chained after the delegator,
+    /// whose result is then the merged one, so that every network of a pod — also one added
+    /// to it while it runs — becomes a tap a VMM opens.
+    pub vmtap: bool,
+    /// vmtap's `danDir` (`--vmtap-dan-dir`, node path): Kata Containers' DAN files.
+    pub vmtap_dan_dir: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -94,6 +103,8 @@ impl Default for Options {
             status_rescan: Duration::from_secs(60),
             metrics_addr: None,
             hotplug: false,
+            vmtap: false,
+            vmtap_dan_dir: None,
         }
     }
 }
@@ -128,7 +139,7 @@ mounted ConfigMap, then keeps them current (or exits with --once).
   --state-dir DIR           the delegator's stateDir (node path)        [/var/lib/cni/braid]
   --global-namespaces LIST  kubernetes.globalNamespaces, comma-separated [default]
   --networks-configmap DIR  mounted ConfigMap of <namespace>.<name>.conflist keys [none]
-  --source-dir DIR          where delegator, merger, verifier are taken from [this program's dir]
+  --source-dir DIR          where delegator, merger, verifier (vmtap) are taken from [this program's dir]
   --skip-binaries           do not copy the plugin binaries
   --wait SECONDS            wait at most this long for the primary; 0 = forever [300]
   --interval SECONDS        how often the long-running mode looks again [1]
@@ -144,6 +155,9 @@ mounted ConfigMap, then keeps them current (or exits with --once).
                             k8s.v1.cni.cncf.io/networks annotation (needs the node's root
                             at --host-root and root privileges)         [off]
   --metrics-addr ADDR:PORT  serve /metrics (Prometheus) and /readyz there  [off]
+  --vmtap                   VM runtime nodes: also copy vmtap and chain it after the delegator
+                            (whose result becomes the merged one): every pod network a tap
+  --vmtap-dan-dir DIR       with --vmtap: vmtap's danDir, Kata's DAN files (node path) [none]
   --once                    install, write, mirror once, then exit
   --uninstall               remove braid's conflist, binaries and mirrored networks, then exit
   --help, --version
@@ -195,6 +209,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
             "--skip-binaries" => switch(&mut o, |o| o.skip_binaries = true)?,
             "--kubernetes-api" => switch(&mut o, |o| o.kubernetes_api = true)?,
             "--hotplug" => switch(&mut o, |o| o.hotplug = true)?,
+            "--vmtap" => switch(&mut o, |o| o.vmtap = true)?,
             "--host-root"
             | "--cni-bin-dir"
             | "--cni-conf-dir"
@@ -212,7 +227,8 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
             | "--interval"
             | "--api-timeout"
             | "--status-rescan"
-            | "--metrics-addr" => {
+            | "--metrics-addr"
+            | "--vmtap-dan-dir" => {
                 let v = match inline {
                     Some(v) => v,
                     None => it.next().ok_or_else(|| usage(format!("{flag} needs a value")))?,
@@ -228,6 +244,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
                     "--networks-configmap" => o.configmap_dir = Some(abs_path(&flag, &v)?),
                     "--source-dir" => o.source_dir = Some(abs_path(&flag, &v)?),
                     "--nad-conf-dir" => o.nad_conf_dir = abs_path(&flag, &v)?,
+                    "--vmtap-dan-dir" => o.vmtap_dan_dir = Some(abs_path(&flag, &v)?),
                     "--conf-file" => {
                         if v.contains('/') || !v.ends_with(".conflist") {
                             return Err(usage(format!(
@@ -286,6 +303,9 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
     if o.hotplug && !o.kubernetes_api {
         return Err(usage("--hotplug follows pods' annotations through the API: it needs --kubernetes-api"));
     }
+    if o.vmtap_dan_dir.is_some() && !o.vmtap {
+        return Err(usage("--vmtap-dan-dir is vmtap's danDir: it needs --vmtap"));
+    }
     if o.kubernetes_api && o.once {
         return Err(usage(
             "--kubernetes-api keeps definitions and network-status current; it runs only in the long-running mode, not with --once",
@@ -312,6 +332,16 @@ impl Options {
             .as_ref()
             .and_then(|p| p.parent().map(Path::to_path_buf))
             .unwrap_or_else(|| self.cni_conf_dir.clone())
+    }
+
+    /// The plugin binaries to copy (and, with `--uninstall`, to remove): [`BINARIES`], and
+    /// [`VMTAP`] with `--vmtap` (a vmtap the operator put there for another use stays).
+    pub fn binaries(&self) -> Vec<&'static str> {
+        let mut names = BINARIES.to_vec();
+        if self.vmtap {
+            names.push(VMTAP);
+        }
+        names
     }
 
     /// braid's conflist as the installer reaches it.
@@ -383,6 +413,9 @@ mod tests {
             &["--metrics-addr", "localhost:9464"],
             &["--hotplug"],
             &["--hotplug", "--once"],
+            &["--vmtap=yes"],
+            &["--vmtap", "--vmtap-dan-dir", "dans"],
+            &["--vmtap-dan-dir", "/run/kata-containers/dans"],
             &["positional"],
         ] {
             let e = run(bad).expect_err(&format!("{bad:?} accepted"));
@@ -402,6 +435,17 @@ mod tests {
         );
         assert!(!d.hotplug, "hot-plug is opt-in");
         assert!(run(&["--kubernetes-api", "--hotplug"]).unwrap().hotplug);
+    }
+
+    #[test]
+    fn vmtap_adds_its_binary() {
+        let d = run(&[]).unwrap();
+        assert_eq!((d.vmtap, d.vmtap_dan_dir.clone()), (false, None));
+        assert_eq!(d.binaries(), ["delegator", "merger", "verifier"]);
+        let o = run(&["--vmtap", "--vmtap-dan-dir=/run/kata-containers/dans"]).unwrap();
+        assert!(o.vmtap);
+        assert_eq!(o.vmtap_dan_dir, Some(PathBuf::from("/run/kata-containers/dans")));
+        assert_eq!(o.binaries(), ["delegator", "merger", "verifier", "vmtap"]);
     }
 
     #[test]

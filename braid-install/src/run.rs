@@ -4,7 +4,7 @@
 use crate::error::InstallError;
 use crate::metrics::Metrics;
 use crate::mirror::Mirror;
-use crate::options::{Options, BINARIES};
+use crate::options::Options;
 use crate::owners::Owners;
 use crate::{api, binaries, config, fsutil, log, log_changed, mirror, nad_mirror, primary, serve};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -76,7 +76,7 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
     if o.skip_binaries {
         log("not copying plugin binaries (--skip-binaries)");
     } else {
-        binaries::install(&source_dir(o)?, &o.host(&o.cni_bin_dir), BINARIES)?;
+        binaries::install(&source_dir(o)?, &o.host(&o.cni_bin_dir), &o.binaries())?;
     }
     // The delegator's own directories, so that they exist before the first pod, whatever the
     // node's umask: its state 0700 (what it attached, for DEL alone); its status documents
@@ -195,7 +195,7 @@ fn uninstall(o: &Options) -> Result<(), InstallError> {
     mirror::remove_all(&networks)?;
     nad_mirror::remove_all(&networks).map_err(|e| InstallError::Networks { path: networks.clone(), source: e })?;
     if !o.skip_binaries {
-        binaries::remove(&o.host(&o.cni_bin_dir), BINARIES)?;
+        binaries::remove(&o.host(&o.cni_bin_dir), &o.binaries())?;
     }
     log("uninstalled");
     Ok(())

@@ -560,3 +560,44 @@ fn the_configmap_is_mirrored_across_data_swaps() {
     assert!(hand.exists());
     assert!(n.conf_dir().join("10-flannel.conflist").exists());
 }
+
+/// A VM runtime's node: `--vmtap` copies vmtap too and chains it after the delegator (merged
+/// result); `--uninstall --vmtap` removes it with the rest. Without the flag vmtap is neither
+/// copied nor removed (a vmtap the operator put there for another use stays).
+#[test]
+fn vmtap_is_copied_chained_and_uninstalled_with_the_flag() {
+    let n = Node::new("vmtap");
+    std::fs::write(n.src().join("vmtap"), "#!/bin/sh\n# vmtap v1\n").unwrap();
+    n.write_conf("10-flannel.conflist", &bridge("cbr0", "1.0.0"));
+    let out = n.run(&["--once"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!n.bin_dir().join("vmtap").exists(), "vmtap copied without --vmtap");
+    assert_eq!(n.braid()["plugins"].as_array().unwrap().len(), 1);
+
+    let out = n.run(&["--once", "--vmtap", "--vmtap-dan-dir", "/run/kata-containers/dans"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read(n.bin_dir().join("vmtap")).unwrap(), std::fs::read(n.src().join("vmtap")).unwrap());
+    let braid = n.braid();
+    assert_eq!(braid["plugins"][0]["type"], "delegator");
+    assert_eq!(braid["plugins"][0]["result"], "merged");
+    assert_eq!(braid["plugins"][1], json!({"type": "vmtap", "danDir": "/run/kata-containers/dans"}));
+
+    // Without the flag again: braid's conflist loses vmtap (it is rewritten), the binary stays
+    // until an uninstall with the flag.
+    let out = n.run(&["--once"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(n.braid()["plugins"].as_array().unwrap().len(), 1);
+    let out = n.run(&["--uninstall"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(n.bin_dir().join("vmtap").exists());
+    let out = n.run(&["--uninstall", "--vmtap"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!n.bin_dir().join("vmtap").exists());
+    assert!(!n.bin_dir().join("delegator").exists() && !n.conf().exists());
+
+    // A missing vmtap in the source dir fails the install with code 4, before anything is written.
+    std::fs::remove_file(n.src().join("vmtap")).unwrap();
+    let out = n.run(&["--once", "--vmtap"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(!n.bin_dir().join("delegator").exists());
+}

@@ -787,3 +787,376 @@ fn a_mark_of_255_bytes_is_kept_and_a_longer_one_refused_by_name() {
     h.del(&list, &rt).unwrap();
     assert_eq!(ctr.links(), ["lo"]);
 }
+
+/// The pod network's results for several interfaces of one pod, merged as braid's delegator
+/// merges them (interfaces and IPs in order, each IP's `interface` renumbered): the
+/// `prevResult` a converging ADD gets after a network is added to or removed from the pod.
+fn merge(results: &[&Value]) -> Value {
+    let (mut interfaces, mut ips, mut routes) = (Vec::new(), Vec::new(), Vec::new());
+    for r in results {
+        let offset = interfaces.len() as u64;
+        interfaces.extend(r["interfaces"].as_array().unwrap().iter().cloned());
+        for ip in r["ips"].as_array().into_iter().flatten() {
+            let mut ip = ip.clone();
+            if let Some(i) = ip["interface"].as_u64() {
+                ip["interface"] = json!(i + offset);
+            }
+            ips.push(ip);
+        }
+        routes.extend(r["routes"].as_array().into_iter().flatten().cloned());
+    }
+    json!({"cniVersion": "1.0.0", "interfaces": interfaces, "ips": ips, "routes": routes})
+}
+
+/// Each tap and its pod interface as the kernel has them: ifindex, MAC, alias, MTU, up, and every qdisc
+/// and ingress filter of both — what a converging ADD must leave exactly as it was.
+fn wire_state(ns: &Netns, tap: &str, pod: &str) -> Value {
+    let link = |dev: &str| {
+        let l = ns.link(dev).unwrap();
+        // Of the flags, UP alone: carrier (NO-CARRIER, LOWER_UP) settles asynchronously (the
+        // kernel's linkwatch) and is none of vmtap's doing.
+        let up = l["flags"].as_array().unwrap().contains(&json!("UP"));
+        json!([l["ifindex"], l["address"], l["ifalias"], l["mtu"], up])
+    };
+    let hooks =
+        |dev: &str| json!([tc(ns, &["qdisc", "show", "dev", dev]), tc(ns, &["filter", "show", "dev", dev, "ingress"])]);
+    json!({"tap": [link(tap), hooks(tap)], "pod": [link(pod), hooks(pod)]})
+}
+
+/// The (VM interface name, VM MAC, tap MAC) of every pair of a vmtap result, in order.
+fn pairs(result: &Value, rt: &RuntimeConf) -> Vec<(String, String, String)> {
+    let ifaces = result["interfaces"].as_array().unwrap();
+    ifaces
+        .iter()
+        .filter(|i| i["sandbox"] == rt.container_id.as_str())
+        .map(|vm| {
+            let name = vm["name"].as_str().unwrap().to_string();
+            let tap = ifaces.iter().find(|t| t["name"] == name.as_str() && t["sandbox"] == rt.netns.as_str()).unwrap();
+            (name, vm["mac"].as_str().unwrap().to_string(), tap["mac"].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+/// One pod network of the pod, added by a reference plugin with its own `CNI_IFNAME`.
+struct PodNet {
+    list: Value,
+    rt: RuntimeConf,
+    result: Value,
+}
+
+fn pod_net(h: &Harness, ctr: &Netns, id: &str, ifname: &str, plugin: Value) -> PodNet {
+    let list = json!({"cniVersion": "1.0.0", "name": unique(ifname), "plugins": [plugin]});
+    let rt = h.runtime(ctr, id, ifname);
+    let result = h.add(&list, &rt).unwrap_or_else(|e| panic!("ADD {ifname}: {e}")).to_value();
+    PodNet { list, rt, result }
+}
+
+#[test]
+fn a_second_add_converges_on_the_networks_added_and_removed() {
+    if !require_root("a_second_add_converges_on_the_networks_added_and_removed") {
+        return;
+    }
+    let h = Harness::new("vmtcv");
+    let ctr = h.container("vmtcv");
+    let id = unique("ctr");
+    let eth0 = pod_net(&h, &ctr, &id, "eth0", json!({"type": "ptp", "ipam": h.host_local(93)}));
+    let net1 = pod_net(&h, &ctr, &id, "net1", json!({"type": "ptp", "ipam": h.host_local(94)}));
+    // vmtap's attachment is the pod's (CNI_IFNAME eth0), whatever interfaces prevResult lists.
+    let rt = eth0.rt.clone();
+    let dan = h.dir.path().join("dans");
+    let keys = json!({"danDir": dan});
+    let vmtap = |prev: &Value| -> Result<Value, cni_runtime::invoke::InvokeError> {
+        let mut c = json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap", "prevResult": prev});
+        c.as_object_mut().unwrap().extend(keys.as_object().unwrap().clone());
+        let out = h.exec_plugin("vmtap", Command::Add, &rt, &serde_json::to_vec(&c).unwrap())?;
+        Ok(serde_json::from_slice(&out).unwrap())
+    };
+    let check = |result: &Value, verifier: bool| {
+        let mut c = json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap", "prevResult": result});
+        c.as_object_mut().unwrap().extend(keys.as_object().unwrap().clone());
+        h.exec_plugin("vmtap", Command::Check, &rt, &serde_json::to_vec(&c).unwrap())
+            .unwrap_or_else(|e| panic!("vmtap CHECK: {e}"));
+        if verifier {
+            verifier_check(&h, &rt, result).unwrap_or_else(|d| panic!("verifier CHECK: {d}"));
+        }
+    };
+    let dan_taps = || -> Vec<(String, String)> {
+        let doc: Value = serde_json::from_slice(&std::fs::read(dan.join(format!("{id}.json"))).unwrap()).unwrap();
+        doc["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| (d["name"].as_str().unwrap().into(), d["device"]["tap_name"].as_str().unwrap().into()))
+            .collect()
+    };
+    let mac = |dev: &str| ctr.link(dev).unwrap()["address"].as_str().unwrap().to_string();
+    let tap_mac = |dev: &str| mac(dev);
+
+    // A first ADD with [eth0, net1].
+    let first = vmtap(&merge(&[&eth0.result, &net1.result])).unwrap();
+    let want = |list: &[(&str, &str)]| -> Vec<(String, String, String)> {
+        list.iter().map(|(tap, pod)| (tap.to_string(), mac(pod), tap_mac(tap))).collect()
+    };
+    assert_eq!(pairs(&first, &rt), want(&[("tap0", "eth0"), ("tap1", "net1")]));
+    let before = [wire_state(&ctr, "tap0", "eth0"), wire_state(&ctr, "tap1", "net1")];
+
+    // net2 is added to the running pod (a bridge): only its tap is new; tap0 and tap1 — their
+    // ifindex, MAC, mark, qdiscs and filters, and their pod interfaces' — are exactly as they were.
+    let net2 =
+        pod_net(&h, &ctr, &id, "net2", json!({"type": "bridge", "bridge": unique("br"), "ipam": h.host_local(95)}));
+    let second = vmtap(&merge(&[&eth0.result, &net1.result, &net2.result])).unwrap();
+    assert_eq!(pairs(&second, &rt), want(&[("tap0", "eth0"), ("tap1", "net1"), ("tap2", "net2")]));
+    assert_eq!([wire_state(&ctr, "tap0", "eth0"), wire_state(&ctr, "tap1", "net1")], before);
+    assert_eq!(redirect_targets(&ctr, "net2"), ["tap2"]);
+    assert_eq!(redirect_targets(&ctr, "tap2"), ["net2"]);
+    assert_eq!(taps(&ctr), ["tap0", "tap1", "tap2"]);
+    // The result is what a fresh ADD of the same prevResult writes: the IPs of each pod
+    // interface copied to its VM interface, every pair in result order.
+    let vm_ips = |r: &Value, vm: &str| -> Vec<String> {
+        let at =
+            r["interfaces"].as_array().unwrap().iter().position(|i| i["name"] == vm && i["sandbox"] == id.as_str());
+        r["ips"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|ip| ip["interface"].as_u64() == at.map(|a| a as u64))
+            .map(|ip| ip["address"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(vm_ips(&second, "tap2"), ctr.addresses("net2"));
+    assert_eq!(vm_ips(&second, "tap0"), vm_ips(&first, "tap0"));
+    check(&second, true);
+    assert_eq!(
+        dan_taps(),
+        [("eth0".into(), "tap0".into()), ("net1".into(), "tap1".into()), ("net2".into(), "tap2".into())]
+    );
+    // The same ADD again changes nothing.
+    let again = vmtap(&merge(&[&eth0.result, &net1.result, &net2.result])).unwrap();
+    assert_eq!(again, second);
+
+    // net1 is removed from the pod (its link goes, and with it its qdisc and the filter to
+    // tap1): its tap goes, with its own qdisc and filter; the others stay as they were.
+    let kept = [wire_state(&ctr, "tap0", "eth0"), wire_state(&ctr, "tap2", "net2")];
+    h.del(&net1.list, &net1.rt).unwrap();
+    let third = vmtap(&merge(&[&eth0.result, &net2.result])).unwrap();
+    assert_eq!(pairs(&third, &rt), want(&[("tap0", "eth0"), ("tap2", "net2")]));
+    assert_eq!(taps(&ctr), ["tap0", "tap2"]);
+    assert_eq!([wire_state(&ctr, "tap0", "eth0"), wire_state(&ctr, "tap2", "net2")], kept);
+    check(&third, true);
+    assert_eq!(dan_taps(), [("eth0".into(), "tap0".into()), ("net2".into(), "tap2".into())]);
+
+    // net1 comes back under its old name: another link (another MAC, another ifindex), so a new
+    // tap, under a name no tap of the attachment has (tap1 is free again: the one that had it
+    // is gone).
+    let net1 = pod_net(&h, &ctr, &id, "net1", json!({"type": "ptp", "ipam": h.host_local(94)}));
+    let fourth = vmtap(&merge(&[&eth0.result, &net1.result, &net2.result])).unwrap();
+    assert_eq!(pairs(&fourth, &rt), want(&[("tap0", "eth0"), ("tap1", "net1"), ("tap2", "net2")]));
+    assert_eq!(redirect_targets(&ctr, "net1"), ["tap1"]);
+
+    // eth0 dropped from prevResult while its link stays (a runtime that hands it to no VM any
+    // more): its tap goes, and what vmtap put on eth0 (its ingress qdisc and redirect) with it.
+    let fifth = vmtap(&merge(&[&net1.result, &net2.result])).unwrap();
+    assert_eq!(pairs(&fifth, &rt), want(&[("tap1", "net1"), ("tap2", "net2")]));
+    assert_eq!(taps(&ctr), ["tap1", "tap2"]);
+    assert!(!has_ingress(&ctr, "eth0"), "eth0 keeps vmtap's ingress qdisc");
+    assert!(redirect_targets(&ctr, "eth0").is_empty());
+    // (vmtap's CHECK: the verifier would find eth0 in the namespace and not in the result.)
+    check(&fifth, false);
+
+    // DEL (without prevResult, as after a crash) removes everything, the DAN file too.
+    let del = json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap", "danDir": dan});
+    h.exec_plugin("vmtap", Command::Del, &rt, &serde_json::to_vec(&del).unwrap()).unwrap();
+    assert!(taps(&ctr).is_empty(), "{:?}", ctr.links());
+    for pod in ["eth0", "net1", "net2"] {
+        assert!(!has_ingress(&ctr, pod), "{pod} keeps vmtap's ingress qdisc");
+    }
+    assert!(!dan.join(format!("{id}.json")).exists());
+    for n in [&eth0, &net1, &net2] {
+        h.del(&n.list, &n.rt).unwrap();
+    }
+    assert_eq!(ctr.links(), ["lo"]);
+}
+
+#[test]
+fn a_failing_converge_leaves_the_earlier_taps_and_nothing_new() {
+    if !require_root("a_failing_converge_leaves_the_earlier_taps_and_nothing_new") {
+        return;
+    }
+    let h = Harness::new("vmtcf");
+    let ctr = h.container("vmtcf");
+    let id = unique("ctr");
+    let eth0 = pod_net(&h, &ctr, &id, "eth0", json!({"type": "ptp", "ipam": h.host_local(96)}));
+    let net1 = pod_net(&h, &ctr, &id, "net1", json!({"type": "ptp", "ipam": h.host_local(97)}));
+    let rt = eth0.rt.clone();
+    let vmtap = |keys: Value, prev: &Value| {
+        let mut c = json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap", "prevResult": prev});
+        c.as_object_mut().unwrap().extend(keys.as_object().unwrap().clone());
+        h.exec_plugin("vmtap", Command::Add, &rt, &serde_json::to_vec(&c).unwrap())
+    };
+    vmtap(json!({}), &merge(&[&eth0.result, &net1.result])).unwrap();
+    let before = [wire_state(&ctr, "tap0", "eth0"), wire_state(&ctr, "tap1", "net1")];
+    let unchanged = |what: &str| {
+        assert_eq!(taps(&ctr), ["tap0", "tap1"], "{what}");
+        assert_eq!([wire_state(&ctr, "tap0", "eth0"), wire_state(&ctr, "tap1", "net1")], before, "{what}");
+        assert!(!has_ingress(&ctr, "net2"), "{what}: net2 keeps an ingress qdisc");
+    };
+    let net2 = pod_net(&h, &ctr, &id, "net2", json!({"type": "ptp", "ipam": h.host_local(98)}));
+
+    // tapNames gives net2 a name a link of the namespace has.
+    ctr.ip(&["link", "add", "busy0", "type", "veth", "peer", "name", "busy1"]);
+    let all = merge(&[&eth0.result, &net1.result, &net2.result]);
+    match vmtap(json!({"tapNames": {"net2": "busy0"}}), &all) {
+        Err(cni_runtime::invoke::InvokeError::Plugin(e)) => {
+            assert_eq!(e.code, 7, "{e:?}");
+            assert!(e.msg.contains("cannot create tap busy0 for net2"), "{e:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    unchanged("a tapNames collision");
+
+    // A failure part-way: net2's tap is made and joined, then the kernel refuses the pod's
+    // loopback MTU (65536) for lo's tap. net1 is left out of prevResult (its link stays): its
+    // tap would go once the new ones were made, so it stays too.
+    let mut failing = merge(&[&eth0.result, &net2.result]);
+    let lo_mac = ctr.link("lo").unwrap()["address"].clone();
+    failing["interfaces"].as_array_mut().unwrap().push(json!({"name": "lo", "mac": lo_mac, "sandbox": rt.netns}));
+    match vmtap(json!({}), &failing) {
+        Err(cni_runtime::invoke::InvokeError::Plugin(e)) => {
+            assert_eq!(e.code, 999, "{e:?}");
+            assert!(e.msg.contains("set link tap3"), "{e:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    unchanged("a failure after net2's tap was made");
+    assert!(redirect_targets(&ctr, "net2").is_empty() && redirect_targets(&ctr, "lo").is_empty());
+
+    // The converge then succeeds, and DEL removes everything.
+    let out = vmtap(json!({}), &all).unwrap();
+    let out: Value = serde_json::from_slice(&out).unwrap();
+    let names: Vec<String> = pairs(&out, &rt).into_iter().map(|p| p.0).collect();
+    assert_eq!(names, ["tap0", "tap1", "tap2"]);
+    assert_eq!([wire_state(&ctr, "tap0", "eth0"), wire_state(&ctr, "tap1", "net1")], before);
+    let del = json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap"});
+    h.exec_plugin("vmtap", Command::Del, &rt, &serde_json::to_vec(&del).unwrap()).unwrap();
+    assert!(taps(&ctr).is_empty(), "{:?}", ctr.links());
+    ctr.ip(&["link", "del", "busy0"]);
+    for n in [&eth0, &net1, &net2] {
+        h.del(&n.list, &n.rt).unwrap();
+    }
+    assert_eq!(ctr.links(), ["lo"]);
+}
+
+#[test]
+fn a_pod_interface_made_again_gets_a_new_tap_also_under_its_tap_names_name() {
+    if !require_root("a_pod_interface_made_again_gets_a_new_tap_also_under_its_tap_names_name") {
+        return;
+    }
+    // net1's tap is named by tapNames. net1 is removed and made again under its name (another
+    // link): its old tap, joined to nothing now, goes first (the new one needs its name), and
+    // the new tap is joined to the new link; eth0's tap is untouched.
+    let h = Harness::new("vmtcn");
+    let ctr = h.container("vmtcn");
+    let id = unique("ctr");
+    let eth0 = pod_net(&h, &ctr, &id, "eth0", json!({"type": "ptp", "ipam": h.host_local(99)}));
+    let net1 = pod_net(&h, &ctr, &id, "net1", json!({"type": "ptp", "ipam": h.host_local(100)}));
+    let rt = eth0.rt.clone();
+    let vmtap = |prev: &Value| -> Value {
+        let c = json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap", "tapNames": {"net1": "vm-n1"}, "prevResult": prev});
+        let out = h.exec_plugin("vmtap", Command::Add, &rt, &serde_json::to_vec(&c).unwrap());
+        serde_json::from_slice(&out.unwrap_or_else(|e| panic!("vmtap ADD: {e}"))).unwrap()
+    };
+    vmtap(&merge(&[&eth0.result, &net1.result]));
+    let eth0_before = wire_state(&ctr, "tap0", "eth0");
+    let old = ctr.link("vm-n1").unwrap()["ifindex"].clone();
+    h.del(&net1.list, &net1.rt).unwrap();
+    let net1 = pod_net(&h, &ctr, &id, "net1", json!({"type": "ptp", "ipam": h.host_local(100)}));
+    let r = vmtap(&merge(&[&eth0.result, &net1.result]));
+    let names: Vec<String> = pairs(&r, &rt).into_iter().map(|p| p.0).collect();
+    assert_eq!(names, ["tap0", "vm-n1"]);
+    assert_ne!(ctr.link("vm-n1").unwrap()["ifindex"], old, "the old tap was kept");
+    assert_eq!(redirect_targets(&ctr, "net1"), ["vm-n1"]);
+    assert_eq!(redirect_targets(&ctr, "vm-n1"), ["net1"]);
+    assert_eq!(wire_state(&ctr, "tap0", "eth0"), eth0_before);
+    let del = json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap"});
+    h.exec_plugin("vmtap", Command::Del, &rt, &serde_json::to_vec(&del).unwrap()).unwrap();
+    for n in [&eth0, &net1] {
+        h.del(&n.list, &n.rt).unwrap();
+    }
+    assert_eq!(ctr.links(), ["lo"]);
+}
+
+#[test]
+fn sigkill_at_any_moment_of_a_converging_add_then_add_again_converges() {
+    if !require_root("sigkill_at_any_moment_of_a_converging_add_then_add_again_converges") {
+        return;
+    }
+    // eth0 and net1 have their taps; a converging ADD that adds net2 and drops net1 is killed
+    // after a delay that sweeps its run. Whatever the moment, the next ADD (what the node agent
+    // sends when it retries) converges: eth0's tap untouched, net2 joined both ways to one tap,
+    // net1's tap and everything vmtap put on net1 gone. Then back to [eth0, net1] for the next
+    // round.
+    let h = Harness::new("vmtck");
+    let ctr = h.container("vmtck");
+    let id = unique("ctr");
+    let eth0 = pod_net(&h, &ctr, &id, "eth0", json!({"type": "ptp", "ipam": h.host_local(101)}));
+    let net1 = pod_net(&h, &ctr, &id, "net1", json!({"type": "ptp", "ipam": h.host_local(102)}));
+    let net2 = pod_net(&h, &ctr, &id, "net2", json!({"type": "ptp", "ipam": h.host_local(103)}));
+    let rt = eth0.rt.clone();
+    let conf = |prev: Value| {
+        serde_json::to_vec(&json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap", "prevResult": prev})).unwrap()
+    };
+    let before = conf(merge(&[&eth0.result, &net1.result]));
+    let after = conf(merge(&[&eth0.result, &net2.result]));
+    h.exec_plugin("vmtap", Command::Add, &rt, &before).unwrap();
+    let eth0_state = wire_state(&ctr, "tap0", "eth0");
+    let bin = braid_integration::build_dir().join("vmtap");
+    let mut killed_mid_way = 0;
+    for k in 0..30u64 {
+        use std::io::Write;
+        let mut child = Process::new(&bin)
+            .env("CNI_COMMAND", "ADD")
+            .env("CNI_CONTAINERID", &rt.container_id)
+            .env("CNI_NETNS", &rt.netns)
+            .env("CNI_IFNAME", "eth0")
+            .env("CNI_PATH", "/nonexistent")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&after).unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(k * 500));
+        let _ = child.kill();
+        let killed = !child.wait().unwrap().success();
+        // Killed after it changed something, before it was done.
+        if killed && (taps(&ctr) != ["tap0", "tap1"] || has_ingress(&ctr, "net2")) {
+            killed_mid_way += 1;
+        }
+        let out =
+            h.exec_plugin("vmtap", Command::Add, &rt, &after).unwrap_or_else(|e| panic!("ADD after kill {k}: {e}"));
+        let r: Value = serde_json::from_slice(&out).unwrap();
+        let got = pairs(&r, &rt);
+        assert_eq!(got.len(), 2, "kill {k}: {got:?}");
+        assert_eq!(got[0].0, "tap0", "kill {k}");
+        let net2_tap = got[1].0.clone();
+        assert_eq!(taps(&ctr), ["tap0".to_string(), net2_tap.clone()], "kill {k}");
+        assert_eq!(wire_state(&ctr, "tap0", "eth0"), eth0_state, "kill {k}: eth0's tap was touched");
+        assert_eq!(redirect_targets(&ctr, "net2"), std::slice::from_ref(&net2_tap), "kill {k}");
+        assert_eq!(redirect_targets(&ctr, &net2_tap), ["net2"], "kill {k}");
+        assert!(!has_ingress(&ctr, "net1"), "kill {k}: net1 keeps vmtap's ingress qdisc");
+        // Back to [eth0, net1]: net2's tap goes, net1 gets one.
+        h.exec_plugin("vmtap", Command::Add, &rt, &before).unwrap_or_else(|e| panic!("ADD back after kill {k}: {e}"));
+        assert!(!has_ingress(&ctr, "net2"), "kill {k}: net2 keeps vmtap's ingress qdisc");
+        assert_eq!(taps(&ctr).len(), 2, "kill {k}: {:?}", taps(&ctr));
+    }
+    eprintln!(
+        "{killed_mid_way} of 30 converging ADDs were killed after they changed something and before they finished"
+    );
+    let del = json!({"cniVersion": "1.0.0", "name": "x", "type": "vmtap"});
+    h.exec_plugin("vmtap", Command::Del, &rt, &serde_json::to_vec(&del).unwrap()).unwrap();
+    assert!(taps(&ctr).is_empty(), "{:?}", ctr.links());
+    for n in [&eth0, &net1, &net2] {
+        h.del(&n.list, &n.rt).unwrap();
+    }
+    assert_eq!(ctr.links(), ["lo"]);
+}

@@ -18,7 +18,9 @@
 //!   thread set to the pod's (the child inherits it: no `nsenter`, no `ip netns exec`), captures
 //!   the serial console, and returns once the guest printed `BRAID-DONE` and powered off, or QEMU
 //!   exited, or the hang guard ([`Guest::timeout`]) ran out. QEMU is killed by PID on every other
-//!   path (drop included).
+//!   path (drop included). [`Vm::start`] returns at once instead, for tests that act while the
+//!   guest runs: [`Vm::wait_for_console`] waits for a line of its script, [`Vm::qmp`] talks to
+//!   QEMU (a NIC hot-plugged, `device_del` and its `DEVICE_DELETED`).
 //! - [`console`]: [`VmRun`], what the console says — the guest's NICs, its errors, each probe's
 //!   outcome.
 //! - [`nics`]: what a VM runtime does with braid's result — [`vm_nics`] pairs VM interfaces with
@@ -28,7 +30,8 @@
 //! Always TCG (`-accel tcg`): on these machines `/dev/kvm` exists but a KVM boot hung after the
 //! kernel loaded, and `-cpu host` failed on an MSR; TCG boots the cloud kernel to `/init` in a few
 //! seconds, which is all a test needs. The machine and devices are minimal: `-nodefaults` (no
-//! VGA, IDE, default NIC or monitor), `-serial stdio`, `-m 256 -smp 1`, and `romfile=` on each
+//! VGA, IDE, default NIC or monitor; a QMP socket in the boot's directory, used only by tests that
+//! hot-plug NICs: [`Vm::qmp`]), `-serial stdio`, `-m 256 -smp 1`, and `romfile=` on each
 //! `virtio-net-pci` to skip loading the iPXE ROM. The initramfs is an uncompressed newc archive:
 //! the kernel takes it as is, and the guest does not spend emulated CPU time inflating it.
 //!

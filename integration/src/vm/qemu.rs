@@ -21,6 +21,9 @@ pub const QEMU: &str = "qemu-system-x86_64";
 /// `/init` dies ends QEMU at once instead of hanging).
 pub const KERNEL_CMDLINE: &str = "console=ttyS0 panic=-1 quiet";
 
+/// QEMU's QMP socket in the boot's directory.
+const QMP_SOCKET: &str = "qmp.sock";
+
 /// How long QEMU gets to exit after the guest printed `BRAID-DONE` (it then runs `poweroff -f`).
 const POWEROFF_GRACE: Duration = Duration::from_secs(30);
 
@@ -90,6 +93,9 @@ impl Vm {
         args.extend(["-kernel".into(), image.kernel.display().to_string()]);
         args.extend(["-initrd".into(), initrd_path.display().to_string()]);
         args.extend(["-append".into(), KERNEL_CMDLINE.into()]);
+        // QMP, for tests that hot-plug NICs into the running guest ([`Vm::qmp`]); nothing is
+        // sent on it otherwise.
+        args.extend(["-qmp".into(), format!("unix:{},server=on,wait=off", dir.path().join(QMP_SOCKET).display())]);
         for (i, n) in guest.nics.iter().enumerate() {
             args.extend(["-netdev".into(), format!("tap,id=n{i},ifname={},script=no,downscript=no", n.tap)]);
             args.extend(["-device".into(), format!("virtio-net-pci,netdev=n{i},mac={},romfile=", mac(&n.mac))]);
@@ -161,6 +167,79 @@ impl Vm {
     /// The console so far (`\r` removed): to wait for a guest to reach a point while it runs.
     pub fn console(&self) -> String {
         self.console.lock().map(|v| String::from_utf8_lossy(&v).replace('\r', "")).unwrap_or_default()
+    }
+
+    /// Waits until the console shows `text` (the guest reached a point of its script). `Err`
+    /// with the console's tail when QEMU's console ends first or the hang guard runs out.
+    pub fn wait_for_console(&self, text: &str) -> Result<(), String> {
+        let until = Instant::now() + self.guest.timeout;
+        loop {
+            let console = self.console();
+            if console.contains(text) {
+                return Ok(());
+            }
+            let ended = self.readers.first().is_some_and(|r| r.is_finished());
+            if ended || Instant::now() >= until {
+                let tail: Vec<&str> = console.lines().rev().take(30).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                return Err(format!("the console never showed {text:?}:\n{}", tail.join("\n")));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Runs QMP `commands` (`{"execute": …, "arguments": …}`) in order on one session and
+    /// returns their `return` values; with `event`, then waits (bounded by the hang guard) for
+    /// that event on the same session — QEMU sends events only to sessions open when they
+    /// happen, e.g. `DEVICE_DELETED` once the guest let go of a NIC `device_del` asked for.
+    /// `Err` names the command QEMU refused and QEMU's error.
+    pub fn qmp(&self, commands: &[serde_json::Value], event: Option<&str>) -> Result<Vec<serde_json::Value>, String> {
+        use std::io::{BufRead, BufReader, Write};
+        let path = self.dir.path().join(QMP_SOCKET);
+        let stream = std::os::unix::net::UnixStream::connect(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        stream.set_read_timeout(Some(self.guest.timeout)).map_err(|e| e.to_string())?;
+        let mut writer = stream.try_clone().map_err(|e| e.to_string())?;
+        let mut lines = BufReader::new(stream).lines();
+        // The next answer, or the awaited event; other events are passed over.
+        let mut next = || -> Result<serde_json::Value, String> {
+            loop {
+                let line = lines.next().ok_or("QMP: the session ended")?.map_err(|e| format!("QMP: {e}"))?;
+                let v: serde_json::Value = serde_json::from_str(&line).map_err(|e| format!("QMP {line:?}: {e}"))?;
+                if v.get("event").is_none() || event.is_some_and(|e| v["event"] == e) {
+                    return Ok(v);
+                }
+            }
+        };
+        let greeting = next()?;
+        if greeting.get("QMP").is_none() {
+            return Err(format!("QMP greeting: {greeting}"));
+        }
+        let capabilities = serde_json::json!({"execute": "qmp_capabilities"});
+        let mut out = Vec::new();
+        let mut seen = false;
+        for (k, c) in std::iter::once(&capabilities).chain(commands).enumerate() {
+            writeln!(writer, "{c}").map_err(|e| format!("QMP: {e}"))?;
+            let answer = loop {
+                let v = next()?;
+                if v.get("event").is_some() {
+                    seen = true;
+                    continue;
+                }
+                break v;
+            };
+            match answer.get("return") {
+                Some(r) if k > 0 => out.push(r.clone()),
+                Some(_) => {}
+                None => return Err(format!("QMP {c}: {}", answer["error"])),
+            }
+        }
+        if let Some(e) = event {
+            while !seen {
+                let v = next().map_err(|why| format!("waiting for the QMP event {e}: {why}"))?;
+                seen = v.get("event").is_some();
+            }
+        }
+        Ok(out)
     }
 
     /// This boot's directory (the initramfs with its configuration), removed on drop.

@@ -22,6 +22,9 @@ pub enum VmtapError {
     /// A tap could not be made.
     #[error(transparent)]
     Tap(#[from] TapError),
+    /// `prevResult` and the keys cannot be planned against the taps found (a name refused).
+    #[error(transparent)]
+    Plan(CniError),
     /// `prevResult` names a pod interface the namespace does not have.
     #[error("interface {iface} of prevResult is not in the pod namespace {netns}")]
     PodMissing {
@@ -82,6 +85,7 @@ impl From<VmtapError> for CniError {
     /// differences [`MISMATCH`], one per entry in `details`.
     fn from(e: VmtapError) -> CniError {
         let code = match &e {
+            VmtapError::Plan(_) => None,
             VmtapError::Netns(_) | VmtapError::Netlink(_) => None,
             VmtapError::Tap(_) | VmtapError::TapNotListed(_) => Some(INTERNAL),
             VmtapError::PodMissing { .. } | VmtapError::TapTaken { .. } | VmtapError::MarkTooLong { .. } => {
@@ -96,6 +100,7 @@ impl From<VmtapError> for CniError {
             (Some(code), e) => CniError::new(code, e.to_string()),
             (None, VmtapError::Netns(n)) => n.into(),
             (None, VmtapError::Netlink(n)) => n.into(),
+            (None, VmtapError::Plan(e)) => e,
             (None, e) => CniError::new(INTERNAL, e.to_string()),
         }
     }

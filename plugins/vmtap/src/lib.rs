@@ -46,14 +46,18 @@ impl Plugin for Vmtap {
         let conf = args.conf()?;
         let keys = keys(args)?;
         let prev = conf.require_prev_result()?;
-        let wires = plan::plan(&prev, &keys, &netns::sandbox_matcher(&args.netns))?;
+        let sel = plan::select(&prev, &keys, &netns::sandbox_matcher(&args.netns))?;
         let att = Attachment { container: &args.container_id, ifname: &args.ifname };
-        let made = netns::run_in(Path::new(&args.netns), || wire::add(&wires, att, keys.owner, &args.netns))??;
-        let wired: Vec<_> = wires.into_iter().zip(made).collect();
+        let wired = netns::run_in(Path::new(&args.netns), || wire::add(&sel, &keys, att, &args.netns))??;
         if let Some(dir) = &keys.dan_dir {
             let doc = dan::document(&prev, &wired, &args.netns);
             if let Err(e) = dan::write(dir, &args.container_id, &doc) {
-                let _ = netns::run_in(Path::new(&args.netns), || wire::teardown(&mut cni_netlink::Rtnl::open()?, att));
+                // What this ADD made goes; the taps an earlier ADD made and this one kept stay
+                // (the DAN file is replaced whole or not at all: the old one is still there).
+                let new: Vec<&str> = wired.iter().filter(|(w, _)| !w.kept).map(|(w, _)| w.tap.as_str()).collect();
+                let _ = netns::run_in(Path::new(&args.netns), || -> Result<(), VmtapError> {
+                    wire::roll_back(&mut cni_netlink::Rtnl::open()?, att, &new)
+                });
                 return Err(e.into());
             }
         }

@@ -97,7 +97,7 @@ mod tests {
 
     #[test]
     fn one_interface_reads_exactly_as_tc_redirect_tap() {
-        let wire = Wire { pod: "eth0".into(), index: 1, tap: "tap0".into() };
+        let wire = Wire { pod: "eth0".into(), index: 1, tap: "tap0".into(), kept: false };
         let made = Made { tap_mac: "be:ef:be:ef:00:01".into(), pod_mac: "0a:58:c0:a8:01:02".into(), mtu: 1500 };
         let out = extend(prev(), &[(wire, made)], "/var/run/netns/vm1", "vm1");
         // tc-redirect-tap's README example, with CNI_CONTAINERID=vm1 — and the tap's MTU as the
@@ -142,11 +142,11 @@ mod tests {
         p.ips.push(IpConfig { address: "2001:db8::7/64".parse().unwrap(), gateway: None, interface: Some(2) });
         let wires = vec![
             (
-                Wire { pod: "eth0".into(), index: 1, tap: "tap0".into() },
+                Wire { pod: "eth0".into(), index: 1, tap: "tap0".into(), kept: false },
                 Made { tap_mac: "be:00:00:00:00:01".into(), pod_mac: "0a:58:c0:a8:01:02".into(), mtu: 1500 },
             ),
             (
-                Wire { pod: "net1".into(), index: 2, tap: "tap1".into() },
+                Wire { pod: "net1".into(), index: 2, tap: "tap1".into(), kept: false },
                 Made { tap_mac: "be:00:00:00:00:02".into(), pod_mac: "02:00:00:00:00:07".into(), mtu: 8950 },
             ),
         ];

@@ -26,10 +26,10 @@
 //! in their device group as they are made, so that DEL deletes them in one request without
 //! changing each first.
 
-use crate::config::Owner;
+use crate::config::{Keys, Owner};
 use crate::error::VmtapError;
 use crate::mark::{Mark, MAX_ALIAS};
-use crate::plan::Wire;
+use crate::plan::{Existing, Selection, Wire};
 use crate::result::Made;
 use crate::tap::NewTap;
 use cni_netlink::links::{self, Link, LinkChange};
@@ -45,58 +45,174 @@ pub struct Attachment<'a> {
     pub ifname: &'a str,
 }
 
-/// ADD: joins every wire's pod interface to a new tap. On failure, everything this attachment
-/// has in the namespace is removed before the error is returned.
-pub fn add(wires: &[Wire], att: Attachment<'_>, owner: Option<Owner>, netns: &str) -> Result<Vec<Made>, VmtapError> {
+/// ADD: converges the attachment's taps on `sel`, the pod interfaces `prevResult` hands to a
+/// VM, and returns every wire (kept and new) with what the namespace says of it, in result
+/// order. A first ADD finds no tap of the attachment and makes one per pod interface.
+///
+/// A tap an earlier ADD of the attachment made ([`Mark`]) is
+/// - **kept**, untouched, when its pod interface is still chosen in `prevResult` and that very
+///   link still redirects to it (the last step of `join`, so the tap is whole; and filters go
+///   with their link, so a pod interface removed and made again under its name has none) and,
+///   with `tapNames`, it still has the name the key gives it;
+/// - **left** as it is when its pod interface is a pod interface of `prevResult` this vmtap
+///   does not choose (another vmtap's of the chain, by its `interfaces`), or when it is one of
+///   the taps of an earlier plugin that `prevResult` lists;
+/// - **removed** (as DEL removes it) otherwise: its pod interface left `prevResult`, or is gone.
+///
+/// Removals come after the new taps are made, so that a failure leaves what existed as it was
+/// and removes what this ADD made; only a stale tap whose name `tapNames` gives a new one goes
+/// first.
+pub fn add(
+    sel: &Selection<'_>,
+    keys: &Keys,
+    att: Attachment<'_>,
+    netns: &str,
+) -> Result<Vec<(Wire, Made)>, VmtapError> {
     let mut rtnl = Rtnl::open()?;
     let all = links::links(&mut rtnl)?;
+    let mut existing = Existing::default();
+    let mut stale: Vec<(&Link, Mark)> = Vec::new();
+    let mut vouched: Vec<String> = Vec::new();
+    let ours: Vec<(&Link, Mark)> = marked(&all, att).filter(|(t, _)| !sel.is_earlier_tap(&t.name)).collect();
+    // Listed only when the attachment has taps already (a first ADD does not pay for it here).
+    let served = if ours.is_empty() { Vec::new() } else { tc::ingress_qdiscs(&mut rtnl)? };
+    for (tap, mark) in ours {
+        existing.names.push(tap.name.clone());
+        if sel.is_chosen(&mark.pod) {
+            let named_as_asked = keys.tap_names.get(&mark.pod).is_none_or(|n| *n == tap.name);
+            // Joined: the pod interface's redirect to the tap, the last step of `join` (so the
+            // tap is complete: also after an ADD killed part-way), on this very link (filters
+            // go with their link: one made again under the name has none).
+            let joined = match all.iter().find(|l| l.name == mark.pod) {
+                Some(pod)
+                    if named_as_asked && !existing.kept.contains_key(&mark.pod) && tc::serves(&served, pod.index) =>
+                {
+                    tc::redirects(&mut rtnl, pod.index, &pod.name)?.iter().any(|r| r.to == tap.index)
+                }
+                _ => false,
+            };
+            if joined {
+                existing.kept.insert(mark.pod.clone(), tap.name.clone());
+                continue;
+            }
+            // A tap that goes, whose ADD added the pod interface's ingress qdisc (it was killed
+            // part-way, or tapNames renamed it): its new tap shares that qdisc, so that the
+            // last tap removed from it still removes it. Only if that tap is joined to this
+            // very link (its own redirect, made before the qdisc): the qdisc of a link made
+            // again under the name is not vmtap's.
+            if let Some(pod) = all.iter().find(|l| l.name == mark.pod) {
+                if mark.made_ingress
+                    && tc::serves(&served, pod.index)
+                    && tc::redirects(&mut rtnl, tap.index, &tap.name)?.iter().any(|r| r.to == pod.index)
+                {
+                    vouched.push(mark.pod.clone());
+                }
+            }
+            stale.push((tap, mark));
+        } else if !sel.is_pod_interface(&mark.pod) {
+            stale.push((tap, mark));
+        }
+    }
+    let wires = sel.name(keys, &existing).map_err(VmtapError::Plan)?;
+    let mut first: Vec<(&Link, Mark)> = Vec::new();
     let mut pods = Vec::with_capacity(wires.len());
-    for w in wires {
+    for w in wires.iter().filter(|w| !w.kept) {
         let Some(pod) = all.iter().find(|l| l.name == w.pod) else {
             return Err(VmtapError::PodMissing { iface: w.pod.clone(), netns: netns.to_string() });
         };
-        if all.iter().any(|l| l.name == w.tap) {
-            return Err(VmtapError::TapTaken { tap: w.tap.clone(), pod: w.pod.clone() });
+        if let Some(taken) = all.iter().find(|l| l.name == w.tap) {
+            match stale.iter().position(|(t, _)| t.index == taken.index) {
+                Some(k) => first.push(stale.remove(k)),
+                None => return Err(VmtapError::TapTaken { tap: w.tap.clone(), pod: w.pod.clone() }),
+            }
         }
-        pods.push(pod);
+        pods.push((w, pod));
     }
-    let with_ingress = tc::ingress_qdiscs(&mut rtnl)?;
-    let group = free_group(&all, att);
-    let mut made = Vec::new();
-    for (w, pod) in wires.iter().zip(pods) {
-        let qdisc = if !tc::serves(&with_ingress, pod.index) {
-            Qdisc::Add
-        } else if vmtap_made(&all, &pod.name) {
-            Qdisc::Share
-        } else {
-            Qdisc::Keep
-        };
-        match join(&mut rtnl, w, pod, qdisc, (att, group), owner) {
-            Ok(m) => made.push(m),
-            Err(e) => return Err(rolled_back(&mut rtnl, att, e)),
+    // What no new tap needs out of the way stays until the new ones are made.
+    let gone: Vec<&str> = first.iter().chain(&stale).map(|(t, _)| t.name.as_str()).collect();
+    remove(&mut rtnl, &all, &first)?;
+    if !pods.is_empty() {
+        let with_ingress = tc::ingress_qdiscs(&mut rtnl)?;
+        let group = free_group(&all, att);
+        let staying: Vec<Link> = all.iter().filter(|l| !gone.contains(&l.name.as_str())).cloned().collect();
+        let made: Vec<&str> = pods.iter().map(|(w, _)| w.tap.as_str()).collect();
+        for (w, pod) in &pods {
+            let qdisc = if !tc::serves(&with_ingress, pod.index) {
+                Qdisc::Add
+            } else if vmtap_made(&staying, &pod.name) || vouched.contains(&pod.name) {
+                Qdisc::Share
+            } else {
+                Qdisc::Keep
+            };
+            if let Err(e) = join(&mut rtnl, w, pod, qdisc, (att, group), keys.owner) {
+                return Err(rolled_back(&mut rtnl, att, &made, e));
+            }
         }
+        if let Err(e) = remove(&mut rtnl, &all, &stale) {
+            return Err(rolled_back(&mut rtnl, att, &made, e));
+        }
+    } else {
+        remove(&mut rtnl, &all, &stale)?;
     }
-    // What the kernel made of each tap's MTU (it may refuse or clamp none silently, but the
-    // result reports what is, not what was asked).
-    let now = match links::links(&mut rtnl) {
+    // What the kernel made of each tap (its MAC; its MTU, which it may refuse or clamp none
+    // silently: the result reports what is, not what was asked), and the pod interface's MAC.
+    let now = links::links(&mut rtnl).map_err(VmtapError::from);
+    let new: Vec<String> = wires.iter().filter(|w| !w.kept).map(|w| w.tap.clone()).collect();
+    let new: Vec<&str> = new.iter().map(String::as_str).collect();
+    let now = match now {
         Ok(now) => now,
-        Err(e) => return Err(rolled_back(&mut rtnl, att, e.into())),
+        Err(e) => return Err(rolled_back(&mut rtnl, att, &new, e)),
     };
-    for (w, m) in wires.iter().zip(made.iter_mut()) {
-        match now.iter().find(|l| l.name == w.tap) {
-            Some(tap) => m.mtu = tap.mtu,
-            None => return Err(rolled_back(&mut rtnl, att, VmtapError::TapNotListed(w.tap.clone()))),
-        }
+    let mut out = Vec::with_capacity(wires.len());
+    for w in wires {
+        let (Some(tap), Some(pod)) = (now.iter().find(|l| l.name == w.tap), now.iter().find(|l| l.name == w.pod))
+        else {
+            return Err(rolled_back(&mut rtnl, att, &new, VmtapError::TapNotListed(w.tap.clone())));
+        };
+        let made = Made { tap_mac: tap.mac_string(), pod_mac: pod.mac_string(), mtu: tap.mtu };
+        out.push((w, made));
     }
-    Ok(made)
+    Ok(out)
 }
 
-/// Removes what the attachment has in the namespace and returns `e`: the error that stopped
-/// ADD is the one to report; a failing rollback would be found again by DEL, which the runtime
-/// sends next.
-fn rolled_back(rtnl: &mut Rtnl, att: Attachment<'_>, e: VmtapError) -> VmtapError {
-    let _ = teardown(rtnl, att);
+/// The taps of the namespace marked for the attachment, with their marks.
+fn marked<'l>(all: &'l [Link], att: Attachment<'_>) -> impl Iterator<Item = (&'l Link, Mark)> + 'l {
+    let (container, ifname) = (att.container.to_string(), att.ifname.to_string());
+    all.iter()
+        .filter(|l| l.kind == "tun")
+        .filter_map(|l| Some((l, Mark::parse(&l.alias)?)))
+        .filter(move |(_, m)| m.belongs_to(&container, &ifname))
+}
+
+/// [`roll_back`], then `e`: the error that stopped ADD is the one to report; a failing
+/// rollback would be found again by DEL, which the runtime sends next.
+fn rolled_back(rtnl: &mut Rtnl, att: Attachment<'_>, made: &[&str], e: VmtapError) -> VmtapError {
+    let _ = roll_back(rtnl, att, made);
     e
+}
+
+/// Removes the taps of the attachment named in `made` (what this ADD made), as DEL would;
+/// the taps that existed before this ADD stay.
+pub fn roll_back(rtnl: &mut Rtnl, att: Attachment<'_>, made: &[&str]) -> Result<(), VmtapError> {
+    let all = links::links(rtnl)?;
+    let ours: Vec<(&Link, Mark)> = marked(&all, att).filter(|(t, _)| made.contains(&t.name.as_str())).collect();
+    remove(rtnl, &all, &ours)
+}
+
+/// Removes some taps of the attachment, one request each (the others of its device group
+/// stay), with what joins them to their pod interfaces (as [`teardown`]).
+fn remove(rtnl: &mut Rtnl, all: &[Link], taps: &[(&Link, Mark)]) -> Result<(), VmtapError> {
+    if taps.is_empty() {
+        return Ok(());
+    }
+    unjoin_all(rtnl, all, taps)?;
+    for (tap, _) in taps {
+        match links::delete(rtnl, tap.index, &tap.name) {
+            Err(e) if !e.is_not_found() => return Err(e.into()),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// What an ADD does with a pod interface's ingress qdisc.
@@ -126,7 +242,7 @@ fn join(
     qdisc: Qdisc,
     (att, group): (Attachment<'_>, u32),
     owner: Option<Owner>,
-) -> Result<Made, VmtapError> {
+) -> Result<(), VmtapError> {
     let mark = Mark {
         container: att.container.to_string(),
         ifname: att.ifname.to_string(),
@@ -164,23 +280,26 @@ fn join(
         links::set(rtnl, tap.index, &tap.name, &LinkChange { alias: Some(&mark.to_alias()), ..LinkChange::default() })?;
     }
     tc::add_redirect(rtnl, (pod.index, &pod.name), (tap.index, &tap.name))?;
-    Ok(Made { tap_mac: tap.mac_string(), pod_mac: pod.mac_string(), mtu: pod.mtu })
+    Ok(())
 }
 
 /// Removes everything of the attachment in the namespace; returns the taps removed.
 pub fn teardown(rtnl: &mut Rtnl, att: Attachment<'_>) -> Result<Vec<String>, VmtapError> {
     let all = links::links(rtnl)?;
-    let ours: Vec<(&Link, Mark)> = all
-        .iter()
-        .filter(|l| l.kind == "tun")
-        .filter_map(|l| Some((l, Mark::parse(&l.alias)?)))
-        .filter(|(_, m)| m.belongs_to(att.container, att.ifname))
-        .collect();
+    let ours: Vec<(&Link, Mark)> = marked(&all, att).collect();
     if ours.is_empty() {
         return Ok(Vec::new());
     }
+    unjoin_all(rtnl, &all, &ours)?;
+    delete_taps(rtnl, &all, &ours.iter().map(|(t, _)| *t).collect::<Vec<_>>(), att)?;
+    Ok(ours.iter().map(|(t, _)| t.name.clone()).collect())
+}
+
+/// Takes off each tap's pod interface the filters that redirect to it — with the pod
+/// interface's ingress qdisc when vmtap made it and nothing else is on it.
+fn unjoin_all(rtnl: &mut Rtnl, all: &[Link], taps: &[(&Link, Mark)]) -> Result<(), VmtapError> {
     let with_ingress = tc::ingress_qdiscs(rtnl)?;
-    for (tap, mark) in &ours {
+    for (tap, mark) in taps {
         if let Some(pod) = all.iter().find(|l| l.name == mark.pod) {
             if let Some(q) = with_ingress.iter().find(|q| q.index == pod.index) {
                 // A clsact there is not the ingress qdisc vmtap made (that one is gone, and
@@ -189,8 +308,7 @@ pub fn teardown(rtnl: &mut Rtnl, att: Attachment<'_>) -> Result<Vec<String>, Vmt
             }
         }
     }
-    delete_taps(rtnl, &all, &ours.iter().map(|(t, _)| *t).collect::<Vec<_>>(), att)?;
-    Ok(ours.iter().map(|(t, _)| t.name.clone()).collect())
+    Ok(())
 }
 
 /// Deletes the taps. Each deletion costs the kernel an RCU grace period or two (10–20 ms on a
