@@ -310,3 +310,49 @@ fn kill_update(p: &Pod, networks: &str, until: impl Fn() -> bool + Send) {
         let _ = child.wait();
     });
 }
+
+#[test]
+fn with_vmtap_in_the_conflist_an_added_network_becomes_a_new_tap_and_vm_interface() {
+    if !require_root("with_vmtap_in_the_conflist_an_added_network_becomes_a_new_tap_and_vm_interface") {
+        return;
+    }
+    let mut p = Pod::new("hpv");
+    // braid-install --vmtap's conflist: the delegator (merged result), then vmtap.
+    p.list["plugins"].as_array_mut().unwrap().push(json!({"type": "vmtap"}));
+    std::fs::write(&p.list_path, p.list.to_string()).unwrap();
+    p.add("red");
+    let taps = |links: &[(String, u64)]| -> Vec<(String, u64)> {
+        links.iter().filter(|(n, _)| n.starts_with("tap")).cloned().collect()
+    };
+    let before = taps(&p.links());
+    assert_eq!(names(&before), ["tap0", "tap1"]);
+
+    let (code, r) = p.update("red,blue");
+    assert_eq!(code, 0, "{r}");
+    let after = taps(&p.links());
+    assert_eq!(&after[..2], &before[..], "the running VM's taps are untouched");
+    assert_eq!(names(&after), ["tap0", "tap1", "tap2"]);
+    // The result a VMM reads (tc-redirect-tap's convention): net2's tap in the pod namespace, and
+    // a VM interface of the tap's name with net2's MAC, to which a copy of net2's address points.
+    let ifs = r["interfaces"].as_array().unwrap();
+    let net2 = ifs.iter().find(|i| i["name"] == "net2").unwrap_or_else(|| panic!("{r}"));
+    assert!(ifs.iter().any(|i| i["name"] == "tap2" && i["sandbox"] == p.rt.netns.as_str()), "{r}");
+    let vm = ifs
+        .iter()
+        .position(|i| i["name"] == "tap2" && i["sandbox"] == p.rt.container_id.as_str() && i["mac"] == net2["mac"])
+        .unwrap_or_else(|| panic!("no VM interface for net2: {r}"));
+    assert!(
+        r["ips"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|ip| ip["interface"] == vm && ip["address"].as_str().unwrap().starts_with("198.18.92.")),
+        "{r}"
+    );
+
+    // Removed: its tap goes with it; the others stay.
+    let (code, r) = p.update("red");
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(taps(&p.links()), before);
+    p.del();
+}
