@@ -365,8 +365,12 @@ impl StateStore {
 /// parent, is not what nodes run: Debian, Ubuntu and Fedora kernels mount ext2 with the ext4
 /// driver.)
 fn entry_durable_with_file(fs: nix::sys::statfs::FsType) -> bool {
-    use nix::sys::statfs::{EXT4_SUPER_MAGIC, XFS_SUPER_MAGIC};
-    fs == EXT4_SUPER_MAGIC || fs == XFS_SUPER_MAGIC
+    // `include/uapi/linux/magic.h` (nix leaves XFS's out of musl builds).
+    const EXT4_SUPER_MAGIC: i64 = 0xEF53;
+    const XFS_SUPER_MAGIC: i64 = 0x5846_5342;
+    #[allow(clippy::unnecessary_cast)] // `f_type`'s width differs between libcs
+    let magic = fs.0 as i64;
+    magic == EXT4_SUPER_MAGIC || magic == XFS_SUPER_MAGIC
 }
 
 /// How long a lock is waited for.

@@ -196,16 +196,19 @@ fn finish(m: &mut MetaCommand, args: &CmdArgs, report: &Report, results: &[AnyRe
         CniError::new(cni_types::error::INTERNAL, format!("cannot express the result in cniVersion {version}: {e}"))
     })?;
     if let Some(path) = &report.status {
-        let links = match links {
-            Some(l) => l,
-            None => m.pod.links()?,
-        };
         let atts: Vec<(&AnyResult, &str, &StatusNetwork)> = results
             .iter()
             .zip(&m.config.delegates)
             .zip(&report.networks)
             .map(|((r, d), l)| (r, d.ifname.as_str(), l))
             .collect();
+        // The pod namespace is read only for a MAC some result left out (most primaries
+        // report theirs): one link dump fewer per ADD.
+        let links = match links {
+            Some(l) => l,
+            None if status::needs_links(&atts) => m.pod.links()?,
+            None => Vec::new(),
+        };
         status::write(path, &status::file(status::document(&atts, &links), report.pod_uid.as_deref()))?;
     }
     Ok(result)
