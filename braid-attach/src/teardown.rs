@@ -116,6 +116,14 @@ impl Attacher<'_> {
         log: &mut Logger,
     ) -> Result<(), CniError> {
         let key = Self::key(call)?;
+        if unusable_dir.is_none() {
+            // Earlier DELs' retired state files ([`crate::state::StateStore::retire`]),
+            // unlinked on a thread of their own while this DEL takes its lock, reads its state
+            // and its delegates work; not waited for (what the exit cuts short, the next DEL
+            // sweeps).
+            let store = self.store.clone();
+            let _ = std::thread::Builder::new().spawn(move || store.sweep_retired());
+        }
         // What made the state unusable: DEL then deletes the configured delegates, as for a
         // corrupt state, and never blocks or gives up before they are released.
         let mut unusable: Vec<String> = unusable_dir.map(|e| e.msg.clone()).into_iter().collect();
@@ -185,8 +193,8 @@ impl Attacher<'_> {
         }
         // A state that could not be used is removed if it can be (a planted symlink or FIFO
         // goes with it); one that cannot (a read-only directory) is reported, its delegates
-        // released.
-        self.store.remove(&key).map_err(|e| {
+        // released. A regular one is retired: its blocks are freed by a later DEL's sweep.
+        self.store.retire(&key).map_err(|e| {
             let e = CniError::new(IO_FAILURE, format!("the delegates were deleted, but {e}"));
             log.error(&e);
             e
