@@ -27,7 +27,7 @@ const DELEGATOR_OVER_DIRECT: f64 = 1.035;
 /// fsync (one on ext4 and XFS, where the file's fsync makes its directory entry durable too)
 /// are the floor (~1–1.2 ms on a quiet machine); everything else it does — the files it reads,
 /// its locks, the state's appends and retirement, the network-status document — must fit in
-/// the rest. Held on a quiet machine (1.12–1.16 ms), not yet under load (1.55–1.71 ms):
+/// the rest. Held on a quiet machine (1.12–1.26 ms), not yet under load (1.55–1.71 ms):
 /// where it goes, counted, is in `docs/bench/NOTES.md` (the delegator's fixed cost).
 const FIXED_COST_MS: f64 = 1.5;
 
