@@ -253,7 +253,7 @@ impl Attacher<'_> {
         log: &mut Logger,
     ) -> CniError {
         let Failures { first: (i, e), others } = failed;
-        let rollback = self.del_recorded(call, state, attempted, Order::OneByOne, log);
+        let rollback = self.del_recorded(call, state, attempted, Order::OneByOne, None, log);
         // A delegate cut off by the deadline (code 11 once the ADD part has passed) is named as
         // what the command was waiting for; one that failed by itself as failed.
         let cut_off = e.code == TRY_AGAIN_LATER && self.deadline.add_until().is_some_and(|u| Instant::now() >= u);

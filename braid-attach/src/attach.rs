@@ -291,12 +291,15 @@ impl Attacher<'_> {
         state: &Plan,
         attempted: &[bool],
         order: Order,
+        first: Option<(usize, invoke::Started)>,
         log: &mut Logger,
     ) -> Vec<String> {
         let indices: Vec<usize> =
             (0..state.attachments.len()).rev().filter(|&i| attempted.get(i).copied().unwrap_or(false)).collect();
         let outcomes = if order == Order::OneByOne {
-            let ahead = Ahead::default();
+            // A process started ahead for delegate `i` is used in `i`'s turn if it runs exactly
+            // what that turn runs; otherwise it is killed unsent.
+            let ahead = first.map_or_else(Ahead::default, |(i, p)| Ahead::with(i, Some(p)));
             let at = |k: usize| indices.get(k).map(|&i| (i, &state.attachments[i]));
             (0..indices.len())
                 .filter_map(|k| Some(self.replay_in_turn(Command::Del, call, at(k)?, at(k + 1), &ahead)))

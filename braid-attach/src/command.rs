@@ -167,7 +167,10 @@ impl MetaCommand {
         let a = engine(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline);
         let deleted = match &self.state_unusable {
             Some(why) => a.del_without_state(&self.call, &self.config.delegates, why, &mut self.log),
-            None => a.del(&self.call, &self.config.delegates, &mut self.log),
+            None => {
+                let last = a.start_last(&self.call, &self.config.delegates);
+                a.del_with_last(&self.call, &self.config.delegates, last, &mut self.log)
+            }
         };
         if deleted.is_ok() {
             crate::ifnames::sweep(&self.call.netns, Path::new(crate::ifnames::LOCK_DIR));

@@ -89,6 +89,15 @@ impl Delegate {
         }
     }
 
+    /// The type of the plugin its DEL runs first: a single plugin's; a conflist's last one's
+    /// (libcni deletes a list in reverse, `libcni/api.go` `DelNetworkList`).
+    pub fn del_plugin_type(&self) -> &str {
+        match &self.config {
+            DelegateConfig::Plugin(c) => c.plugin_type(),
+            DelegateConfig::List(l) => l.plugins.last().map_or("", |p| p.plugin_type()),
+        }
+    }
+
     /// The version it speaks.
     pub fn version(&self) -> &str {
         match &self.config {

@@ -8,6 +8,7 @@ use crate::delegate::{plan, Delegate};
 use crate::plan::{Attachment, Phase, Plan};
 use crate::state::Key;
 use cni_runtime::chain::RuntimeConf;
+use cni_runtime::invoke::Started;
 use cni_skel::log::Logger;
 use cni_types::error::{INTERNAL, INVALID_NETWORK_CONFIG, IO_FAILURE, TRY_AGAIN_LATER};
 use cni_types::version::Command;
@@ -93,7 +94,41 @@ impl Attacher<'_> {
 
     /// DEL from the state (or, without a usable one, from `configured`), every delegate tried.
     pub fn del(&self, call: &RuntimeConf, configured: &[Delegate], log: &mut Logger) -> Result<(), CniError> {
-        self.del_with(call, configured, None, log)
+        self.del_with(call, configured, None, None, log)
+    }
+
+    /// The process DEL runs first, started ahead from the configuration — the last configured
+    /// delegate's first DEL process (a single plugin's, a conflist's last plugin's) — before
+    /// the container's lock and the state are read, work that then overlaps the plugin's own
+    /// start-up (a Go plugin spends about a millisecond before it reads its stdin), as
+    /// [`Attacher::start_first`] does for ADD. [`Attacher::del_with_last`] sends it its
+    /// configuration in its turn if it runs exactly what the recorded plan runs there;
+    /// otherwise, and when the DEL ends first, it is killed unsent (killed with its caller, it
+    /// reads an empty stdin and exits without acting). `None` when the executor does not start
+    /// ahead, the deadline has passed, the last delegate's interface is named at ADD
+    /// (`net<N>`: known only from the state), or its plugin is not found.
+    pub fn start_last(&self, call: &RuntimeConf, configured: &[Delegate]) -> Option<Started> {
+        if self.deadline.until().is_some_and(|u| Instant::now() >= u) {
+            return None;
+        }
+        let d = configured.last().filter(|d| !d.auto_ifname)?;
+        let path = self.exec.find(d.del_plugin_type(), &self.paths).ok()?;
+        let inv = self.invocation(Command::Del, call, &d.ifname, &d.effective_args(call));
+        self.exec.start_ahead(&path, &inv.env())
+    }
+
+    /// [`Attacher::del`] with the process [`Attacher::start_last`] started (`last`), used in
+    /// the turn of the last configured delegate's recorded attachment when it runs exactly
+    /// that turn's binary and variables, killed unsent otherwise.
+    pub fn del_with_last(
+        &self,
+        call: &RuntimeConf,
+        configured: &[Delegate],
+        last: Option<Started>,
+        log: &mut Logger,
+    ) -> Result<(), CniError> {
+        let last = last.and_then(|p| Some((configured.len().checked_sub(1)?, p)));
+        self.del_with(call, configured, None, last, log)
     }
 
     /// DEL when the state directory itself is unusable (`why`): the configured delegates are
@@ -105,7 +140,7 @@ impl Attacher<'_> {
         why: &CniError,
         log: &mut Logger,
     ) -> Result<(), CniError> {
-        self.del_with(call, configured, Some(why), log)
+        self.del_with(call, configured, Some(why), None, log)
     }
 
     fn del_with(
@@ -113,9 +148,18 @@ impl Attacher<'_> {
         call: &RuntimeConf,
         configured: &[Delegate],
         unusable_dir: Option<&CniError>,
+        last: Option<(usize, Started)>,
         log: &mut Logger,
     ) -> Result<(), CniError> {
         let key = Self::key(call)?;
+        if unusable_dir.is_none() {
+            // Earlier DELs' retired state files ([`crate::state::StateStore::retire`]),
+            // unlinked on a thread of their own while this DEL takes its lock, reads its state
+            // and its delegates work; not waited for (what the exit cuts short, the next DEL
+            // sweeps).
+            let store = self.store.clone();
+            let _ = std::thread::Builder::new().spawn(move || store.sweep_retired());
+        }
         // What made the state unusable: DEL then deletes the configured delegates, as for a
         // corrupt state, and never blocks or gives up before they are released.
         let mut unusable: Vec<String> = unusable_dir.map(|e| e.msg.clone()).into_iter().collect();
@@ -166,9 +210,11 @@ impl Attacher<'_> {
             Some(state) => {
                 n = state.attachments.len();
                 self.end_leftovers(&state, log)?;
-                self.del_recorded(call, &state, &vec![true; n], Order::of(state.parallel), log)
+                self.del_recorded(call, &state, &vec![true; n], Order::of(state.parallel), last, log)
             }
             None => {
+                // Nothing recorded to match it against: not used.
+                drop(last);
                 let (state, _) = plan(call, configured, self.parallel)?;
                 n = state.attachments.len();
                 self.del_configured(call, &state, log)
@@ -185,8 +231,8 @@ impl Attacher<'_> {
         }
         // A state that could not be used is removed if it can be (a planted symlink or FIFO
         // goes with it); one that cannot (a read-only directory) is reported, its delegates
-        // released.
-        self.store.remove(&key).map_err(|e| {
+        // released. A regular one is retired: its blocks are freed by a later DEL's sweep.
+        self.store.retire(&key).map_err(|e| {
             let e = CniError::new(IO_FAILURE, format!("the delegates were deleted, but {e}"));
             log.error(&e);
             e
@@ -208,7 +254,8 @@ impl Attacher<'_> {
             let call = RuntimeConf { netns: state.netns.clone(), ..call };
             self.end_leftovers(&state, log)?;
             // GC stays as it was: one stale attachment after another, its delegates in turn.
-            let errors = self.del_recorded(&call, &state, &vec![true; state.attachments.len()], Order::OneByOne, log);
+            let errors =
+                self.del_recorded(&call, &state, &vec![true; state.attachments.len()], Order::OneByOne, None, log);
             if !errors.is_empty() {
                 return Err(CniError::new(
                     INTERNAL,

@@ -226,7 +226,7 @@ impl Attacher<'_> {
                     .map(|i| i >= first && (i < first + k || (i == first + k && started)))
                     .collect();
                 let failed = describe(first + k, &plan.attachments[first + k]);
-                let errors = self.del_recorded(call, plan, &attempted, crate::attach::Order::OneByOne, log);
+                let errors = self.del_recorded(call, plan, &attempted, crate::attach::Order::OneByOne, None, log);
                 let mut msg = format!("{failed} failed: {}", e.msg);
                 if errors.is_empty() {
                     plan.attachments.truncate(first);

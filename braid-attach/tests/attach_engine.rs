@@ -880,3 +880,82 @@ fn an_add_refused_before_its_first_delegate_kills_the_process_started_ahead_unse
         assert_eq!(std::fs::read(w.dir.join("ctr1@eth0")).unwrap(), before);
     });
 }
+
+/// Every delegate through `fake`, but `macvlan` — the last of [`three`], the one DEL runs
+/// first — found at `script` and started ahead for real.
+struct LastIsReal<'a> {
+    fake: &'a FakeExec,
+    script: PathBuf,
+}
+
+impl Exec for LastIsReal<'_> {
+    fn exec(&self, plugin: &Path, stdin: &[u8], env: &[(String, String)]) -> Result<Vec<u8>, InvokeError> {
+        self.fake.exec(plugin, stdin, env)
+    }
+
+    fn find(&self, name: &str, paths: &[PathBuf]) -> Result<PathBuf, InvokeError> {
+        match name {
+            "macvlan" => Ok(self.script.clone()),
+            _ => self.fake.find(name, paths),
+        }
+    }
+
+    fn start_ahead(&self, plugin: &Path, env: &Env) -> Option<cni_runtime::invoke::Started> {
+        cni_runtime::RawExec::default().start_ahead(plugin, env)
+    }
+}
+
+/// [`three`] attached through a plain `FakeExec`, then `test` with an attacher whose
+/// `macvlan` is a real script that appends its `CNI_IFNAME` to `marker` once it is sent a
+/// configuration.
+fn with_marking_macvlan(tag: &str, test: impl FnOnce(&Attacher<'_>, &FakeExec, &Path)) {
+    let w = World::new(tag);
+    let adder = FakeExec::default();
+    three_replies(&adder);
+    w.attacher(&adder).add(&call(), &three(), &mut Logger::recording("test", "ADD")).unwrap();
+    let s = ScriptDir::new(tag).unwrap();
+    let marker = s.path.join("configured");
+    let script = s
+        .script("macvlan", &format!("cat > /dev/null\nprintf '%s\\n' \"$CNI_IFNAME\" >> '{}'\n", marker.display()))
+        .unwrap();
+    let fake = FakeExec::default();
+    let exec = LastIsReal { fake: &fake, script };
+    test(&w.attacher(&exec), &fake, &marker);
+}
+
+/// DEL's first process, started ahead from the configuration before the lock and the state
+/// are read, is the one that deletes the last delegate — sent its configuration in its turn —
+/// and the state is gone afterwards, as with any DEL.
+#[test]
+fn the_last_delegate_started_ahead_is_the_one_del_runs_first() {
+    with_marking_macvlan("delahead", |a, fake, marker| {
+        let last = a.start_last(&call(), &three()).expect("macvlan started ahead");
+        let pid = last.pid().unwrap();
+        assert!(!marker.exists(), "sent nothing before its turn");
+        a.del_with_last(&call(), &three(), Some(last), &mut Logger::recording("test", "DEL")).unwrap();
+        assert_eq!(std::fs::read_to_string(marker).unwrap(), "net2\n", "the process started ahead deleted it");
+        assert!(reaped(pid));
+        let names: Vec<String> = calls(fake).into_iter().map(|c| c.0).collect();
+        assert_eq!(names, ["ptp", "bridge"], "only the other two through the executor");
+        assert_eq!(a.store.keys().unwrap(), Vec::<Key>::new());
+    });
+}
+
+/// A process started ahead for another call (another interface name) is never sent a
+/// configuration: it is killed unsent, and the recorded delegate's DEL runs in a process of
+/// its own (started anew: with a delegate after it, its turn starts the next one's ahead).
+#[test]
+fn a_del_process_started_for_another_call_is_killed_unsent() {
+    with_marking_macvlan("delaheadother", |a, fake, marker| {
+        let mut other = three();
+        other[2].ifname = "net9".into();
+        let last = a.start_last(&call(), &other).expect("macvlan started ahead");
+        let pid = last.pid().unwrap();
+        a.del_with_last(&call(), &three(), Some(last), &mut Logger::recording("test", "DEL")).unwrap();
+        assert!(reaped(pid), "the process started for net9 was not reaped");
+        let ran = std::fs::read_to_string(marker).unwrap();
+        assert_eq!(ran, "net2\n", "the process started for net9 was sent a configuration, or net2 was not deleted");
+        let names: Vec<String> = calls(fake).into_iter().map(|c| c.0).collect();
+        assert_eq!(names, ["ptp", "bridge"]);
+    });
+}

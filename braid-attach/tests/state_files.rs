@@ -32,6 +32,42 @@ fn state_files_are_private_atomic_and_removable() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// DEL's removal: the state is gone for every reader at once (renamed into `.retired`, which
+/// no key names), and a sweep frees it later; a missing state is fine, and anything but a
+/// regular file is removed as `remove` does (a planted directory is an error naming it).
+#[test]
+fn retired_state_is_gone_at_once_and_swept_later() {
+    let dir = temp_dir("retire");
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = StateStore::open(&dir).unwrap();
+    let (a, b) = (Key::new("ctr-a", "eth0").unwrap(), Key::new("ctr-b", "eth0").unwrap());
+    store.create(&a, b"plan a\n").unwrap();
+    store.create(&b, b"plan b\n").unwrap();
+    store.retire(&a).unwrap();
+    assert_eq!(store.read(&a).unwrap(), None);
+    assert_eq!(store.keys().unwrap(), vec![b.clone()], "a retired state is no key (GC never sees it)");
+    let retired = dir.join(braid_attach::state::RETIRED);
+    let names: Vec<String> =
+        std::fs::read_dir(&retired).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, vec![std::process::id().to_string()], "kept, named after its process, until a sweep");
+    assert_eq!(std::fs::read(retired.join(&names[0])).unwrap(), b"plan a\n");
+    store.retire(&a).unwrap();
+    store.sweep_retired();
+    assert_eq!(std::fs::read_dir(&retired).unwrap().count(), 0);
+    // A second state retired by the same process replaces the first, not yet swept one.
+    store.retire(&b).unwrap();
+    assert_eq!(store.keys().unwrap(), Vec::<Key>::new());
+    assert_eq!(std::fs::read_dir(&retired).unwrap().count(), 1);
+    store.sweep_retired();
+    // Not a regular file: removed as before, and what cannot be removed is reported.
+    let planted = dir.join("ctr-c@eth0");
+    std::fs::create_dir(&planted).unwrap();
+    let e = store.retire(&Key::new("ctr-c", "eth0").unwrap()).unwrap_err();
+    assert!(e.to_string().contains("ctr-c@eth0"), "{e}");
+    assert!(planted.is_dir(), "a planted directory is not moved away unnoticed");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn state_is_created_then_appended_to() {
     let dir = temp_dir("append");

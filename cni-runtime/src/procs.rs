@@ -35,7 +35,10 @@ pub enum KillError {
 
 /// `(state, starttime)` from `/proc/<pid>/stat`, `None` when there is no such process.
 fn stat(pid: u32) -> Option<(char, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // One read into a buffer that fits the line (about 300 bytes; `fs::read_to_string` would
+    // fstat the file, which reports size 0, and read it in five growing steps).
+    let mut text = String::with_capacity(1024);
+    std::io::Read::read_to_string(&mut std::fs::File::open(format!("/proc/{pid}/stat")).ok()?, &mut text).ok()?;
     // The command name is in parentheses and may contain anything, so fields count from the
     // last ')': state is field 3, starttime field 22.
     let rest = &text[text.rfind(')')? + 1..];

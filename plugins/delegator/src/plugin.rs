@@ -210,12 +210,15 @@ pub(crate) fn finish(
         CniError::new(cni_types::error::INTERNAL, format!("cannot express the result in cniVersion {version}: {e}"))
     })?;
     if let Some(path) = &report.status {
-        let links = match links {
-            Some(l) => l,
-            None => m.pod.links()?,
-        };
         let atts: Vec<(&AnyResult, &str, &StatusNetwork)> =
             results.iter().zip(ifnames).zip(&report.networks).map(|((r, ifname), l)| (r, ifname.as_str(), l)).collect();
+        // The pod namespace is read only for a MAC some result left out (most primaries
+        // report theirs): one link dump fewer per ADD.
+        let links = match links {
+            Some(l) => l,
+            None if status::needs_links(&atts) => m.pod.links()?,
+            None => Vec::new(),
+        };
         let record = status::Record {
             pod_uid: report.pod_uid.as_deref(),
             sandbox: Some((&args.netns, &args.ifname)),

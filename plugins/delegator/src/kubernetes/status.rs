@@ -41,6 +41,16 @@ pub fn path(dir: &Path, pod: &Pod, container_id: &str) -> Option<PathBuf> {
     (safe(ns) && safe(name) && safe(container_id)).then(|| dir.join(format!("{ns}_{name}_{container_id}.json")))
 }
 
+/// Whether [`document`] needs the pod's links: some interface it lists has no MAC in its
+/// result (or a result lists no interface in the pod, as 0.1.0/0.2.0 results never do).
+pub fn needs_links(attachments: &[(&AnyResult, &str, &StatusNetwork)]) -> bool {
+    attachments.iter().any(|(result, _, _)| {
+        let r: CniResult = result.to_latest();
+        let mut sandboxed = r.interfaces.iter().filter(|i| !i.sandbox.is_empty()).peekable();
+        sandboxed.peek().is_none() || sandboxed.any(|i| i.mac.is_empty())
+    })
+}
+
 /// The document: for each attachment (its result, interface name and network) one entry per
 /// interface of its result that lives in the pod namespace (one for `ifname` when its result
 /// lists none, as 0.1.0/0.2.0 results never do), MACs missing from results filled from `links`.

@@ -485,6 +485,15 @@ fn status_documents_one_entry_per_sandbox_interface() {
         index: 3,
         ..Default::default()
     }];
+    // The 0.2.0 result names no interface: its MAC comes from the links, so they are read.
+    assert!(status::needs_links(&[(&r1, "eth0", &networks[0]), (&r2, "net1", &networks[1])]));
+    assert!(!status::needs_links(&[(&r1, "eth0", &networks[0])]), "every sandbox interface has its MAC");
+    let no_mac = AnyResult::create_from_value(
+        "1.0.0",
+        &json!({"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": "/ns"}], "ips": []}),
+    )
+    .unwrap();
+    assert!(status::needs_links(&[(&r1, "eth0", &networks[0]), (&no_mac, "net1", &networks[1])]));
     let doc = status::document(&[(&r1, "eth0", &networks[0]), (&r2, "net1", &networks[1])], &links);
     assert_eq!(
         doc,
