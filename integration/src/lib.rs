@@ -10,6 +10,7 @@
 
 pub mod agent;
 pub mod cluster;
+pub mod metaplugin;
 #[cfg(feature = "cri")]
 pub mod containerd;
 #[cfg(feature = "cri")]

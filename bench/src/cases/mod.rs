@@ -11,6 +11,8 @@
 //! * [`merge`]: the merge of many results, in process.
 //! * [`footprint`]: binary sizes and peak RSS.
 //! * [`kube`]: the node agent's network-status, from file to pod annotation.
+//! * [`node`]: pod bursts on the real node, braid beside Multus thick and thin (run only when
+//!   named: `--only node`).
 //!
 //! Here: where everything lives ([`World`]) and what the families share; how rounds are run
 //! and budgets decided: [`rounds`].
@@ -21,6 +23,7 @@ pub mod footprint;
 pub mod kube;
 pub mod latency;
 pub mod merge;
+pub mod node;
 pub(crate) mod rounds;
 pub mod verifier;
 
