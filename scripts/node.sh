@@ -251,6 +251,10 @@ mounts() {
     mount --bind '$r/sysctl/kernel.panic' /proc/sys/kernel/panic
     mount --bind '$r/sysctl/kernel.panic_on_oops' /proc/sys/kernel/panic_on_oops
     mount --bind '$r/sysctl/vm.overcommit_memory' /proc/sys/vm/overcommit_memory
+    # Shared within the node, as systemd makes a host's mounts: hostPath volumes with
+    # Bidirectional or HostToContainer propagation (Multus's DaemonSets, in the node bench)
+    # need it. The namespace was made private above, so nothing propagates to the machine's.
+    mount --make-rshared /
   "
 }
 

@@ -104,7 +104,7 @@ pub fn meta_files(c: &Cluster, node: &str) -> Vec<String> {
             found.push(format!("/opt/cni/bin/{bin}"));
         }
     }
-    for dir in ["/run/multus", "/var/lib/cni/multus", "/etc/cni/braid.d", "/run/braid"] {
+    for dir in ["/run/multus", "/var/lib/cni/multus", "/etc/cni/braid.d", "/run/braid", "/var/lib/cni/braid"] {
         for f in c.files_on(node, dir) {
             found.push(format!("{dir}/{f}"));
         }
@@ -205,6 +205,11 @@ fn multus_image(c: &Cluster, bin: &Path) -> Result<(), String> {
     let dest = root.join("usr/src/multus-cni/bin");
     std::fs::create_dir_all(&dest).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(root.join("tmp")).map_err(|e| e.to_string())?;
+    // The daemon looks itself up as root (Go's os/user reads /etc/passwd) and panics without
+    // an entry: upstream's image is debian-slim, which has one.
+    std::fs::create_dir_all(root.join("etc")).map_err(|e| e.to_string())?;
+    std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").map_err(|e| e.to_string())?;
+    std::fs::write(root.join("etc/group"), "root:x:0:\n").map_err(|e| e.to_string())?;
     for b in ["multus", "multus-daemon", "multus-shim", "install_multus", "thin_entrypoint", "passthru"] {
         std::fs::copy(bin.join(b), dest.join(b)).map_err(|e| format!("{}: {e}", bin.join(b).display()))?;
     }

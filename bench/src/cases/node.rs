@@ -36,7 +36,6 @@ use braid_integration::cluster::{pod, Cluster, NETWORKS, NETWORK_STATUS};
 use braid_integration::metaplugin::{self, Meta};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -58,6 +57,7 @@ struct Burst {
     requests: usize,
     start_path_requests: usize,
     daemon_peak_mb: f64,
+    daemon_cgroup_peak_mb: f64,
     plugins_peak_mb: f64,
     daemon_restarts: i64,
     left: Vec<String>,
@@ -83,7 +83,15 @@ pub fn node(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
     for k in 1..=4u8 {
         c.apply(&nad(&ns.name, k));
     }
-    // The cluster comes up with braid installed (scripts/node.sh up).
+    // The cluster comes up with braid installed (scripts/node.sh up); a run cut short may have
+    // left Multus in its place.
+    let exists = |ds: &str| c.kubectl(&["get", "daemonset", ds, "-n", "kube-system"]).status.success();
+    if exists("kube-multus-ds") {
+        metaplugin::uninstall(&c, Meta::MultusThick)?;
+    }
+    if !exists("braid-install") {
+        metaplugin::install(&c, Meta::Braid, &multus_bin)?;
+    }
     let mut current = Meta::Braid;
     // (set-up, N, k) → the bursts' results, one a round.
     let mut results: BTreeMap<(usize, usize, usize), Vec<Burst>> = BTreeMap::new();
@@ -113,7 +121,7 @@ pub fn node(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
                 let r = burst(&c, meta, n, k, seq)?;
                 say(&format!(
                     "round {} {} {n} pods × {k} networks: ready median {:.0} ms max {:.0} ms; sandbox {:.0} ms; \
-                     status {} ({} missing); {} requests; memory {:.1} + {:.1} MB; left {}",
+                     status {} ({} missing); {} requests; memory {:.1} (cgroup {:.1}) + {:.1} MB; restarts {}; left {}",
                     round + 1,
                     meta.name(),
                     median(&r.ready_ms),
@@ -123,7 +131,9 @@ pub fn node(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
                     r.status_missing,
                     r.requests,
                     r.daemon_peak_mb,
+                    r.daemon_cgroup_peak_mb,
                     r.plugins_peak_mb,
+                    r.daemon_restarts,
                     r.left.len()
                 ));
                 results.entry((m, n, k)).or_default().push(r);
@@ -189,7 +199,10 @@ fn summarise(
                 add("kubelet RunPodSandbox, mean of the burst", "ms", &|r| vec![r.sandbox_mean_ms]);
                 if m != Meta::Cluster {
                     add("creation → network-status on the pod", "ms", &|r| r.status_ms.clone());
-                    add("DaemonSet pod's peak memory (cgroup)", "MB", &|r| vec![r.daemon_peak_mb]);
+                    add("DaemonSet pod's peak RSS (VmHWM of its processes)", "MB", &|r| vec![r.daemon_peak_mb]);
+                    add("DaemonSet pod's peak memory cgroup usage (page cache included)", "MB", &|r| {
+                        vec![r.daemon_cgroup_peak_mb]
+                    });
                     add("plugin processes' peak RSS, summed", "MB", &|r| vec![r.plugins_peak_mb]);
                     add("API requests per pod (its ServiceAccount)", "req", &|r| {
                         vec![r.requests as f64 / r.ready_ms.len().max(1) as f64]
@@ -373,6 +386,29 @@ fn daemon_cgroup(c: &Cluster, meta: Meta) -> Option<(PathBuf, i64)> {
     Some((PathBuf::from(dir), restarts))
 }
 
+/// The processes of a cgroup and of the cgroups below it (the pod's containers).
+fn cgroup_pids(dir: &Path) -> Vec<u32> {
+    let out = std::process::Command::new("find").arg(dir).args(["-name", "cgroup.procs"]).output();
+    let mut pids = Vec::new();
+    for f in String::from_utf8_lossy(&out.map(|o| o.stdout).unwrap_or_default()).lines() {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        pids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+/// A `/proc/PID/status` figure in kB (`VmRSS:`, `VmHWM:`); 0 when the process is gone.
+fn status_kb(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
 /// node1's cgroup below each hierarchy (scripts/node.sh's `cgroup`).
 fn node_cgroup(c: &Cluster) -> String {
     let b = c.dir().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -431,22 +467,11 @@ fn watch(c: &Cluster, seen: Arc<Mutex<Seen>>) -> Result<std::process::Child, Str
         .map_err(|e| format!("kubectl get --watch: {e}"))?;
     let out = child.stdout.take().ok_or("no stdout")?;
     std::thread::spawn(move || {
-        let reader = std::io::BufReader::new(out);
-        // `-o json` prints each event as indented JSON: an object ends at a line `}`.
-        let mut buf = String::new();
-        for line in reader.lines() {
-            let Ok(line) = line else { break };
-            buf.push_str(&line);
-            buf.push('\n');
-            if line != "}" {
-                continue;
-            }
+        // One JSON event after another (kubectl prints each on a line of its own).
+        let events = serde_json::Deserializer::from_reader(std::io::BufReader::new(out)).into_iter::<Value>();
+        for ev in events {
+            let Ok(ev) = ev else { break };
             let now = Instant::now();
-            let ev: Value = match serde_json::from_str(&buf) {
-                Ok(v) => v,
-                Err(_) => continue,
-            };
-            buf.clear();
             let obj = &ev["object"];
             let Some(name) = obj["metadata"]["name"].as_str() else { continue };
             let ready = obj["status"]["conditions"]
@@ -472,6 +497,11 @@ fn burst(c: &Cluster, meta: Meta, n: usize, k: usize, seq: usize) -> Result<Burs
     let cg = daemon_cgroup(c, meta);
     if let Some((dir, _)) = &cg {
         let _ = std::fs::write(dir.join("memory.max_usage_in_bytes"), "0");
+        // Each process's peak RSS (VmHWM) starts again from its current RSS (proc(5),
+        // clear_refs 5).
+        for pid in cgroup_pids(dir) {
+            let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+        }
     }
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = sample_rss(c.dir().join("ns/node1.net"), meta.plugin_processes(), stop.clone());
@@ -503,11 +533,14 @@ fn burst(c: &Cluster, meta: Meta, n: usize, k: usize, seq: usize) -> Result<Burs
     let _ = watcher.kill();
     let _ = watcher.wait();
     let (sum1, count1) = sandbox_metric(c);
-    let daemon_peak_mb = cg
+    let daemon_cgroup_peak_mb = cg
         .as_ref()
         .and_then(|(d, _)| std::fs::read_to_string(d.join("memory.max_usage_in_bytes")).ok())
         .and_then(|s| s.trim().parse::<f64>().ok())
         .map_or(0.0, |b| b / 1024.0 / 1024.0);
+    let daemon_peak_mb = cg.as_ref().map_or(0.0, |(d, _)| {
+        cgroup_pids(d).iter().map(|pid| status_kb(*pid, "VmHWM:")).sum::<u64>() as f64 / 1024.0
+    });
     let restarts_after = daemon_cgroup(c, meta).map_or(0, |x| x.1);
     let daemon_restarts = restarts_after - cg.as_ref().map_or(0, |x| x.1);
     let (mut requests, mut start_path_requests) = (0, 0);
@@ -548,6 +581,7 @@ fn burst(c: &Cluster, meta: Meta, n: usize, k: usize, seq: usize) -> Result<Burs
         requests,
         start_path_requests,
         daemon_peak_mb,
+        daemon_cgroup_peak_mb,
         plugins_peak_mb,
         daemon_restarts,
         left,
