@@ -210,6 +210,10 @@ fn multus_image(c: &Cluster, bin: &Path) -> Result<(), String> {
     std::fs::create_dir_all(root.join("etc")).map_err(|e| e.to_string())?;
     std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").map_err(|e| e.to_string())?;
     std::fs::write(root.join("etc/group"), "root:x:0:\n").map_err(|e| e.to_string())?;
+    // The runtime names pods' netns as /var/run/netns/…: Debian's /var/run is a link to /run,
+    // where the DaemonSet mounts the host's /run/netns.
+    std::fs::create_dir_all(root.join("var")).map_err(|e| e.to_string())?;
+    std::os::unix::fs::symlink("../run", root.join("var/run")).map_err(|e| e.to_string())?;
     for b in ["multus", "multus-daemon", "multus-shim", "install_multus", "thin_entrypoint", "passthru"] {
         std::fs::copy(bin.join(b), dest.join(b)).map_err(|e| format!("{}: {e}", bin.join(b).display()))?;
     }
