@@ -10,11 +10,11 @@
 
 pub mod agent;
 pub mod cluster;
-pub mod metaplugin;
 #[cfg(feature = "cri")]
 pub mod containerd;
 #[cfg(feature = "cri")]
 pub mod cri;
+pub mod metaplugin;
 #[cfg(feature = "cri")]
 pub mod node;
 pub mod podman;

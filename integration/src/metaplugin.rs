@@ -157,7 +157,8 @@ pub fn uninstall(c: &Cluster, meta: Meta) -> Result<Vec<String>, String> {
         }
         Meta::MultusThick | Meta::MultusThin => {
             for m in multus_manifests(meta).iter().rev() {
-                let out = c.kubectl_in(&["delete", "--ignore-not-found", "--wait=true", "-f", "-"], Some(&m.to_string()));
+                let out =
+                    c.kubectl_in(&["delete", "--ignore-not-found", "--wait=true", "-f", "-"], Some(&m.to_string()));
                 if !out.status.success() {
                     return Err(format!("deleting Multus: {}", String::from_utf8_lossy(&out.stderr)));
                 }
@@ -168,7 +169,7 @@ pub fn uninstall(c: &Cluster, meta: Meta) -> Result<Vec<String>, String> {
     c.wait(
         &format!("{}'s pods gone", meta.name()),
         || c.get(&["pods", "-n", "kube-system", "-l", sel])["items"].as_array().is_some_and(Vec::is_empty),
-        || String::new(),
+        String::new,
     );
     let mut left = Vec::new();
     for n in 1..=c.nodes() {
@@ -252,7 +253,8 @@ fn multus_manifests(meta: Meta) -> Vec<Value> {
     // init container.
     let limits = json!({"requests": {"cpu": "100m", "memory": "50Mi"}, "limits": {"cpu": "100m", "memory": "50Mi"}});
     let init_res = json!({"requests": {"cpu": "10m", "memory": "15Mi"}});
-    let tolerations = json!([{"operator": "Exists", "effect": "NoSchedule"}, {"operator": "Exists", "effect": "NoExecute"}]);
+    let tolerations =
+        json!([{"operator": "Exists", "effect": "NoSchedule"}, {"operator": "Exists", "effect": "NoExecute"}]);
     let labels = json!({"tier": "node", "app": "multus", "name": "multus"});
     let (config, pod_spec) = match meta {
         Meta::MultusThick => {
