@@ -15,6 +15,14 @@
 # (default 500): a long hunt for rare crash windows that names every leftover it finds.
 # One case alone (e.g. STATUS's cost): "$(bash scripts/build-release.sh | tail -n1)/braid-bench"
 # --out DIR --only status (the cases: braid-bench --only help).
+#        sudo scripts/bench.sh --node [OUTDIR]   only the node case (not in the full run: it needs
+# the real node of scripts/node.sh, built from Go by scripts/build-node.sh, and Multus built by
+# scripts/build-multus.sh; about 25 minutes a round on two cores, 6 rounds by default): bursts
+# of 10 and 40 pods with 0, 1, 2, 4 secondary networks under braid, Multus v4.3 thick and thin,
+# and the cluster network alone, on one node it brings up in BRAID_NODE_DIR (default
+# /var/lib/braid/bench-node) and takes down after. Writes OUTDIR/node.md, node.csv,
+# node-budgets.csv, node.svg (default docs/bench). BRAID_BENCH_NODE_ROUNDS and
+# BRAID_BENCH_NODE_PODS (default 10,40) change the rounds and the burst sizes.
 # Runs everything in namespaces it creates; the machine's own network namespace is never touched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +52,22 @@ fi
 
 echo "== building release binaries" >&2
 bin="$(bash scripts/build-release.sh | tail -n1)"
+if [ "$out" = "--node" ]; then
+  dir="${quick:-docs/bench}"
+  export BRAID_NODE_DIR="${BRAID_NODE_DIR:-/var/lib/braid/bench-node}"
+  BRAID_MULTUS_BIN="$(bash scripts/build-multus.sh | tail -n1)"
+  export BRAID_MULTUS_BIN BRAID_RELEASE_DIR="$bin"
+  status=0
+  bash scripts/node.sh up 1 >&2 || status=$?
+  if [ "$status" -eq 0 ]; then "$bin/braid-bench" --out "$dir" --only node || status=$?; fi
+  bash scripts/node.sh down >&2 || true
+  case "$status" in
+    0) echo "== every node budget holds ($dir/node.md)" >&2 ;;
+    3) echo "== some node budgets do NOT hold or are unclear (see $dir/node.md)" >&2 ;;
+    *) echo "== the node bench failed" >&2 ;;
+  esac
+  exit "$status"
+fi
 if [ "$out" = "--crash" ]; then
   status=0
   "$bin/braid-bench" --crash "${quick:-500}" || status=$?

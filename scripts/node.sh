@@ -20,6 +20,10 @@
 #                                   containerd-nodeN, kubelet-nodeN, kube-proxy-nodeN
 #   scripts/node.sh compact         compacts etcd at its current revision (what makes a watch
 #                                   resumed from before it answer 410 Gone)
+#   scripts/node.sh image TAG DIR ENTRYPOINT
+#                                   makes a one-layer image TAG of directory DIR (ENTRYPOINT: a
+#                                   JSON list) and imports it into every node's containerd, as
+#                                   the cluster's own images are (the node bench's Multus image)
 #
 # Environment:
 #   BRAID_NODE_DIR     the cluster's directory (default /var/lib/braid/node): certificates,
@@ -247,9 +251,11 @@ mounts() {
     mount --bind '$r/sysctl/kernel.panic' /proc/sys/kernel/panic
     mount --bind '$r/sysctl/kernel.panic_on_oops' /proc/sys/kernel/panic_on_oops
     mount --bind '$r/sysctl/vm.overcommit_memory' /proc/sys/vm/overcommit_memory
-    # Shared, as on a node booted by systemd: a container that mounts the node's root with
-    # HostToContainer (braid's hot-plug layout) sees pod namespaces mounted after it started.
-    # The peer groups are this namespace's own: nothing propagates to the machine's.
+    # Shared within the node, as systemd makes a host's mounts: a container that mounts the
+    # node's root with HostToContainer (braid's hot-plug layout) sees pod namespaces mounted
+    # after it started, and hostPath volumes with Bidirectional or HostToContainer propagation
+    # (Multus's DaemonSets, in the node bench) need it. The namespace was made private above,
+    # so nothing propagates to the machine's.
     mount --make-rshared /
   "
 }
@@ -299,6 +305,20 @@ images() {
   # shellcheck disable=SC2086
   $podman save --format docker-archive -o "$i/braid.tar" "$BRAID_TAG" 2>/dev/null
   echo "$BRAID_TAG" > "$i/braid.tag"
+}
+
+# Makes an image of a directory and imports it into every node's containerd.
+import_image() {
+  local tag="$1" dir="$2" entrypoint="$3" n b w
+  [ -e "$D/nodes" ] || die "no cluster in $D (scripts/node.sh up)"
+  b="$(bin_dir)"
+  w="$(mktemp -d)"
+  image "$tag" "$dir" "$entrypoint" "$w/image.tar"
+  for n in $(seq 1 "$(nodes)"); do
+    in_node "$n" "$b/ctr" --address /run/containerd/containerd.sock -n k8s.io images import "$w/image.tar" >/dev/null
+  done
+  rm -rf "$w"
+  echo "$tag"
 }
 
 # --- the control plane ---------------------------------------------------------------------
@@ -588,5 +608,6 @@ case "$cmd" in
   stop) stop "${1:?stop takes a part}" ;;
   restart) stop "${1:?restart takes a part}"; start "$1" ;;
   compact) compact ;;
+  image) import_image "${1:?image takes a tag}" "${2:?and a directory}" "${3:?and an entrypoint}" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
 esac

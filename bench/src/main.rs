@@ -22,14 +22,14 @@ mod stats;
 mod verdict;
 
 use braid_integration::{Netns, TempDir};
-use cases::{attach, chains, footprint, hotplug, kube, latency, merge, verifier};
+use cases::{attach, chains, footprint, hotplug, kube, latency, merge, node, verifier};
 use report::say;
 use std::io::Write;
 use std::path::PathBuf;
 use verdict::Verdict;
 
 /// The cases by the name `--only` selects them with, in the order they run.
-pub const CASES: [&str; 18] = [
+pub const CASES: [&str; 19] = [
     "version",
     "exec-floor",
     "delegator",
@@ -48,7 +48,13 @@ pub const CASES: [&str; 18] = [
     "rss",
     "crash",
     "soak",
+    "node",
 ];
+
+/// Cases a whole run leaves out: they run only when `--only` names them (`node` needs the
+/// real node of `scripts/node.sh` and Multus built by `scripts/build-multus.sh`, and takes
+/// about 25 minutes a round: `scripts/bench.sh --node`).
+pub const ONLY_WHEN_NAMED: [&str; 1] = ["node"];
 
 fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> Result<bool, String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -73,7 +79,7 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
         verdicts.extend(v);
     };
     let run = |case: &str, what: &str| {
-        let yes = only.is_empty() || only.iter().any(|o| o == case);
+        let yes = (only.is_empty() && !ONLY_WHEN_NAMED.contains(&case)) || only.iter().any(|o| o == case);
         if yes {
             say(what);
         }
@@ -133,13 +139,18 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
     if run("soak", "churn soak: containerd with braid beside plain bridge, 4 workers, containerd SIGKILLed part-way") {
         take(soak::soak(&w)?);
     }
+    if run("node", "pod bursts on the real node: braid, Multus thick, Multus thin, the cluster network alone") {
+        take(node::node(&w)?);
+    }
     if let Ok(raw) = std::env::var("BRAID_BENCH_RAW") {
         let v: Vec<serde_json::Value> =
             samples.iter().map(|s| serde_json::json!({"group": s.group, "name": s.name, "values": s.values})).collect();
         let _ = std::fs::write(raw, serde_json::to_vec(&v).unwrap_or_default());
     }
     let machine = report::Machine::read(&w.bins);
-    report::write_all(&out, &machine, &samples, &verdicts).map_err(|e| format!("{}: {e}", out.display()))?;
+    // The node case alone writes files of its own (node.md, …), beside a whole run's results.
+    let stem = if only.len() == 1 && only[0] == "node" { "node" } else { "results" };
+    report::write_all(&out, stem, &machine, &samples, &verdicts).map_err(|e| format!("{}: {e}", out.display()))?;
     let _ = std::io::stdout().write_all(report::markdown(&machine, &samples, &verdicts).as_bytes());
     if let Some(readme) = readme {
         let plot = out.join("results.svg").display().to_string();
@@ -149,7 +160,7 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
             Err(e) => return Err(format!("{}: {e}", readme.display())),
         }
     }
-    say(&format!("written: {0}/results.md, results.csv, budgets.csv, results.svg", out.display()));
+    say(&format!("written: {0}/{stem}.md, {stem}.csv, {stem}-budgets.csv or budgets.csv, {stem}.svg", out.display()));
     Ok(verdicts.iter().all(Verdict::holds))
 }
 

@@ -223,12 +223,20 @@ pub fn svg(samples: &[Sample]) -> String {
             // chain without the merger, the kernel's deletion of one device (vmtap's yardstick).
             // ("[bridge, merger, tuning]" names bridge too, and is the merger's bar.)
             let baseline = x.name == "bridge"
+                || x.name == "cluster network"
                 || x.name.contains("reference")
                 || x.name.contains("direct")
                 || x.name.ends_with("[bridge, tuning]")
                 || x.name.starts_with("deleting one device");
             let braid = !baseline;
-            let fill = if braid { "#3b7dd8" } else { "#9a9a9a" };
+            // Orange for Multus (the node case's other meta-plugin).
+            let fill = if x.name.starts_with("Multus") {
+                "#e08a2c"
+            } else if braid {
+                "#3b7dd8"
+            } else {
+                "#9a9a9a"
+            };
             let _ = writeln!(
                 s,
                 "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
@@ -294,13 +302,27 @@ pub fn refresh_readme(readme: &Path, plot: &str, machine: &Machine, verdicts: &[
     Ok(true)
 }
 
-/// Writes `results.md`, `results.csv`, `budgets.csv` and `results.svg` into `dir`.
-pub fn write_all(dir: &Path, machine: &Machine, samples: &[Sample], verdicts: &[Verdict]) -> std::io::Result<()> {
+/// Writes `STEM.md`, `STEM.csv`, the budgets' CSV and `STEM.svg` into `dir`: `results.*` and
+/// `budgets.csv` for a run of the suite, `node.*` and `node-budgets.csv` for the node case
+/// alone (its plot: only its pod-ready groups).
+pub fn write_all(
+    dir: &Path,
+    stem: &str,
+    machine: &Machine,
+    samples: &[Sample],
+    verdicts: &[Verdict],
+) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    std::fs::write(dir.join("results.md"), markdown(machine, samples, verdicts))?;
-    std::fs::write(dir.join("results.csv"), samples_csv(samples))?;
-    std::fs::write(dir.join("budgets.csv"), budgets_csv(verdicts))?;
-    std::fs::write(dir.join("results.svg"), svg(samples))
+    std::fs::write(dir.join(format!("{stem}.md")), markdown(machine, samples, verdicts))?;
+    std::fs::write(dir.join(format!("{stem}.csv")), samples_csv(samples))?;
+    let budgets = if stem == "results" { "budgets.csv".to_string() } else { format!("{stem}-budgets.csv") };
+    std::fs::write(dir.join(budgets), budgets_csv(verdicts))?;
+    let plotted: Vec<Sample> = if stem == "node" {
+        samples.iter().filter(|s| s.group.starts_with("pod creation → Ready")).cloned().collect()
+    } else {
+        samples.to_vec()
+    };
+    std::fs::write(dir.join(format!("{stem}.svg")), svg(&plotted))
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod containerd;
 #[cfg(feature = "cri")]
 pub mod cri;
+pub mod metaplugin;
 #[cfg(feature = "cri")]
 pub mod node;
 pub mod podman;

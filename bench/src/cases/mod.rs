@@ -12,6 +12,8 @@
 //! * [`footprint`]: binary sizes and peak RSS.
 //! * [`kube`]: the node agent's network-status, from file to pod annotation.
 //! * [`hotplug`]: a running pod's networks changed by its annotation, on the real node.
+//! * [`node`]: pod bursts on the real node, braid beside Multus thick and thin (run only when
+//!   named: `--only node`).
 //!
 //! Here: where everything lives ([`World`]) and what the families share; how rounds are run
 //! and budgets decided: [`rounds`].
@@ -23,6 +25,7 @@ pub mod hotplug;
 pub mod kube;
 pub mod latency;
 pub mod merge;
+pub mod node;
 pub(crate) mod rounds;
 pub mod verifier;
 
