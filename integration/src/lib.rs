@@ -548,3 +548,23 @@ pub fn build_dir() -> PathBuf {
         })
         .unwrap_or_else(|| PathBuf::from("target/debug"))
 }
+
+/// Results of several interfaces of one pod, concatenated as braid's delegator merges them
+/// (interfaces and IPs in order, each IP's `interface` renumbered): the `prevResult` vmtap's
+/// converging ADD gets after a network is added to or removed from the pod.
+pub fn merged_results(results: &[&Value]) -> Value {
+    let (mut interfaces, mut ips, mut routes) = (Vec::new(), Vec::new(), Vec::new());
+    for r in results {
+        let offset = interfaces.len() as u64;
+        interfaces.extend(r["interfaces"].as_array().into_iter().flatten().cloned());
+        for ip in r["ips"].as_array().into_iter().flatten() {
+            let mut ip = ip.clone();
+            if let Some(i) = ip["interface"].as_u64() {
+                ip["interface"] = serde_json::json!(i + offset);
+            }
+            ips.push(ip);
+        }
+        routes.extend(r["routes"].as_array().into_iter().flatten().cloned());
+    }
+    serde_json::json!({"cniVersion": "1.0.0", "interfaces": interfaces, "ips": ips, "routes": routes})
+}

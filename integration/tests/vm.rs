@@ -13,7 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use braid_integration::vm::{guest_for, vm_nics, Vm, VmImage};
-use braid_integration::{require_root, unique, Harness};
+use braid_integration::{merged_results as merge, require_root, unique, Harness};
 use cni_types::version::Command;
 use serde_json::{json, Value};
 
@@ -78,25 +78,6 @@ fn a_vm_reaches_every_network_of_a_merged_result() {
     assert!(h.reservations().is_empty(), "{:?}", h.reservations());
     assert!(h.state_files().is_empty(), "{:?}", h.state_files());
     h.del(&list, &rt).unwrap();
-}
-
-/// Two ptp results of one pod, merged as braid's delegator merges them (interfaces and IPs in
-/// order, each IP's `interface` renumbered): the `prevResult` of vmtap's converging ADD.
-fn merge(results: &[&Value]) -> Value {
-    let (mut interfaces, mut ips, mut routes) = (Vec::new(), Vec::new(), Vec::new());
-    for r in results {
-        let offset = interfaces.len() as u64;
-        interfaces.extend(r["interfaces"].as_array().unwrap().iter().cloned());
-        for ip in r["ips"].as_array().into_iter().flatten() {
-            let mut ip = ip.clone();
-            if let Some(i) = ip["interface"].as_u64() {
-                ip["interface"] = json!(i + offset);
-            }
-            ips.push(ip);
-        }
-        routes.extend(r["routes"].as_array().into_iter().flatten().cloned());
-    }
-    json!({"cniVersion": "1.0.0", "interfaces": interfaces, "ips": ips, "routes": routes})
 }
 
 #[test]

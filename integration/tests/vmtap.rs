@@ -3,7 +3,7 @@
 //! tampered namespace, DEL with and without `prevResult`, and nothing else touched.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use braid_integration::{require_root, unique, Harness, Netns};
+use braid_integration::{merged_results as merge, require_root, unique, Harness, Netns};
 use cni_runtime::chain::RuntimeConf;
 use cni_types::version::Command;
 use serde_json::{json, Value};
@@ -786,26 +786,6 @@ fn a_mark_of_255_bytes_is_kept_and_a_longer_one_refused_by_name() {
     assert!(!has_ingress(&ctr, "eth0"));
     h.del(&list, &rt).unwrap();
     assert_eq!(ctr.links(), ["lo"]);
-}
-
-/// The pod network's results for several interfaces of one pod, merged as braid's delegator
-/// merges them (interfaces and IPs in order, each IP's `interface` renumbered): the
-/// `prevResult` a converging ADD gets after a network is added to or removed from the pod.
-fn merge(results: &[&Value]) -> Value {
-    let (mut interfaces, mut ips, mut routes) = (Vec::new(), Vec::new(), Vec::new());
-    for r in results {
-        let offset = interfaces.len() as u64;
-        interfaces.extend(r["interfaces"].as_array().unwrap().iter().cloned());
-        for ip in r["ips"].as_array().into_iter().flatten() {
-            let mut ip = ip.clone();
-            if let Some(i) = ip["interface"].as_u64() {
-                ip["interface"] = json!(i + offset);
-            }
-            ips.push(ip);
-        }
-        routes.extend(r["routes"].as_array().into_iter().flatten().cloned());
-    }
-    json!({"cniVersion": "1.0.0", "interfaces": interfaces, "ips": ips, "routes": routes})
 }
 
 /// Each tap and its pod interface as the kernel has them: ifindex, MAC, alias, MTU, up, and every qdisc
