@@ -275,7 +275,7 @@ impl StateStore {
 
     /// The second step of [`StateStore::create_pending`]: the file and its directory entry
     /// made durable — the file fsynced, and the directory too unless the file system persists
-    /// a new file's entry with the file's own fsync ([`entry_durable_with_file`]: ext4 and
+    /// a new file's entry with the file's own fsync (`entry_durable_with_file`: ext4 and
     /// XFS, where the directory's fsync is one more synchronous write of its inode, 0.1–4 ms
     /// on this machine's disk, for nothing the plan needs). The directory is looked up either
     /// way: a plan whose directory is no longer where DEL looks is not durable. On failure the
