@@ -11,9 +11,10 @@
 //! * creation → network-status on the pod object (where the meta-plugin publishes it);
 //! * memory: the peak of the meta-plugin's DaemonSet pod's memory cgroup over the burst (cgroup
 //!   v1 `memory.max_usage_in_bytes`, reset before it: Multus's daemon, braid's agent, the thin
-//!   entrypoint), and the peak sum of the RSS of its per-pod plugin processes in the node's
-//!   network namespace (sampled from /proc every 20 ms: `multus-shim`, `multus`, `delegator`,
-//!   `merger`);
+//!   entrypoint), and the peak sum of the proportional set size (PSS) of its per-pod plugin
+//!   processes in the node's network namespace (sampled from /proc every 20 ms: `multus-shim`,
+//!   `multus`, `delegator`, `merger`). PSS, not RSS: N copies of one binary share its text
+//!   pages, and summed RSS would count them N times (proc(5), `smaps_rollup`);
 //! * API requests per pod by the meta-plugin's ServiceAccount (the audit log's completed
 //!   requests over the burst); for braid, those other than the agent's network-status patch —
 //!   the requests on the pod-start path — must be none;
@@ -103,6 +104,7 @@ pub fn node(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
     let mut bursts: Vec<usize> = (0..sizes.len() * NETS.len()).collect();
     let mut seq = 0;
     for round in 0..rounds {
+        let began = Instant::now();
         rng.shuffle(&mut order);
         for &m in &order {
             let meta = Meta::ALL[m];
@@ -120,12 +122,14 @@ pub fn node(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
             for &b in &bursts {
                 let (n, k) = (sizes[b / NETS.len()], NETS[b % NETS.len()]);
                 seq += 1;
+                let began = Instant::now();
                 let r = burst(&c, meta, n, k, seq)?;
                 say(&format!(
-                    "round {} {} {n} pods × {k} networks: ready median {:.0} ms max {:.0} ms; sandbox {:.0} ms; \
+                    "round {} {} {n} pods × {k} networks ({:.0?} with the deletion): ready median {:.0} ms max {:.0} ms; sandbox {:.0} ms; \
                      status {} ({} missing); {} requests; memory {:.1} (cgroup {:.1}) + {:.1} MB; restarts {}; not Ready within the hang guard {}; left {}",
                     round + 1,
                     meta.name(),
+                    began.elapsed(),
                     median(&r.ready_ms),
                     r.ready_ms.iter().copied().fold(0.0, f64::max),
                     r.sandbox_mean_ms,
@@ -142,6 +146,7 @@ pub fn node(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
                 results.entry((m, n, k)).or_default().push(r);
             }
         }
+        say(&format!("round {} of {rounds} took {:.0?}", round + 1, began.elapsed()));
     }
     // Leave the node as scripts/node.sh made it: braid installed.
     if current != Meta::Braid {
@@ -151,6 +156,19 @@ pub fn node(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
     }
     drop(ns);
     Ok(summarise(&results, &uninstall_left, &sizes, biggest))
+}
+
+impl Burst {
+    /// The DaemonSet pod's peak memory. Its processes' VmHWM, unless a container restarted
+    /// during the burst: an OOM-killed daemon's peak went with it (the new process's VmHWM
+    /// starts again), so the cgroup's peak — which reached the limit — stands for it.
+    fn daemon_mb(&self) -> f64 {
+        if self.daemon_restarts > 0 {
+            self.daemon_peak_mb.max(self.daemon_cgroup_peak_mb)
+        } else {
+            self.daemon_peak_mb
+        }
+    }
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -207,7 +225,7 @@ fn summarise(
                     add("DaemonSet pod's peak memory cgroup usage (page cache included)", "MB", &|r| {
                         vec![r.daemon_cgroup_peak_mb]
                     });
-                    add("plugin processes' peak RSS, summed", "MB", &|r| vec![r.plugins_peak_mb]);
+                    add("plugin processes' peak PSS, summed", "MB", &|r| vec![r.plugins_peak_mb]);
                     add("API requests per pod (its ServiceAccount)", "req", &|r| {
                         vec![r.requests as f64 / r.ready_ms.len().max(1) as f64]
                     });
@@ -248,7 +266,7 @@ fn summarise(
     let tm = get(Meta::MultusThick, biggest, 4);
     let rounds = bm.len().min(tm.len());
     let ratios: Vec<f64> =
-        (0..rounds).map(|r| (bm[r].daemon_peak_mb + bm[r].plugins_peak_mb) / tm[r].daemon_peak_mb.max(1e-9)).collect();
+        (0..rounds).map(|r| (bm[r].daemon_mb() + bm[r].plugins_peak_mb) / tm[r].daemon_mb().max(1e-9)).collect();
     let e = Estimate::median(&ratios, ALPHA);
     verdicts.push(
         Verdict::at_most(
@@ -259,9 +277,9 @@ fn summarise(
         .measured(format!(
             "{:.3} ({:.1} + {:.1} MB ÷ {:.1} MB, medians)",
             e.value,
-            median(&bm.iter().map(|r| r.daemon_peak_mb).collect::<Vec<_>>()),
+            median(&bm.iter().map(Burst::daemon_mb).collect::<Vec<_>>()),
             median(&bm.iter().map(|r| r.plugins_peak_mb).collect::<Vec<_>>()),
-            median(&tm.iter().map(|r| r.daemon_peak_mb).collect::<Vec<_>>())
+            median(&tm.iter().map(Burst::daemon_mb).collect::<Vec<_>>())
         )),
     );
     let all = |m: Meta| results.iter().filter(move |((i, _, _), _)| Meta::ALL[*i] == m).flat_map(|(_, v)| v.iter());
@@ -362,7 +380,10 @@ fn leftovers(c: &Cluster) -> BTreeSet<String> {
         left.extend(c.files_on(NODE, &dir).into_iter().filter(|f| f.starts_with("198.")).map(|f| format!("{dir}/{f}")));
     }
     for dir in ["/var/lib/cni/multus", "/var/lib/cni/results", "/run/braid/network-status", "/var/lib/cni/braid"] {
-        left.extend(c.files_on(NODE, dir).into_iter().map(|f| format!("{dir}/{f}")));
+        // The state directory's owner file is the node's claim on the directory, written by
+        // the first ADD and kept for good (braid-attach's `owner`): no pod's.
+        let pods = c.files_on(NODE, dir).into_iter().filter(|f| f != braid_attach::owner::OWNER_FILE);
+        left.extend(pods.map(|f| format!("{dir}/{f}")));
     }
     left
 }
@@ -429,9 +450,11 @@ fn node_cgroup(c: &Cluster) -> String {
     format!("braid-{b}-node1")
 }
 
-/// Samples the summed RSS of the processes named `names` in the node's network namespace every
-/// 20 ms until stopped; returns the peak in MB.
-fn sample_rss(net_ns: PathBuf, names: &'static [&'static str], stop: Arc<AtomicBool>) -> std::thread::JoinHandle<f64> {
+/// Samples the summed PSS of the processes named `names` in the node's network namespace every
+/// 20 ms until stopped; returns the peak in MB. PSS divides each shared page among the
+/// processes mapping it, so the sum is what the processes together hold — for every set-up
+/// alike (Multus's shims share their binary's pages just as braid's delegators do).
+fn sample_pss(net_ns: PathBuf, names: &'static [&'static str], stop: Arc<AtomicBool>) -> std::thread::JoinHandle<f64> {
     std::thread::spawn(move || {
         let ns = std::fs::metadata(&net_ns).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap_or(0);
         let mut peak_kb = 0u64;
@@ -448,10 +471,10 @@ fn sample_rss(net_ns: PathBuf, names: &'static [&'static str], stop: Arc<AtomicB
                     if same.ok() != Some(ns) {
                         continue;
                     }
-                    let status = std::fs::read_to_string(p.join("status")).unwrap_or_default();
-                    sum += status
+                    let rollup = std::fs::read_to_string(p.join("smaps_rollup")).unwrap_or_default();
+                    sum += rollup
                         .lines()
-                        .find_map(|l| l.strip_prefix("VmRSS:"))
+                        .find_map(|l| l.strip_prefix("Pss:"))
                         .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
                         .unwrap_or(0);
                 }
@@ -517,7 +540,7 @@ fn burst(c: &Cluster, meta: Meta, n: usize, k: usize, seq: usize) -> Result<Burs
         }
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let sampler = sample_rss(c.dir().join("ns/node1.net"), meta.plugin_processes(), stop.clone());
+    let sampler = sample_pss(c.dir().join("ns/node1.net"), meta.plugin_processes(), stop.clone());
     let seen = Arc::new(Mutex::new(Seen::default()));
     let mut watcher = watch(c, seen.clone())?;
     std::thread::sleep(Duration::from_secs(1));
