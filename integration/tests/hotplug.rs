@@ -41,6 +41,12 @@ impl Pod {
             {"type": "braid-fault", "link": true, "sleepOn": "ADD", "sleepMs": 4000}
         ]});
         std::fs::write(nets.join("slow.conflist"), slow.to_string()).unwrap();
+        // A network whose DEL fails while `stuck-del` exists (a delegate that cannot release).
+        let stuck = json!({"cniVersion": "1.0.0", "name": "stuck", "plugins": [
+            {"type": "braid-fault", "link": true, "failWhile": h.dir.path().join("stuck-del"),
+             "fail": {"command": "DEL", "code": 11, "msg": "device busy"}}
+        ]});
+        std::fs::write(nets.join("stuck.conflist"), stuck.to_string()).unwrap();
         let list = json!({
             "cniVersion": "1.0.0",
             "name": unique("braid"),
@@ -269,6 +275,41 @@ fn a_refused_or_failing_network_changes_nothing_and_names_the_network() {
     // The agent tells a sandbox deleted first by these words: no Event for a pod going away.
     assert_eq!(braid_install::api::hotplug::NOT_ATTACHED, braid_attach::update::NOT_ATTACHED);
     assert_eq!(gone.links(), Vec::<(String, u64)>::new());
+    p.del();
+}
+
+#[test]
+fn a_removed_network_whose_del_fails_stays_attached_and_recorded_and_nothing_is_added() {
+    if !require_root("a_removed_network_whose_del_fails_stays_attached_and_recorded_and_nothing_is_added") {
+        return;
+    }
+    let mut p = Pod::new("hpx");
+    p.add("red,stuck");
+    let before = p.links();
+    assert_eq!(names(&before), ["eth0", "net1", "net2", "net2p"]);
+    let stuck = p.h.dir.path().join("stuck-del");
+    std::fs::write(&stuck, "").unwrap();
+
+    // stuck's DEL fails: the update fails naming it and its delegate's words; the network
+    // stays attached and recorded, and blue — which it was also asked for — is not added.
+    let (code, e) = p.update("red,blue");
+    assert_eq!(code, 1);
+    assert_eq!(e["code"], 11, "the delegate's code: {e}");
+    let msg = e["msg"].as_str().unwrap();
+    assert!(msg.contains("\"stuck\"") && msg.contains("device busy"), "{e}");
+    assert_eq!(p.links(), before);
+    assert_eq!((p.reserved(91), p.reserved(92)), (1, 0));
+    assert_eq!(p.status_file()["networks"], "red,stuck");
+
+    // Once the delegate can release, the same update goes through.
+    std::fs::remove_file(&stuck).unwrap();
+    let (code, r) = p.update("red,blue");
+    assert_eq!(code, 0, "{r}");
+    let after = p.links();
+    assert_eq!(names(&after), ["eth0", "net1", "net2"]);
+    assert_eq!(after[..2], before[..2], "eth0 and net1 untouched");
+    assert_eq!((p.reserved(91), p.reserved(92)), (1, 1));
+    assert_eq!(p.status_file()["networks"], "red,blue");
     p.del();
 }
 

@@ -4,6 +4,8 @@
 //! Keys (all optional):
 //! - `log`: a file to append one JSON line per call to: `{"command", "pid", "env": {CNI_*}, "stdin"}`.
 //! - `fail`: `{"command": "ADD", "code": 7, "msg": "...", "details": "..."}` — fail that command.
+//! - `failWhile` with `fail`: a file; fail only while it exists (a test ends the failures by
+//!   removing it — a DEL that failed then goes through when tried again).
 //! - `sleepMs` with `sleepOn` (a command, or `"*"`): sleep before acting.
 //! - `hangWhile` with `sleepOn`: a file; sleep before acting for as long as it exists (a test
 //!   ends the hang by removing it — a recorded configuration replayed by DEL then goes through).
@@ -45,6 +47,11 @@ impl Fault {
     }
 
     fn act(&self, command: &str) -> Result<(), CniError> {
+        if let Some(f) = self.conf.get("failWhile").and_then(Value::as_str) {
+            if !std::path::Path::new(f).exists() {
+                return Ok(());
+            }
+        }
         match self.conf.get("fail") {
             Some(f) if f.get("command").and_then(Value::as_str).is_some_and(|c| c == command || c == "*") => {
                 Err(CniError::with_details(
