@@ -617,12 +617,21 @@ fn burst(c: &Cluster, meta: Meta, n: usize, k: usize, seq: usize) -> Result<Burs
     drop(s);
     // Delete every pod; then what is left once the runtime has had its time to tear down.
     let _ = c.kubectl(&["delete", "pods", "--all", "-n", NS, "--wait=true", "--timeout=300s"]);
+    // The pods are gone from the API once the kubelet has stopped their sandboxes (CNI DEL
+    // included); what is left then is looked at until nothing more goes away for 5 s (at most
+    // 60 s): a set-up that leaks (Multus thick, every burst) would otherwise cost the whole
+    // 60 s each time.
     let give_up = Instant::now() + Duration::from_secs(60);
     let new = |c: &Cluster| leftovers(c).difference(&before).cloned().collect::<Vec<String>>();
     let mut left = new(c);
-    while !left.is_empty() && Instant::now() < give_up {
+    let mut changed = Instant::now();
+    while !left.is_empty() && Instant::now() < give_up && changed.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(500));
-        left = new(c);
+        let now = new(c);
+        if now != left {
+            changed = Instant::now();
+        }
+        left = now;
     }
     // Reported, then removed: a set-up that leaks host-local reservations (Multus thick's DEL
     // fails here: docs/bench/NOTES.md) would otherwise exhaust the node's pod range for every
