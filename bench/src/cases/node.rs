@@ -398,16 +398,41 @@ fn leftovers(c: &Cluster) -> BTreeSet<String> {
 
 /// The kubelet's RunPodSandbox histogram: (sum in seconds, count), over its label sets.
 fn sandbox_metric(c: &Cluster) -> (f64, f64) {
+    let m = kubelet_metrics(c);
+    (m("kubelet_run_podsandbox_duration_seconds_sum"), m("kubelet_run_podsandbox_duration_seconds_count"))
+}
+
+/// The kubelet's `/metrics` (through the API server's node proxy): a reader of one metric,
+/// summed over its label sets.
+fn kubelet_metrics(c: &Cluster) -> impl Fn(&str) -> f64 {
     let text =
         String::from_utf8_lossy(&c.kubectl(&["get", "--raw", &format!("/api/v1/nodes/{NODE}/proxy/metrics")]).stdout)
             .into_owned();
-    let read = |name: &str| -> f64 {
+    move |name: &str| -> f64 {
         text.lines()
             .filter(|l| l.starts_with(name) && (l[name.len()..].starts_with('{') || l[name.len()..].starts_with(' ')))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
-    };
-    (read("kubelet_run_podsandbox_duration_seconds_sum"), read("kubelet_run_podsandbox_duration_seconds_count"))
+    }
+}
+
+/// Pods with a running sandbox on the node (`kubelet_running_pods`, from the PLEG's view of
+/// the runtime). A sandbox stops running when StopPodSandbox — CNI DEL included — is done.
+fn running_pods(c: &Cluster) -> f64 {
+    kubelet_metrics(c)("kubelet_running_pods")
+}
+
+/// Deletes every pod of the bench's namespace and waits (at most 120 s) until the kubelet has
+/// stopped their sandboxes — back to `base` running. Pods declare no grace period, so the API
+/// server removes them at once and `kubectl delete --wait` returns before the runtime has torn
+/// anything down: a look at the node then would see every pod's state and interfaces (the
+/// first attempt at a full run did, and removed braid's state files before their DEL).
+fn delete_all(c: &Cluster, base: f64) {
+    let _ = c.kubectl(&["delete", "pods", "--all", "-n", NS, "--wait=true", "--timeout=300s"]);
+    let give_up = Instant::now() + Duration::from_secs(120);
+    while running_pods(c) > base && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// The memory cgroup (v1) of the meta-plugin's DaemonSet pod on the node, and its container's
@@ -536,6 +561,7 @@ fn watch(c: &Cluster, seen: Arc<Mutex<Seen>>) -> Result<std::process::Child, Str
 
 fn burst(c: &Cluster, meta: Meta, n: usize, k: usize, seq: usize) -> Result<Burst, String> {
     let before = leftovers(c);
+    let base = running_pods(c);
     let audit_mark = c.audit().len();
     let (sum0, count0) = sandbox_metric(c);
     let cg = daemon_cgroup(c, meta);
@@ -617,8 +643,8 @@ fn burst(c: &Cluster, meta: Meta, n: usize, k: usize, seq: usize) -> Result<Burs
     let mut ready_ms = ready_ms;
     ready_ms.extend(std::iter::repeat_n(BURST_GUARD.as_secs_f64() * 1000.0, not_ready));
     drop(s);
-    // Delete every pod; then what is left once the runtime has had its time to tear down.
-    let _ = c.kubectl(&["delete", "pods", "--all", "-n", NS, "--wait=true", "--timeout=300s"]);
+    // Delete every pod; then what is left once the runtime has torn their sandboxes down.
+    delete_all(c, base);
     let left = settle_and_clear(c, &before);
     Ok(Burst {
         ready_ms,
@@ -645,6 +671,7 @@ fn burst(c: &Cluster, meta: Meta, n: usize, k: usize, seq: usize) -> Result<Burs
 /// removed, as a burst's is.
 fn warm_up(c: &Cluster, seq: usize) -> Result<(), String> {
     let before = leftovers(c);
+    let base = running_pods(c);
     let name = format!("warm-{seq}");
     c.apply(&pod(NS, &name, NODE, Some("net1,net2,net3,net4")));
     let give_up = Instant::now() + BURST_GUARD;
@@ -656,7 +683,7 @@ fn warm_up(c: &Cluster, seq: usize) -> Result<(), String> {
     while !ready() && Instant::now() < give_up {
         std::thread::sleep(Duration::from_millis(250));
     }
-    let _ = c.kubectl(&["delete", "pods", "--all", "-n", NS, "--wait=true", "--timeout=300s"]);
+    delete_all(c, base);
     settle_and_clear(c, &before);
     Ok(())
 }
@@ -664,10 +691,10 @@ fn warm_up(c: &Cluster, seq: usize) -> Result<(), String> {
 /// What the deleted pods left beyond `before`, once it stops changing; reported by the caller
 /// and removed here.
 fn settle_and_clear(c: &Cluster, before: &BTreeSet<String>) -> Vec<String> {
-    // The pods are gone from the API once the kubelet has stopped their sandboxes (CNI DEL
-    // included); what is left then is looked at until nothing more goes away for 5 s (at most
-    // 60 s): a set-up that leaks (Multus thick, every burst) would otherwise cost the whole
-    // 60 s each time.
+    // Called once the kubelet has stopped the pods' sandboxes (CNI DEL included: `delete_all`);
+    // what is left then is looked at until nothing more goes away for 5 s (at most 60 s): a
+    // set-up that leaks (Multus thick, every burst) would otherwise cost the whole 60 s each
+    // time.
     let give_up = Instant::now() + Duration::from_secs(60);
     let new = |c: &Cluster| leftovers(c).difference(before).cloned().collect::<Vec<String>>();
     let mut left = new(c);
