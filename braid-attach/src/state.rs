@@ -60,6 +60,17 @@ impl From<StateError> for cni_types::CniError {
     }
 }
 
+/// Unlinks every state file DEL retired under the state directory `dir` ([`RETIRED`]), best
+/// effort. The delegator's DELs sweep while their delegates work; braid's node agent
+/// (`braid-install`) sweeps every tick, so that on a node the files of the last DELs of a burst
+/// do not stay until the next DEL — deleted pods leave no state behind.
+pub fn sweep_retired(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir.join(RETIRED)) else { return };
+    for e in entries.flatten() {
+        let _ = fs::remove_file(e.path());
+    }
+}
+
 fn err(action: &'static str, path: &Path, source: std::io::Error) -> StateError {
     StateError { action, path: path.to_path_buf(), source }
 }
@@ -360,10 +371,7 @@ impl StateStore {
     /// for the next sweep. Nothing reads them, so this may run at any time, also while another
     /// process retires or sweeps.
     pub fn sweep_retired(&self) {
-        let Ok(entries) = fs::read_dir(self.dir.join(RETIRED)) else { return };
-        for e in entries.flatten() {
-            let _ = fs::remove_file(e.path());
-        }
+        sweep_retired(&self.dir);
     }
 
     /// Every key with a state file (GC walks these).

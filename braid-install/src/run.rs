@@ -118,6 +118,9 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
     let mut last_wait_log: Option<Instant> = None;
     let mut configured = false;
     loop {
+        // The state files the delegator's last DELs retired (braid_attach::state::retire):
+        // unlinked here, off every DEL's path, so that deleted pods leave no state behind.
+        braid_attach::state::sweep_retired(&o.host(&o.state_dir));
         if let Some(cm) = &o.configmap_dir {
             match mirror.sync(cm, &networks, &owners) {
                 Ok(_) => mirror_msg = None,

@@ -270,6 +270,31 @@ fn the_generated_conflist_wraps_the_primary_by_reference() {
 }
 
 #[test]
+fn the_state_files_dels_retired_are_unlinked_and_nothing_else_in_the_state_directory() {
+    let n = Node::new("retired");
+    n.write_conf("10-flannel.conflist", &bridge("cbr0", "1.0.0"));
+    let state = n.root().join("var/lib/cni/braid");
+    let retired = state.join(braid_attach::state::RETIRED);
+    std::fs::create_dir_all(&retired).unwrap();
+    for pid in ["101", "202"] {
+        std::fs::write(retired.join(pid), "{\"a retired plan\": true}").unwrap();
+    }
+    // A live attachment's state and the directory's owner claim are not the agent's to touch.
+    std::fs::write(state.join("c0ffee@eth0"), "{}").unwrap();
+    std::fs::write(state.join(braid_attach::owner::OWNER_FILE), "delegator").unwrap();
+    let out = n.run(&["--once"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let names = |d: &std::path::Path| {
+        let mut v: Vec<String> =
+            std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(&retired), Vec::<String>::new());
+    assert_eq!(names(&state), [".braid-owner", ".retired", "c0ffee@eth0"]);
+}
+
+#[test]
 fn the_primary_is_the_lexically_first_usable_file_that_is_not_braids() {
     let n = Node::new("detect");
     n.write_conf("10-flannel.conflist", &bridge("flannel", "1.0.0"));
