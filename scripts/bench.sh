@@ -17,7 +17,8 @@
 # --out DIR --only status (the cases: braid-bench --only help).
 #        sudo scripts/bench.sh --node [OUTDIR]   only the node case (not in the full run: it needs
 # the real node of scripts/node.sh, built from Go by scripts/build-node.sh, and Multus built by
-# scripts/build-multus.sh; about 25 minutes a round on two cores, 6 rounds by default): bursts
+# scripts/build-multus.sh; about 16 minutes a round on two cores — Multus thick's failing
+# 40-pod bursts take a third of it — 6 rounds by default): bursts
 # of 10 and 40 pods with 0, 1, 2, 4 secondary networks under braid, Multus v4.3 thick and thin,
 # and the cluster network alone, on one node it brings up in BRAID_NODE_DIR (default
 # /var/lib/braid/bench-node) and takes down after. Writes OUTDIR/node.md, node.csv,
