@@ -125,7 +125,7 @@ pub fn node(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
                 }
             }
             seq += 1;
-            warm_up(&c, seq)?;
+            warm_up(&c, seq);
             rng.shuffle(&mut bursts);
             for &b in &bursts {
                 let (n, k) = (sizes[b / NETS.len()], NETS[b % NETS.len()]);
@@ -543,9 +543,7 @@ fn watch(c: &Cluster, seen: Arc<Mutex<Seen>>) -> Result<std::process::Child, Str
             let now = Instant::now();
             let obj = &ev["object"];
             let Some(name) = obj["metadata"]["name"].as_str() else { continue };
-            let ready = obj["status"]["conditions"]
-                .as_array()
-                .is_some_and(|cs| cs.iter().any(|x| x["type"] == "Ready" && x["status"] == "True"));
+            let ready = is_ready(obj);
             let status = obj["metadata"]["annotations"][NETWORK_STATUS].is_string();
             let mut s = seen.lock().unwrap();
             if ready {
@@ -669,23 +667,24 @@ fn burst(c: &Cluster, meta: Meta, n: usize, k: usize, seq: usize) -> Result<Burs
 /// pod deleted a minute before held the next set-up's first burst for 30 s), braid's first ADD
 /// claiming its state directory, the page cache of a freshly copied plugin. What it leaves is
 /// removed, as a burst's is.
-fn warm_up(c: &Cluster, seq: usize) -> Result<(), String> {
+fn warm_up(c: &Cluster, seq: usize) {
     let before = leftovers(c);
     let base = running_pods(c);
     let name = format!("warm-{seq}");
     c.apply(&pod(NS, &name, NODE, Some("net1,net2,net3,net4")));
     let give_up = Instant::now() + BURST_GUARD;
-    let ready = || {
-        c.get(&["pod", &name, "-n", NS])["status"]["conditions"]
-            .as_array()
-            .is_some_and(|cs| cs.iter().any(|x| x["type"] == "Ready" && x["status"] == "True"))
-    };
-    while !ready() && Instant::now() < give_up {
+    while !is_ready(&c.get(&["pod", &name, "-n", NS])) && Instant::now() < give_up {
         std::thread::sleep(Duration::from_millis(250));
     }
     delete_all(c, base);
     settle_and_clear(c, &before);
-    Ok(())
+}
+
+/// A pod object's Ready condition is True.
+fn is_ready(pod: &Value) -> bool {
+    pod["status"]["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|x| x["type"] == "Ready" && x["status"] == "True"))
 }
 
 /// What the deleted pods left beyond `before`, once it stops changing; reported by the caller
