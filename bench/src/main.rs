@@ -147,7 +147,10 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
             samples.iter().map(|s| serde_json::json!({"group": s.group, "name": s.name, "values": s.values})).collect();
         let _ = std::fs::write(raw, serde_json::to_vec(&v).unwrap_or_default());
     }
-    let machine = report::Machine::read(&w.bins);
+    let mut machine = report::Machine::read(&w.bins);
+    if only.iter().any(|c| c == "node") {
+        machine.lines.extend(node::facts(&w));
+    }
     // The node case alone writes files of its own (node.md, …), beside a whole run's results.
     let stem = if only.len() == 1 && only[0] == "node" { "node" } else { "results" };
     report::write_all(&out, stem, &machine, &samples, &verdicts).map_err(|e| format!("{}: {e}", out.display()))?;

@@ -75,6 +75,19 @@ impl Meta {
         }
     }
 
+    /// The long-lived processes of its DaemonSet (by `comm`), whose memory the bench samples:
+    /// Multus's daemon, braid's agent, the thin plugin's conf writer. Sampled by name, not by
+    /// cgroup, so a daemon restarted mid-burst is still seen, and the delegate plugins Multus's
+    /// daemon runs in its container are not counted (braid's run outside its agent).
+    pub fn daemon_processes(self) -> &'static [&'static str] {
+        match self {
+            Meta::Cluster => &[],
+            Meta::Braid => &["braid-install"],
+            Meta::MultusThick => &["multus-daemon"],
+            Meta::MultusThin => &["thin_entrypoint"],
+        }
+    }
+
     /// The short-lived processes it runs for each pod (by `comm`), whose memory the bench samples.
     pub fn plugin_processes(self) -> &'static [&'static str] {
         match self {
