@@ -73,7 +73,12 @@ fn wait_status(c: &Cluster, ns: &str, name: &str, node: &str) -> Value {
 }
 
 /// The pod's interfaces as `ip` inside it shows them: name → (MAC, IPv4 addresses with prefix).
+///
+/// Waits for the pod to be Running first: its network-status is published once its sandbox has
+/// networking, which can be before its container has started, and `kubectl exec` into a container
+/// not started yet fails ("unable to upgrade connection: container not found").
 fn interfaces_inside(c: &Cluster, ns: &str, name: &str) -> BTreeMap<String, (String, Vec<String>)> {
+    wait_running(c, ns, name);
     let link = c.ok(&["exec", "-n", ns, name, "--", "ip", "-o", "link"]);
     let addr = c.ok(&["exec", "-n", ns, name, "--", "ip", "-o", "-4", "addr"]);
     let mut m = BTreeMap::new();
@@ -558,7 +563,6 @@ fn a_watch_resumed_after_an_etcd_compaction_answers_410_and_the_agent_relists_wh
     );
     gate.open();
     let st = wait_status(&c, &ns.name, "starting", "node1");
-    wait_running(&c, &ns.name, "starting");
     status_matches_pod(&st, &interfaces_inside(&c, &ns.name, "starting"));
     assert!(has("node2", "old") && !has("node2", "new"), "node2 saw the change while cut off");
     let mark = agent_requests(&c).len();
@@ -611,7 +615,6 @@ fn the_agent_killed_the_kubelet_restarted_and_containerd_restarted_lose_nothing(
     let gate = Gate::new(&c, &ns.name, 115);
     c.apply(&pod(&ns.name, "running", "node1", Some("gated")));
     let running = wait_status(&c, &ns.name, "running", "node1");
-    wait_running(&c, &ns.name, "running");
     let inside = interfaces_inside(&c, &ns.name, "running");
 
     for (what, part) in
@@ -630,7 +633,6 @@ fn the_agent_killed_the_kubelet_restarted_and_containerd_restarted_lose_nothing(
         }
         gate.open();
         let st = wait_status(&c, &ns.name, &name, "node1");
-        wait_running(&c, &ns.name, &name);
         let inside_new = interfaces_inside(&c, &ns.name, &name);
         assert_eq!(inside_new.keys().cloned().collect::<Vec<_>>(), ["eth0", "net1"], "{what}: {inside_new:?}");
         status_matches_pod(&st, &inside_new);
