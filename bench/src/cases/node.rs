@@ -238,6 +238,14 @@ fn summarise(
                         vec![r.requests as f64 / r.ready_ms.len().max(1) as f64]
                     });
                 }
+                // What the deleted pods left, by kind, where a burst left any (braid's own
+                // budget row below says "none" or lists them).
+                for kind in LEFT_KINDS {
+                    let count = |r: &Burst| r.left.iter().filter(|e| left_kind(e) == kind).count();
+                    if rs.iter().any(|r| count(r) > 0) {
+                        add(&format!("left after deleting the pods: {kind}"), "entries", &|r| vec![count(r) as f64]);
+                    }
+                }
             }
         }
     }
@@ -391,6 +399,30 @@ fn veths(c: &Cluster) -> BTreeSet<String> {
         .filter_map(|l| l.split(": ").nth(1)?.split('@').next().map(str::to_string))
         .filter(|n| n.starts_with("veth"))
         .collect()
+}
+
+/// The kinds of [`leftovers`], in the order the report lists them.
+const LEFT_KINDS: [&str; 7] = [
+    "host-side interfaces",
+    "host-local reservations",
+    "Multus's cache files",
+    "libcni's result cache files",
+    "braid's status files",
+    "braid's state files",
+    "other",
+];
+
+/// Which of [`LEFT_KINDS`] a [`leftovers`] entry is.
+fn left_kind(entry: &str) -> &'static str {
+    let kinds = [
+        ("interface ", LEFT_KINDS[0]),
+        ("/var/lib/cni/networks/", LEFT_KINDS[1]),
+        ("/var/lib/cni/multus/", LEFT_KINDS[2]),
+        ("/var/lib/cni/results/", LEFT_KINDS[3]),
+        ("/run/braid/network-status/", LEFT_KINDS[4]),
+        ("/var/lib/cni/braid/", LEFT_KINDS[5]),
+    ];
+    kinds.iter().find(|(prefix, _)| entry.starts_with(prefix)).map_or(LEFT_KINDS[6], |(_, kind)| kind)
 }
 
 /// Everything a pod may leave on the node: its host-side interfaces, its host-local
@@ -790,4 +822,26 @@ pub fn facts(w: &World) -> Vec<String> {
         .collect();
     lines.push(format!("binaries measured (SHA-256, first 16 hex digits): {}", digests.join(", ")));
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_leftover_is_reported_under_its_kind() {
+        let cases = [
+            ("interface veth1a2b3c4d", "host-side interfaces"),
+            ("/var/lib/cni/networks/cluster/198.18.40.7", "host-local reservations"),
+            ("/var/lib/cni/multus/0a1b", "Multus's cache files"),
+            ("/var/lib/cni/results/cluster-0a1b-eth0", "libcni's result cache files"),
+            ("/run/braid/network-status/ns_pod_uid", "braid's status files"),
+            ("/var/lib/cni/braid/0a1b@eth0", "braid's state files"),
+            ("/var/lib/cni/elsewhere", "other"),
+        ];
+        for (entry, kind) in cases {
+            assert_eq!(left_kind(entry), kind, "{entry}");
+            assert!(LEFT_KINDS.contains(&kind));
+        }
+    }
 }
