@@ -22,8 +22,9 @@
 # of 10 and 40 pods with 0, 1, 2, 4 secondary networks under braid, Multus v4.3 thick and thin,
 # and the cluster network alone, on one node it brings up in BRAID_NODE_DIR (default
 # /var/lib/braid/bench-node) and takes down after. Writes OUTDIR/node.md, node.csv,
-# node-budgets.csv, node.svg (default docs/bench). BRAID_BENCH_NODE_ROUNDS and
-# BRAID_BENCH_NODE_PODS (default 10,40) change the rounds and the burst sizes.
+# node-budgets.csv, node.svg (default docs/bench). BRAID_BENCH_NODE_ROUNDS (default 6),
+# BRAID_BENCH_NODE_MAX_ROUNDS (default 10: more rounds, one at a time, while a budget is unclear)
+# and BRAID_BENCH_NODE_PODS (default 10,40) change the rounds and the burst sizes.
 # Runs everything in namespaces it creates; the machine's own network namespace is never touched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
