@@ -172,7 +172,9 @@ pub fn node(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
                 results.entry((m, n, k)).or_default().push(r);
             }
         }
-        say(&format!("round {} of {rounds} (at most {max_rounds}) took {:.0?}", round + 1, began.elapsed()));
+        let of =
+            if round < rounds { format!("of {rounds}") } else { format!("(a budget unclear; at most {max_rounds})") };
+        say(&format!("round {} {of} took {:.0?}", round + 1, began.elapsed()));
         round += 1;
     }
     // Leave the node as scripts/node.sh made it: braid installed.
