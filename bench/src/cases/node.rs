@@ -32,6 +32,9 @@
 //! unclear with fewer than six rounds.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod leftovers;
+mod memory;
+
 use super::rounds::Shuffle;
 use super::World;
 use crate::report::say;
@@ -39,9 +42,11 @@ use crate::stats::{Estimate, Sample, ALPHA};
 use crate::verdict::{Limit, Outcome, Verdict};
 use braid_integration::cluster::{pod, Cluster, NETWORKS, NETWORK_STATUS};
 use braid_integration::metaplugin::{self, Meta};
+use leftovers::{left_kind, leftovers, settle_and_clear, LEFT_KINDS};
+use memory::{cgroup_pids, daemon_cgroup, sample_pss, status_kb};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -257,7 +262,7 @@ fn summarise(
                 }
                 // What the deleted pods left, by kind, where a burst left any (braid's own
                 // budget row below says "none" or lists them).
-                for kind in LEFT_KINDS {
+                for kind in LEFT_KINDS.iter().map(|(_, kind)| *kind).chain(["other"]) {
                     let count = |r: &Burst| r.left.iter().filter(|e| left_kind(e) == kind).count();
                     if rs.iter().any(|r| count(r) > 0) {
                         add(&format!("left after deleting the pods: {kind}"), "entries", &|r| vec![count(r) as f64]);
@@ -417,56 +422,6 @@ fn wait_mirrored(c: &Cluster) {
     );
 }
 
-/// The node's host-side veths.
-fn veths(c: &Cluster) -> BTreeSet<String> {
-    String::from_utf8_lossy(&c.on_node(NODE, "ip", &["-o", "link"]).stdout)
-        .lines()
-        .filter_map(|l| l.split(": ").nth(1)?.split('@').next().map(str::to_string))
-        .filter(|n| n.starts_with("veth"))
-        .collect()
-}
-
-/// The kinds of [`leftovers`], in the order the report lists them.
-const LEFT_KINDS: [&str; 7] = [
-    "host-side interfaces",
-    "host-local reservations",
-    "Multus's cache files",
-    "libcni's result cache files",
-    "braid's status files",
-    "braid's state files",
-    "other",
-];
-
-/// Which of [`LEFT_KINDS`] a [`leftovers`] entry is.
-fn left_kind(entry: &str) -> &'static str {
-    let kinds = [
-        ("interface ", LEFT_KINDS[0]),
-        ("/var/lib/cni/networks/", LEFT_KINDS[1]),
-        ("/var/lib/cni/multus/", LEFT_KINDS[2]),
-        ("/var/lib/cni/results/", LEFT_KINDS[3]),
-        ("/run/braid/network-status/", LEFT_KINDS[4]),
-        ("/var/lib/cni/braid/", LEFT_KINDS[5]),
-    ];
-    kinds.iter().find(|(prefix, _)| entry.starts_with(prefix)).map_or(LEFT_KINDS[6], |(_, kind)| kind)
-}
-
-/// Everything a pod may leave on the node: its host-side interfaces, its host-local
-/// reservations, Multus's cache, libcni's result cache, braid's status and state files.
-fn leftovers(c: &Cluster) -> BTreeSet<String> {
-    let mut left: BTreeSet<String> = veths(c).into_iter().map(|v| format!("interface {v}")).collect();
-    for net in ["cluster", "net1", "net2", "net3", "net4"] {
-        let dir = format!("/var/lib/cni/networks/{net}");
-        left.extend(c.files_on(NODE, &dir).into_iter().filter(|f| f.starts_with("198.")).map(|f| format!("{dir}/{f}")));
-    }
-    for dir in ["/var/lib/cni/multus", "/var/lib/cni/results", "/run/braid/network-status", "/var/lib/cni/braid"] {
-        // The state directory's owner file is the node's claim on the directory, written by
-        // the first ADD and kept for good (braid-attach's `owner`): no pod's.
-        let pods = c.files_on(NODE, dir).into_iter().filter(|f| f != braid_attach::owner::OWNER_FILE);
-        left.extend(pods.map(|f| format!("{dir}/{f}")));
-    }
-    left
-}
-
 /// The kubelet's RunPodSandbox histogram: (sum in seconds, count), over its label sets.
 fn sandbox_metric(c: &Cluster) -> (f64, f64) {
     let m = kubelet_metrics(c);
@@ -504,101 +459,6 @@ fn delete_all(c: &Cluster, base: f64) {
     while running_pods(c) > base && Instant::now() < give_up {
         std::thread::sleep(Duration::from_millis(500));
     }
-}
-
-/// The memory cgroup (v1) of the meta-plugin's DaemonSet pod on the node, its container's
-/// restart count and whether its last termination was an OOM kill.
-fn daemon_cgroup(c: &Cluster, meta: Meta) -> Option<(PathBuf, i64, bool)> {
-    let sel = meta.pod_selector()?;
-    let pods = c.get(&["pods", "-n", "kube-system", "-l", sel, "--field-selector", &format!("spec.nodeName={NODE}")]);
-    let p = pods["items"].as_array()?.iter().find(|p| p["metadata"]["deletionTimestamp"].is_null())?;
-    let uid = p["metadata"]["uid"].as_str()?.to_string();
-    let restarts = p["status"]["containerStatuses"][0]["restartCount"].as_i64().unwrap_or(0);
-    let oom = p["status"]["containerStatuses"][0]["lastState"]["terminated"]["reason"] == "OOMKilled";
-    let base = Path::new("/sys/fs/cgroup/memory").join(node_cgroup(c));
-    let out = std::process::Command::new("find")
-        .arg(&base)
-        .args(["-type", "d", "-name", &format!("pod{uid}")])
-        .output()
-        .ok()?;
-    let dir = String::from_utf8_lossy(&out.stdout).lines().next()?.to_string();
-    Some((PathBuf::from(dir), restarts, oom))
-}
-
-/// The processes of a cgroup and of the cgroups below it (the pod's containers).
-fn cgroup_pids(dir: &Path) -> Vec<u32> {
-    let out = std::process::Command::new("find").arg(dir).args(["-name", "cgroup.procs"]).output();
-    let mut pids = Vec::new();
-    for f in String::from_utf8_lossy(&out.map(|o| o.stdout).unwrap_or_default()).lines() {
-        let text = std::fs::read_to_string(f).unwrap_or_default();
-        pids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
-    }
-    pids.sort_unstable();
-    pids.dedup();
-    pids
-}
-
-/// A `/proc/PID/status` number (`VmRSS:`, `VmHWM:` in kB; `PPid:`); 0 when the process is gone.
-fn status_kb(pid: u32, key: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .unwrap_or(0)
-}
-
-/// node1's cgroup below each hierarchy (scripts/node.sh's `cgroup`).
-fn node_cgroup(c: &Cluster) -> String {
-    let b = c.dir().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let b: String = b.chars().map(|ch| if ch.is_ascii_alphanumeric() || ch == '-' { ch } else { '-' }).collect();
-    format!("braid-{b}-node1")
-}
-
-/// Samples, for each of two groups of process names, the summed PSS of the processes of that
-/// name in the node's network namespace every 20 ms until stopped; returns each group's peak in
-/// MB. PSS divides each shared page among the processes mapping it, so the sum is what the
-/// processes together hold — for every set-up alike (Multus's shims share their binary's pages
-/// just as braid's delegators do).
-type Names = &'static [&'static str];
-fn sample_pss(net_ns: PathBuf, groups: [Names; 2], stop: Arc<AtomicBool>) -> std::thread::JoinHandle<[f64; 2]> {
-    std::thread::spawn(move || {
-        let ns = std::fs::metadata(&net_ns).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap_or(0);
-        let mut peak_kb = [0u64; 2];
-        while !stop.load(Ordering::Relaxed) {
-            let mut sum = [0u64; 2];
-            if let Ok(dir) = std::fs::read_dir("/proc") {
-                for e in dir.flatten() {
-                    let p = e.path();
-                    let Ok(comm) = std::fs::read_to_string(p.join("comm")) else { continue };
-                    let Some(g) = groups.iter().position(|names| names.contains(&comm.trim())) else { continue };
-                    let same = std::fs::metadata(p.join("ns/net")).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
-                    if same.ok() != Some(ns) {
-                        continue;
-                    }
-                    // A child between fork and exec still bears its parent's name and, cloned
-                    // with CLONE_VM (Go's and posix_spawn's way), its parent's memory: counting
-                    // it would count the parent twice.
-                    let ppid = status_kb(e.file_name().to_string_lossy().parse().unwrap_or(0), "PPid:");
-                    let parent = std::fs::read_to_string(format!("/proc/{ppid}/comm")).unwrap_or_default();
-                    if parent.trim() == comm.trim() {
-                        continue;
-                    }
-                    let rollup = std::fs::read_to_string(p.join("smaps_rollup")).unwrap_or_default();
-                    sum[g] += rollup
-                        .lines()
-                        .find_map(|l| l.strip_prefix("Pss:"))
-                        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-                        .unwrap_or(0);
-                }
-            }
-            for g in 0..2 {
-                peak_kb[g] = peak_kb[g].max(sum[g]);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        peak_kb.map(|kb| kb as f64 / 1024.0)
-    })
 }
 
 /// When each pod was first seen Ready and with its network-status, by a watch of the namespace.
@@ -775,34 +635,6 @@ fn is_ready(pod: &Value) -> bool {
         .is_some_and(|cs| cs.iter().any(|x| x["type"] == "Ready" && x["status"] == "True"))
 }
 
-/// What the deleted pods left beyond `before`, once it stops changing; reported by the caller
-/// and removed here.
-fn settle_and_clear(c: &Cluster, before: &BTreeSet<String>) -> Vec<String> {
-    // Called once the kubelet has stopped the pods' sandboxes (CNI DEL included: `delete_all`);
-    // what is left then is looked at until nothing more goes away for 5 s (at most 60 s): a
-    // set-up that leaks (Multus thick, every burst) would otherwise cost the whole 60 s each
-    // time.
-    let give_up = Instant::now() + Duration::from_secs(60);
-    let new = |c: &Cluster| leftovers(c).difference(before).cloned().collect::<Vec<String>>();
-    let mut left = new(c);
-    let mut changed = Instant::now();
-    while !left.is_empty() && Instant::now() < give_up && changed.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(500));
-        let now = new(c);
-        if now != left {
-            changed = Instant::now();
-        }
-        left = now;
-    }
-    // Reported, then removed: a set-up that leaks host-local reservations (Multus thick's DEL
-    // fails here: docs/bench/NOTES.md) would otherwise exhaust the node's pod range for every
-    // set-up after it. This is what an operator cleans up by hand.
-    for f in left.iter().filter(|f| f.starts_with('/')) {
-        let _ = c.on_node(NODE, "rm", &["-f", f]);
-    }
-    left
-}
-
 /// What the node case's report names besides the machine: the versions the node ran (from the
 /// node object: kubelet, containerd; from `scripts/build-multus.sh`'s `versions`: Multus) and
 /// the SHA-256 of every meta-plugin binary measured, so two runs can show they measured the
@@ -858,27 +690,10 @@ mod tests {
         let judged = |rounds: &[f64]| Verdict::at_most("x", Estimate::median(rounds, ALPHA), Limit::Ms(0.0));
         // Five rounds well within the limit and one beyond it: six rounds cannot tell.
         let stray = judged(&[-900.0, -800.0, -700.0, -600.0, -500.0, 486.0]);
-        assert!(any_unclear(&[judged(&[-3.0, -2.0, -1.0, -4.0, -5.0, -6.0]), stray.clone()]));
+        assert!(any_unclear(&[judged(&[-3.0, -2.0, -1.0, -4.0, -5.0, -6.0]), stray]));
         // Ten rounds with the same stray one decide it: the interval is the 2nd to 9th value.
         let ten = judged(&[-900.0, -800.0, -700.0, -600.0, -500.0, 486.0, -400.0, -300.0, -200.0, -100.0]);
         assert!(!any_unclear(&[ten]));
         assert!(!any_unclear(&[]));
-    }
-
-    #[test]
-    fn every_leftover_is_reported_under_its_kind() {
-        let cases = [
-            ("interface veth1a2b3c4d", "host-side interfaces"),
-            ("/var/lib/cni/networks/cluster/198.18.40.7", "host-local reservations"),
-            ("/var/lib/cni/multus/0a1b", "Multus's cache files"),
-            ("/var/lib/cni/results/cluster-0a1b-eth0", "libcni's result cache files"),
-            ("/run/braid/network-status/ns_pod_uid", "braid's status files"),
-            ("/var/lib/cni/braid/0a1b@eth0", "braid's state files"),
-            ("/var/lib/cni/elsewhere", "other"),
-        ];
-        for (entry, kind) in cases {
-            assert_eq!(left_kind(entry), kind, "{entry}");
-            assert!(LEFT_KINDS.contains(&kind));
-        }
     }
 }
