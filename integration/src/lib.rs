@@ -19,6 +19,7 @@ pub mod metaplugin;
 pub mod node;
 pub mod podman;
 pub mod runtime;
+pub mod stale_netns;
 pub mod vm;
 
 use cni_runtime::chain::{Chain, ChainError, RuntimeConf};
@@ -98,8 +99,15 @@ pub struct Netns {
 }
 
 impl Netns {
-    /// Creates `braid-<tag><unique>` with its loopback up.
+    /// Creates `braid-<tag><unique>` with its loopback up. The first one a process makes also
+    /// deletes the namespaces killed processes left ([`stale_netns`]).
     pub fn new(tag: &str) -> Netns {
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| {
+            for name in stale_netns::remove_dead_owners() {
+                eprintln!("removed network namespace {name}: its process is gone");
+            }
+        });
         Netns { ns: TempNetns::new(&format!("braid-{tag}")) }
     }
 

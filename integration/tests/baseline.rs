@@ -193,3 +193,35 @@ fn hung_garbage_and_lying_plugins() {
     let info = cni_types::version::VersionInfo::decode(&out).unwrap();
     assert!(info.supported_versions.contains(&"1.0.0".to_string()));
 }
+
+/// A namespace a killed process left (its pid no longer running) is deleted by the next harness
+/// process; one whose process lives, and one outside the harness's pattern, stay.
+#[test]
+fn namespaces_of_dead_processes_are_removed_and_no_others() {
+    if !require_root("namespaces_of_dead_processes_are_removed_and_no_others") {
+        return;
+    }
+    // pid_max itself is never a pid (pids are below it): a process that is certainly gone.
+    let dead: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap().trim().parse().unwrap();
+    let gone = format!("braid-zz{dead}x0");
+    let alive = format!("braid-zz{}x4000000", std::process::id());
+    let foreign = format!("zz{dead}x0");
+    let ip =
+        |args: &[&str]| assert!(std::process::Command::new("ip").args(args).status().unwrap().success(), "ip {args:?}");
+    for n in [&gone, &alive, &foreign] {
+        ip(&["netns", "add", n]);
+    }
+    let removed = braid_integration::stale_netns::remove_dead_owners();
+    let exists = |n: &str| std::path::Path::new("/run/netns").join(n).exists();
+    let (gone_left, alive_left, foreign_left) = (exists(&gone), exists(&alive), exists(&foreign));
+    for n in [&alive, &foreign] {
+        let _ = std::process::Command::new("ip").args(["netns", "delete", n]).status();
+    }
+    if gone_left {
+        let _ = std::process::Command::new("ip").args(["netns", "delete", &gone]).status();
+    }
+    assert!(removed.contains(&gone), "{removed:?}");
+    assert!(!gone_left);
+    assert!(alive_left && foreign_left, "the living process's and the foreign namespace stay");
+    assert!(!removed.contains(&alive) && !removed.contains(&foreign), "{removed:?}");
+}
