@@ -626,3 +626,56 @@ fn vmtap_is_copied_chained_and_uninstalled_with_the_flag() {
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(!n.bin_dir().join("delegator").exists());
 }
+
+/// In its API mode the agent refuses to start without its node's name or without credentials,
+/// with exit code 7 and the missing thing named, before it connects anywhere: the kubeconfig
+/// names a listener of this test's, which accepts nothing. No API server is needed to show it,
+/// since none must be reached (this test ran against integration's API stand-in until then).
+#[test]
+fn without_node_name_or_credentials_the_api_agent_says_so_exits_7_and_connects_nowhere() {
+    let d = TempDir::new("kapi-bad");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let kubeconfig = d.0.join("kubeconfig");
+    // JSON is YAML: a kubeconfig as kubectl writes it, with a token user.
+    let config = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": format!("https://{}", listener.local_addr().unwrap()), "insecure-skip-tls-verify": true}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    });
+    std::fs::write(&kubeconfig, config.to_string()).unwrap();
+    let dir = |name: &str| {
+        let p = d.0.join(name);
+        std::fs::create_dir_all(&p).unwrap();
+        p.display().to_string()
+    };
+    let (conf, networks, status, state) = (dir("net.d"), dir("networks"), dir("status"), dir("state"));
+    let run = |env: &[(&str, String)]| {
+        let mut c = Command::new(BIN);
+        c.args(["--kubernetes-api", "--host-root", "/", "--skip-binaries"])
+            .args(["--cni-conf-dir", &conf, "--networks-dir", &networks])
+            .args(["--status-dir", &status, "--state-dir", &state])
+            .env_remove("NODE_NAME")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("HOME", &d.0);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let out = run(&[("KUBECONFIG", kubeconfig.display().to_string())]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{err}");
+    assert!(err.contains("NODE_NAME is not set"), "{err}");
+    let out = run(&[("NODE_NAME", "node-a".into()), ("KUBECONFIG", d.0.join("nope").display().to_string())]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{err}");
+    assert!(err.contains("no Kubernetes API credentials"), "{err}");
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the agent connected to its API server before refusing: {other:?}"),
+    }
+}

@@ -152,39 +152,3 @@ fn a_pod_whose_patch_is_never_answered_holds_up_no_other() {
     w.api.release("PATCH", slow_path);
     wait_until("slow's annotation", || annotation(&w.api, "default", "slow") == Some(status_doc(1)), || agent.log());
 }
-
-/// Why the stand-in: the agent must refuse to start before any request; the stand-in's
-/// kubeconfig is the one a test can hand it without a cluster.
-#[test]
-fn without_node_name_or_credentials_the_agent_says_so_and_exits_7() {
-    let w = World::new("kapi-bad");
-    let bin = braid_integration::build_dir().join("braid-install");
-    let s = |p: &Path| p.display().to_string();
-    let run = |env: &[(&str, String)]| {
-        let mut c = std::process::Command::new(&bin);
-        c.args(["--kubernetes-api", "--host-root", "/", "--skip-binaries"])
-            .args(["--cni-conf-dir", &s(&w.dirs.conf), "--networks-dir", &s(&w.dirs.networks)])
-            .args(["--status-dir", &s(&w.dirs.status), "--state-dir", &s(&w.dirs.state)])
-            .env_remove("NODE_NAME")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env("HOME", w.dir.path());
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        c.output().unwrap()
-    };
-    let out = run(&[("KUBECONFIG", s(&w.kubeconfig))]);
-    assert_eq!(out.status.code(), Some(7));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("NODE_NAME is not set"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = run(&[("NODE_NAME", "node-a".into()), ("KUBECONFIG", s(&w.dir.path().join("nope")))]);
-    assert_eq!(out.status.code(), Some(7));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("no Kubernetes API credentials"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
