@@ -4,11 +4,12 @@
 //! wake-up and its merge patch, over real HTTP with the real client crates.
 //!
 //! Why the stand-in (`kube-standin`, integration/apiserver, on loopback) and not the real API
-//! server of `scripts/node.sh`: this measures braid's side of the path alone, without a real
-//! server's admission chain and etcd write in every sample, and without bringing a cluster up
-//! in every bench run. The real path, from `kubectl apply` of a pod to its annotation, is
-//! reported by `integration/tests/kube_node.rs` (about 0.5–0.7 s there, the pod's sandbox
-//! included).
+//! server of `scripts/node.sh`: this budget is braid's side of the path alone, and a real
+//! server cannot give that apart — every sample would carry its admission chain and etcd write,
+//! whose time varies more than the agent's own — and it would bring a cluster up in every bench
+//! run. The real path is measured on the real node by the node case (`scripts/bench.sh --node`:
+//! pod creation → network-status on the pod, sandbox included; docs/bench/node.md), and
+//! reported, not asserted, by `integration/tests/kube_node.rs`.
 
 use super::World;
 use crate::stats::{Estimate, Sample, ALPHA};
