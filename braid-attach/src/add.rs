@@ -2,7 +2,8 @@
 //! reverse (see [`crate::attach`] for the engine's rules).
 
 use crate::ahead::{Ahead, FirstStarted};
-use crate::attach::{describe, each, thread_panicked, Attacher, Bounded, Order};
+use crate::attach::{describe, each, thread_panicked, Attacher, Order};
+use crate::bounded::Bounded;
 use crate::delegate::{plan, plugin_stdin, Delegate, DelegateConfig, Stdins};
 use crate::plan::{Phase, Plan, Process, Progress};
 use crate::state::{Key, Pending, StateStore};

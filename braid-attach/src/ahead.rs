@@ -20,7 +20,7 @@
 //! the plugin reads an empty stdin and exits without acting: nothing needs recording before
 //! it is sent something, and the engine records it (pid and start time) right before that.
 
-use crate::attach::Bounded;
+use crate::bounded::Bounded;
 use cni_runtime::invoke::{Env, Exec, Started, Watch};
 use cni_runtime::InvokeError;
 use std::cell::Cell;

@@ -35,6 +35,7 @@
 //!   records that it was parallel: DEL and CHECK of it run the delegates at once too.
 
 use crate::ahead::{Ahead, FirstStarted};
+use crate::bounded::Bounded;
 use crate::deadline::Deadline;
 use crate::plan::{Attachment, Phase, Plan};
 use crate::state::{ContainerLock, Key, StateStore, Wait};
@@ -48,35 +49,6 @@ use cni_types::{CniError, Context as _, Invocation, NetConfList};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Instant;
-
-/// An [`Exec`] that kills what it starts at `until` at the latest (the command's deadline, or
-/// its ADD part) and reports every process it starts to `spawned`: whatever runs a delegate —
-/// one plugin, or a conflist through [`Chain`] — runs it through this.
-pub(crate) struct Bounded<'a> {
-    pub(crate) inner: &'a dyn Exec,
-    pub(crate) spawned: &'a dyn Fn(u32),
-    pub(crate) until: Option<Instant>,
-}
-
-impl Exec for Bounded<'_> {
-    fn exec(
-        &self,
-        plugin: &std::path::Path,
-        stdin: &[u8],
-        env: &[(String, String)],
-    ) -> Result<Vec<u8>, cni_runtime::InvokeError> {
-        self.inner.exec_until(plugin, stdin, env, invoke::Watch { spawned: self.spawned, until: self.until })
-    }
-    fn find(&self, name: &str, paths: &[PathBuf]) -> Result<PathBuf, cni_runtime::InvokeError> {
-        self.inner.find(name, paths)
-    }
-    fn reports_spawns(&self) -> bool {
-        self.inner.reports_spawns()
-    }
-    fn start_ahead(&self, plugin: &std::path::Path, env: &[(String, String)]) -> Option<invoke::Started> {
-        self.inner.start_ahead(plugin, env)
-    }
-}
 
 /// Runs delegates and keeps their state.
 pub struct Attacher<'a> {

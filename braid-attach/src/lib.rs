@@ -34,6 +34,7 @@
 pub mod add;
 mod ahead;
 pub mod attach;
+mod bounded;
 pub mod command;
 pub mod config;
 pub mod deadline;

@@ -34,7 +34,8 @@
 //! symlink followed, no FIFO waited on, 64 bytes at most). The answer is the first failure in
 //! delegate order, as libcni's `GetStatusNetworkList` reports the first.
 
-use crate::attach::{each, thread_panicked, Bounded, Order};
+use crate::attach::{each, thread_panicked, Order};
+use crate::bounded::Bounded;
 use crate::config::{PluginRules, SharedConfig};
 use crate::deadline::{secs, Deadline};
 use crate::delegate::{Delegate, DelegateConfig};
