@@ -38,7 +38,6 @@ command -v ip >/dev/null || need+=(iproute2)
 # The static musl build (scripts/build-release.sh): braid-install's TLS (ring) has C parts, built
 # with musl's C compiler (build-release.sh installs it too when root, and fails without it).
 command -v musl-gcc >/dev/null || need+=(musl-tools)
-[ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
 # The churn soak (case "soak"): containerd 1.6 with CRI, runc, static busybox for its sandbox image.
 command -v containerd >/dev/null || need+=(containerd)
 command -v runc >/dev/null || need+=(runc)
@@ -52,6 +51,9 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+echo "== the reference plugins (scripts/build-cni-plugins.sh)" >&2
+BRAID_CNI_PLUGINS="$(bash scripts/build-cni-plugins.sh | tail -n1)"
+export BRAID_CNI_PLUGINS
 echo "== building release binaries" >&2
 bin="$(bash scripts/build-release.sh | tail -n1)"
 if [ "$out" = "--node" ]; then

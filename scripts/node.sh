@@ -66,6 +66,8 @@ in_node() {
 }
 
 bin_dir() { cat "$D/bin-dir"; }
+# The reference plugins every node runs (containernetworking/plugins, integration/cni-plugins).
+cni_plugins_dir() { cat "$D/cni-plugins-dir"; }
 
 # --- parts ---------------------------------------------------------------------------------
 
@@ -379,7 +381,7 @@ node() {
   b="$(bin_dir)"
   # The cluster network: the reference bridge plugin, host-local addresses from the node's
   # pod range (what braid's installer finds as the primary and delegates to by name).
-  cp /usr/lib/cni/* "$r/opt-cni/bin/"
+  cp "$(cni_plugins_dir)"/* "$r/opt-cni/bin/"
   cat > "$r/etc-cni/net.d/10-cluster.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
@@ -473,11 +475,13 @@ up() {
   for c in nsenter unshare ip iptables openssl curl podman runc tar sha256sum; do
     command -v "$c" >/dev/null 2>&1 || die "missing $c (scripts/test.sh installs what the node needs)"
   done
-  [ -x /usr/lib/cni/bridge ] || die "missing the reference plugins in /usr/lib/cni (Debian's containernetworking-plugins)"
   [ -x /bin/busybox ] || die "missing /bin/busybox (Debian's busybox-static)"
   mkdir -p "$D"
   log "building the parts (scripts/build-node.sh; once per machine)"
   bash scripts/build-node.sh | tail -n1 > "$D/bin-dir"
+  log "the reference plugins (scripts/build-cni-plugins.sh; once per machine)"
+  if [ -n "${BRAID_CNI_PLUGINS:-}" ]; then echo "$BRAID_CNI_PLUGINS"; else bash scripts/build-cni-plugins.sh | tail -n1; fi > "$D/cni-plugins-dir"
+  [ -x "$(cni_plugins_dir)/bridge" ] || die "no reference plugins in $(cni_plugins_dir) (scripts/build-cni-plugins.sh)"
   echo "$count" > "$D/nodes"
   trap 'echo "node.sh: up failed; logs in $D/logs (scripts/node.sh down removes it)" >&2' ERR
   log "certificates and tokens"

@@ -91,11 +91,17 @@ log "release build (static binaries for the installer image)"
 BRAID_RELEASE_DIR="$(bash scripts/build-release.sh | tail -n1)"
 export BRAID_RELEASE_DIR
 
+command -v go >/dev/null 2>&1 || { echo "go not found: the reference plugins and the real node's parts are built with Go 1.26.8 or later" >&2; exit 1; }
+# The reference plugins every test, the node and the bench run: containernetworking/plugins at
+# the version integration/cni-plugins/go.mod pins, built once per machine into
+# /var/cache/braid/cni-plugins (Debian's 2022 package stays for the demo's fast first run).
+log "the reference plugins (scripts/build-cni-plugins.sh)"
+BRAID_CNI_PLUGINS="$(bash scripts/build-cni-plugins.sh | tail -n1)"
+export BRAID_CNI_PLUGINS
 # The real node's parts (Kubernetes, etcd, containerd) from the Go modules under
 # integration/node/: built once per machine into /var/cache/braid/node, reused after. Its kubectl
 # (kustomize v5) is also the one the manifest tests render deploy/kubernetes with: a directory
 # holding only it goes first on PATH (the containerd tests keep Debian's containerd 1.6).
-command -v go >/dev/null 2>&1 || { echo "go not found: the real node's parts are built with Go 1.26 or later" >&2; exit 1; }
 log "the real node's parts (scripts/build-node.sh)"
 node_bin="$(bash scripts/build-node.sh | tail -n1)"
 mkdir -p target/node-tools

@@ -66,7 +66,7 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
     }
     let w = cases::World {
         bins,
-        reference: PathBuf::from(braid_integration::REFERENCE_PLUGINS),
+        reference: braid_integration::reference_plugins().to_path_buf(),
         host: Netns::new("bh"),
         ctr: Netns::new("bc"),
         dir: TempDir::new("bench"),
@@ -174,7 +174,7 @@ fn crash_only_run(kills: usize) -> Result<bool, String> {
     let bins = me.parent().map(PathBuf::from).ok_or("cannot tell where braid's binaries are")?;
     let w = cases::World {
         bins,
-        reference: PathBuf::from(braid_integration::REFERENCE_PLUGINS),
+        reference: braid_integration::reference_plugins().to_path_buf(),
         host: Netns::new("bh"),
         ctr: Netns::new("bc"),
         dir: TempDir::new("crash"),

@@ -43,7 +43,11 @@ impl Machine {
                 .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
                 .unwrap_or_default()
         };
-        let plugins = out("dpkg-query", &["-W", "-f", "${Version}", "containernetworking-plugins"]);
+        // What `bridge` says of itself with no command (`CNI bridge plugin v1.10.0`): the
+        // reference plugins are built from their Go module (scripts/build-cni-plugins.sh).
+        let bridge = braid_integration::reference_plugins().join("bridge");
+        let plugins = out(&bridge.to_string_lossy(), &[]);
+        let plugins = plugins.lines().next().unwrap_or("unknown").to_string();
         let date = out("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
         // How busy the machine was: a loaded machine moves every figure, and some budgets' true
         // values with it (docs/bench/NOTES.md); the 15-minute average spans most of a run.
@@ -55,7 +59,7 @@ impl Machine {
                 format!("date: {date}"),
                 format!("machine: {cpu}, {cores} cores, {mem} memory, Linux {kernel}"),
                 format!("load average at the end (1 / 5 / 15 min): {load}"),
-                format!("reference plugins: Debian containernetworking-plugins {plugins}"),
+                format!("reference plugins: {plugins} (scripts/build-cni-plugins.sh)"),
                 format!(
                     "braid binaries: {}, release profile, target {}",
                     linkage(&bins.join("delegator")),

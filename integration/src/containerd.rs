@@ -20,7 +20,7 @@ use crate::runtime::{
     busybox_rootfs_tar, remove_libcni_cache_entries, run_ok, stop_pid, stop_processes_mentioning, unmount_below,
     wait_for,
 };
-use crate::{build_dir, Harness, BRAID_BINARIES, REFERENCE_PLUGINS};
+use crate::{build_dir, reference_plugins, Harness, BRAID_BINARIES};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -67,7 +67,7 @@ impl Containerd {
             std::fs::create_dir_all(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         }
         // One bin_dir: braid's binaries and the reference plugins side by side.
-        let refs = std::fs::read_dir(REFERENCE_PLUGINS).into_iter().flatten().flatten().map(|e| e.path());
+        let refs = std::fs::read_dir(reference_plugins()).into_iter().flatten().flatten().map(|e| e.path());
         for target in BRAID_BINARIES.iter().map(|b| build_dir().join(b)).chain(refs) {
             if let Some(name) = target.file_name() {
                 std::os::unix::fs::symlink(&target, bin_dir.join(name))

@@ -33,20 +33,50 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-/// Where Debian installs the reference plugins.
-pub const REFERENCE_PLUGINS: &str = "/usr/lib/cni";
+/// The CNI reference plugins the suite and the bench run (containernetworking/plugins at the
+/// version `integration/cni-plugins/go.mod` pins, v1.10.0): `$BRAID_CNI_PLUGINS` when set
+/// (`scripts/test.sh` and `scripts/bench.sh` export what `scripts/build-cni-plugins.sh` built),
+/// else built now by that script (once per machine, into its cache) — never Debian's 2022
+/// package, so a test cannot pass on plugins operators no longer run. A path without plugins
+/// when neither works: [`require_root`] then says why.
+pub fn reference_plugins() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Some(dir) = std::env::var_os("BRAID_CNI_PLUGINS").filter(|d| !d.is_empty()) {
+            return PathBuf::from(dir);
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/build-cni-plugins.sh");
+        match Command::new("bash").arg(&script).stderr(std::process::Stdio::inherit()).output() {
+            Ok(out) if out.status.success() => {
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                PathBuf::from(stdout.lines().last().unwrap_or_default().trim())
+            }
+            Ok(out) => {
+                eprintln!("{}: {}", script.display(), out.status);
+                PathBuf::from("/nonexistent/braid-cni-plugins")
+            }
+            Err(e) => {
+                eprintln!("{}: {e}", script.display());
+                PathBuf::from("/nonexistent/braid-cni-plugins")
+            }
+        }
+    })
+}
 
 /// True when a namespace test may run: root (the rule of `cni_skel::testing::require_root`:
-/// a loud SKIPPED line, or a failure under `BRAID_REQUIRE_ROOT_TESTS=1`) and Debian's
-/// reference plugins installed.
+/// a loud SKIPPED line, or a failure under `BRAID_REQUIRE_ROOT_TESTS=1`) and the reference
+/// plugins built ([`reference_plugins`]).
 pub fn require_root(test: &str) -> bool {
     if !cni_skel::testing::require_root(test) {
         return false;
     }
-    if Path::new(REFERENCE_PLUGINS).join("bridge").exists() {
+    if reference_plugins().join("bridge").exists() {
         return true;
     }
-    let why = "needs Debian's containernetworking-plugins in /usr/lib/cni";
+    let why = format!(
+        "needs the reference plugins ({}: scripts/build-cni-plugins.sh builds them, Go 1.26.8 or later)",
+        reference_plugins().display()
+    );
     if std::env::var("BRAID_REQUIRE_ROOT_TESTS").is_ok_and(|v| v == "1") {
         panic!("{test} {why}, and BRAID_REQUIRE_ROOT_TESTS=1 forbids skipping");
     }
@@ -255,7 +285,7 @@ impl Harness {
         Harness {
             host: Netns::new(&format!("{tag}h")),
             dir,
-            paths: vec![build_dir(), PathBuf::from(REFERENCE_PLUGINS)],
+            paths: vec![build_dir(), reference_plugins().to_path_buf()],
             timeout: Duration::from_secs(20),
         }
     }

@@ -12,9 +12,9 @@
 //! libcni cache entries of the test's networks, and then the namespace and the directory.
 
 use crate::runtime::{busybox_rootfs_tar, remove_libcni_cache_entries, stop_processes_mentioning, unmount_below};
-use crate::{build_dir, Harness, REFERENCE_PLUGINS};
+use crate::{build_dir, reference_plugins, Harness};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -49,7 +49,7 @@ impl Podman {
         for p in [&root, &runroot, &tmp, &net_dir] {
             std::fs::create_dir_all(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         }
-        let q = |p: &PathBuf| Value::from(p.display().to_string()).to_string();
+        let q = |p: &Path| Value::from(p.display().to_string()).to_string();
         let conf = d.join("containers.conf");
         let text = format!(
             "[containers]\n\
@@ -75,7 +75,7 @@ impl Podman {
             static_dir = q(&root.join("libpod")),
             volumes = q(&root.join("volumes")),
             bin = q(&build_dir()),
-            refs = q(&PathBuf::from(REFERENCE_PLUGINS)),
+            refs = q(reference_plugins()),
             net = q(&net_dir),
         );
         std::fs::write(&conf, text).unwrap_or_else(|e| panic!("{}: {e}", conf.display()));
