@@ -71,6 +71,7 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
         ctr: Netns::new("bc"),
         dir: TempDir::new("bench"),
         scale,
+        real_node: std::sync::Mutex::new(None),
     };
     let mut samples = Vec::new();
     let mut verdicts = Vec::new();
@@ -121,7 +122,10 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
     if run("vmtap", "vmtap ADD+DEL at 1 and 8 interfaces, beside deleting one device") {
         take(chains::vmtap_added(&w)?);
     }
-    if run("kube", "the node agent: network-status file written → pod annotation set (kube-standin)") {
+    if run(
+        "kube",
+        "the node agent on the real node: network-status file written → the API server's patch of the pod done",
+    ) {
         take(kube::status_published(&w)?);
     }
     if run("hotplug", "hot-plug on the real node: kubectl annotate → interface, → network-status") {
@@ -179,6 +183,7 @@ fn crash_only_run(kills: usize) -> Result<bool, String> {
         ctr: Netns::new("bc"),
         dir: TempDir::new("crash"),
         scale: 1.0,
+        real_node: std::sync::Mutex::new(None),
     };
     let (_, verdicts) = crash::crash_run(&w, kills)?;
     for v in &verdicts {

@@ -1,8 +1,9 @@
-//! braid's node agent (`braid-install --kubernetes-api`) run as the DaemonSet runs it, on a node
-//! of the test's own: `--host-root /`, every directory in a test directory, a primary network
-//! file present (so the installer half is content), its API credentials from a kubeconfig
-//! (`KUBECONFIG`), its node from `NODE_NAME`. Its log (stderr) goes to a file the test reads;
-//! the process is killed by PID and reaped on drop, also when the test fails.
+//! braid's node agent (`braid-install --kubernetes-api`) run as the DaemonSet runs it, in a
+//! node's network namespace (where the cluster's API server is reachable): `--host-root /`,
+//! every directory in a test directory, a primary network file present (so the installer half
+//! is content), its API credentials from a kubeconfig (`KUBECONFIG`), its node from
+//! `NODE_NAME`. Its log (stderr) goes to a file the test reads; the process is killed by PID
+//! and reaped on drop, also when the test fails.
 
 use crate::build_dir;
 use std::path::{Path, PathBuf};
@@ -51,16 +52,20 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Starts `braid-install --kubernetes-api` for node `node`, credentials from `kubeconfig`,
-    /// its log in `log`; `extra` are further flags (`--networks-configmap DIR`).
-    pub fn start(dirs: &Dirs, kubeconfig: &Path, node: &str, log: &Path, extra: &[&str]) -> Agent {
+    /// Starts `braid-install --kubernetes-api` in the network namespace `netns` (`nsenter`
+    /// execs it: the child is the agent itself) for node `node`, credentials from `kubeconfig`,
+    /// its log in `log`; `extra` are further flags (`--api-timeout 1`).
+    pub fn start(netns: &Path, dirs: &Dirs, kubeconfig: &Path, node: &str, log: &Path, extra: &[&str]) -> Agent {
         let s = |p: &Path| p.display().to_string();
         let err = std::fs::File::options()
             .create(true)
             .append(true)
             .open(log)
             .unwrap_or_else(|e| panic!("{}: {e}", log.display()));
-        let child = Command::new(build_dir().join("braid-install"))
+        let child = Command::new("nsenter")
+            .arg(format!("--net={}", netns.display()))
+            .arg("--")
+            .arg(build_dir().join("braid-install"))
             .args(["--kubernetes-api", "--host-root", "/", "--skip-binaries", "--interval", "1"])
             .args(["--cni-conf-dir", &s(&dirs.conf), "--nad-conf-dir", &s(&dirs.nad_conf)])
             .args(["--networks-dir", &s(&dirs.networks), "--status-dir", &s(&dirs.status)])

@@ -14,6 +14,8 @@ pub mod cluster;
 pub mod containerd;
 #[cfg(feature = "cri")]
 pub mod cri;
+#[cfg(feature = "fault-proxy")]
+pub mod fault_proxy;
 pub mod metaplugin;
 #[cfg(feature = "cri")]
 pub mod node;

@@ -13,76 +13,16 @@
 //! figures are judged against fixed limits, about ten times what the first runs measured here
 //! (10 ms and 24 ms to attach and publish, 23 ms and 38 ms to detach and publish): 100 ms to the
 //! interface, 200 ms to network-status — prompt for a VMM waiting to hot-plug a NIC, and loose
-//! enough for a busy machine. A one-node cluster of `scripts/node.sh` is brought up for it and
-//! removed after.
+//! enough for a busy machine. It runs on the run's one-node cluster of `scripts/node.sh`
+//! ([`super::real_node`], shared with the `kube` case, which runs before it), whose braid it
+//! switches to `deploy/kubernetes-hotplug`.
 
+use super::real_node::{epoch, repo};
 use super::World;
 use crate::stats::{Estimate, Sample, ALPHA};
 use crate::verdict::{Limit, Verdict};
 use braid_integration::cluster::{pod, Cluster};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// The repository (scripts/, deploy/), as built.
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// A cluster of `scripts/node.sh`, down (and its directory removed) on drop.
-struct Node {
-    dir: PathBuf,
-}
-
-impl Node {
-    fn up(w: &World, nodes: usize) -> Result<Node, String> {
-        let base = Path::new("/var/lib/braid");
-        std::fs::create_dir_all(base).map_err(|e| e.to_string())?;
-        let dir = base.join(format!("bench-node.{}", std::process::id()));
-        let node = Node { dir };
-        let out = Command::new("bash")
-            .arg(repo().join("scripts/node.sh"))
-            .args(["up", &nodes.to_string()])
-            .env("BRAID_NODE_DIR", &node.dir)
-            .env("BRAID_RELEASE_DIR", &w.bins)
-            .output()
-            .map_err(|e| format!("scripts/node.sh: {e}"))?;
-        if !out.status.success() {
-            return Err(format!("scripts/node.sh up {nodes}: {}", String::from_utf8_lossy(&out.stderr)));
-        }
-        Ok(node)
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(repo().join("scripts/node.sh"))
-            .arg("down")
-            .env("BRAID_NODE_DIR", &self.dir)
-            .output();
-    }
-}
-
-/// Seconds since the epoch of an RFC 3339 UTC time as the API server's audit log writes it
-/// (`2026-12-06T05:53:16.123456Z`).
-fn epoch(t: &str) -> Option<f64> {
-    let (date, time) = t.strip_suffix('Z')?.split_once('T')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>());
-    let (y, m, day) = (d.next()?.ok()?, d.next()?.ok()?, d.next()?.ok()?);
-    let mut hms = time.split(':');
-    let (h, min) = (hms.next()?.parse::<f64>().ok()?, hms.next()?.parse::<f64>().ok()?);
-    let s = hms.next()?.parse::<f64>().ok()?;
-    // Days from the civil date (Howard Hinnant's days_from_civil).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days as f64 * 86_400.0 + h * 3600.0 + min * 60.0 + s)
-}
 
 /// The completion time of the first audit event after `mark` that `pick` accepts.
 fn completed(c: &Cluster, mark: usize, pick: impl Fn(&Value) -> bool) -> Option<(usize, f64)> {
@@ -93,8 +33,7 @@ fn completed(c: &Cluster, mark: usize, pick: impl Fn(&Value) -> bool) -> Option<
 
 /// Edit → interface and edit → network-status, adding and removing a network.
 pub fn hotplug(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
-    let node = Node::up(w, 1)?;
-    let c = Cluster::at(&node.dir);
+    let c = w.real_node()?;
     c.ok(&["apply", "-k", &repo().join("deploy/kubernetes-hotplug").display().to_string()]);
     c.ok(&["rollout", "status", "daemonset/braid-install", "-n", "kube-system", "--timeout=240s"]);
     let ns = c.namespace("bench-hot");
@@ -171,7 +110,6 @@ pub fn hotplug(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
     }
     drop(ns);
     drop(c);
-    drop(node);
     let mut verdicts = Vec::new();
     for (s, what, limit) in [
         (&iface[0], "hot-plug: kubectl annotate → added network's interface attached (median)", 100.0),
@@ -189,19 +127,4 @@ pub fn hotplug(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
     let mut samples: Vec<Sample> = iface.into_iter().collect();
     samples.extend(status);
     Ok((samples, verdicts))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::epoch;
-
-    #[test]
-    fn audit_times_read_as_epoch_seconds() {
-        assert_eq!(epoch("1970-01-01T00:00:00.000000Z"), Some(0.0));
-        assert_eq!(epoch("2000-03-01T00:00:01.5Z"), Some(951_868_801.5));
-        let a = epoch("2026-12-06T05:53:16.123456Z").unwrap();
-        let b = epoch("2026-12-06T05:53:17.000000Z").unwrap();
-        assert!((b - a - 0.876544).abs() < 1e-6, "{}", b - a);
-        assert_eq!(epoch("not a time"), None);
-    }
 }

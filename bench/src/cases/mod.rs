@@ -10,8 +10,9 @@
 //! * [`verifier`]: the verifier's CHECK as interfaces grow.
 //! * [`merge`]: the merge of many results, in process.
 //! * [`footprint`]: binary sizes and peak RSS.
-//! * [`kube`]: the node agent's network-status, from file to pod annotation.
+//! * [`kube`]: the node agent's network-status, from file to pod annotation, on the real node.
 //! * [`hotplug`]: a running pod's networks changed by its annotation, on the real node.
+//! * [`real_node`]: the one-node cluster those two share.
 //! * [`node`]: pod bursts on the real node, braid beside Multus thick and thin (run only when
 //!   named: `--only node`).
 //!
@@ -26,6 +27,7 @@ pub mod kube;
 pub mod latency;
 pub mod merge;
 pub mod node;
+pub(crate) mod real_node;
 pub(crate) mod rounds;
 pub mod verifier;
 
@@ -52,6 +54,8 @@ pub struct World {
     pub dir: TempDir,
     /// Repetitions (scaled by `--quick`).
     pub scale: f64,
+    /// The real-node cases' cluster, once one of them brought it up ([`World::real_node`]).
+    pub real_node: std::sync::Mutex<Option<real_node::Node>>,
 }
 
 impl World {
@@ -65,6 +69,22 @@ impl World {
 
     pub(crate) fn path_env(&self) -> String {
         format!("{}:{}", self.bins.display(), self.reference.display())
+    }
+
+    /// The run's one-node cluster of `scripts/node.sh` (braid installed), brought up on first
+    /// use and down when the run ends; held for the caller alone.
+    pub(crate) fn real_node(&self) -> Result<braid_integration::cluster::Cluster, String> {
+        let mut node = self.real_node.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let dir = match node.as_ref() {
+            Some(n) => n.dir.clone(),
+            None => {
+                let n = real_node::Node::up(&self.bins, 1)?;
+                let dir = n.dir.clone();
+                *node = Some(n);
+                dir
+            }
+        };
+        Ok(braid_integration::cluster::Cluster::at(&dir))
     }
 
     pub(crate) fn reps(&self, n: usize) -> usize {
