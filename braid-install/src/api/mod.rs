@@ -20,6 +20,7 @@ pub mod event;
 pub mod hotplug;
 pub mod nads;
 pub mod retry;
+pub mod static_pod;
 pub mod status;
 
 use crate::error::InstallError;

@@ -336,8 +336,20 @@ async fn publish(client: &kube::Client, agent: &Agent, pod: &PodKey, v: &Version
     // "…": field is immutable` (ValidateObjectMetaUpdate; a patch carries no Preconditions, so
     // it is not the 409 a DELETE's precondition gets) — as seen on a real v1.36 API server
     // (integration/tests/kube_node.rs).
-    let patch = serde_json::json!({"metadata": {"uid": uid, "annotations": {ANNOTATION: doc.status}}});
-    match call(agent, Verb::patch, "pods", api.patch(&pod.name, &PatchParams::default(), &Patch::Merge(&patch))).await {
+    // A static pod's sandbox has the kubelet's UID, not its mirror pod's (super::static_pod).
+    let mirror = super::static_pod::is_kubelet_hash(&uid);
+    let params = PatchParams::default();
+    let sent = if mirror {
+        let ops = match serde_json::from_value(super::static_pod::patch(&uid, ANNOTATION, &doc.status)) {
+            Ok(p) => p,
+            Err(e) => return Outcome::Retry(format!("pod {pod}: the mirror pod's patch: {e}")),
+        };
+        call(agent, Verb::patch, "pods", api.patch(&pod.name, &params, &Patch::Json::<()>(ops))).await
+    } else {
+        let merge = serde_json::json!({"metadata": {"uid": uid, "annotations": {ANNOTATION: doc.status}}});
+        call(agent, Verb::patch, "pods", api.patch(&pod.name, &params, &Patch::Merge(&merge))).await
+    };
+    match sent {
         Ok(_) => {
             crate::log(&format!("network-status of pod {pod}: published from {}", v.path.display()));
             agent.metrics.file("published");
@@ -346,7 +358,7 @@ async fn publish(client: &kube::Client, agent: &Agent, pod: &PodKey, v: &Version
             }
             Outcome::Done
         }
-        Err(f) if f.is_uid_refused() => {
+        Err(f) if f.is_uid_refused() || (mirror && f.code() == Some(422)) => {
             crate::log(&format!(
                 "network-status of pod {pod}: not published from {}: the pod of that name is another pod now (the file is for UID {uid}: recreated under the same name?)",
                 v.path.display()
