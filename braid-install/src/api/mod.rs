@@ -22,6 +22,7 @@ pub mod nads;
 pub mod retry;
 pub mod static_pod;
 pub mod status;
+pub mod status_index;
 
 use crate::error::InstallError;
 use crate::metrics::Metrics;

@@ -232,8 +232,14 @@ impl Queue {
 /// Publishes until the process ends.
 pub async fn run(client: kube::Client, agent: Agent) {
     let mut failing = None;
-    let inotify = Inotify::init()
-        .and_then(|i| i.watches().add(&agent.status_dir, WatchMask::MOVED_TO | WatchMask::CLOSE_WRITE).map(|_| i));
+    let inotify = Inotify::init().and_then(|i| {
+        i.watches()
+            .add(
+                &agent.status_dir,
+                WatchMask::MOVED_TO | WatchMask::CLOSE_WRITE | WatchMask::DELETE | WatchMask::MOVED_FROM,
+            )
+            .map(|_| i)
+    });
     let mut buffer = [0u8; 4096];
     let mut events = match inotify.and_then(|i| i.into_event_stream(&mut buffer[..])) {
         Ok(s) => Some(s),
@@ -247,6 +253,8 @@ pub async fn run(client: kube::Client, agent: Agent) {
         }
     };
     let mut queue = Queue::default();
+    // Which files exist: one directory scan per rescan, one stat per event (status_index).
+    let mut index = super::status_index::Index::default();
     let mut running = FuturesUnordered::new();
     // The first tick is at once: the start-up scan.
     let mut rescan = tokio::time::interval(agent.status_rescan);
@@ -257,17 +265,17 @@ pub async fn run(client: kube::Client, agent: Agent) {
             Some(ev) = async { match events.as_mut() { Some(s) => s.next().await, None => std::future::pending().await } } => {
                 match ev {
                     Ok(ev) => {
-                        if let Some(pod) = ev.name.and_then(|n| pod_of(&n.to_string_lossy())) {
+                        if let Some(pod) = ev.name.and_then(|n| index.changed(&agent.status_dir, &n.to_string_lossy())) {
                             queue.wake(pod, Instant::now());
                         } else if ev.mask.contains(inotify::EventMask::Q_OVERFLOW) {
-                            queue.rescan(&newest_of(&agent.status_dir), Instant::now());
+                            queue.rescan(&index.rescan(&agent.status_dir), Instant::now());
                         }
                     }
                     Err(e) => log_changed(&mut failing, format!("network-status: inotify: {e}")),
                 }
             }
             _ = rescan.tick() => {
-                queue.rescan(&newest_of(&agent.status_dir), Instant::now());
+                queue.rescan(&index.rescan(&agent.status_dir), Instant::now());
                 agent.metrics.status_rescans.inc();
             }
             _ = sleep_until(due), if due.is_some() => {}
@@ -286,8 +294,8 @@ pub async fn run(client: kube::Client, agent: Agent) {
         }
         for (pod, attempt) in queue.due(Instant::now()) {
             let (client, agent) = (client.clone(), agent.clone());
+            let version = index.newest(&pod);
             running.push(async move {
-                let version = newest(&agent.status_dir, &pod);
                 let outcome = match &version {
                     Some(v) => publish(&client, &agent, &pod, v).await,
                     None => Outcome::Done,
