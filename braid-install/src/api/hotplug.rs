@@ -72,6 +72,9 @@ pub const IN_FLIGHT: usize = 4;
 /// How long one update may take before it is killed (the delegator's own `deadline`, when the
 /// operator sets one, ends it sooner).
 const UPDATE_LIMIT: Duration = Duration::from_secs(300);
+/// Pods per list page (the watcher's list and relists): 8 pods of the largest metadata the API
+/// server admits (256 KiB of annotations each) are 2 MiB of JSON.
+const LIST_PAGE: u32 = 8;
 /// The Event's reason.
 pub const REASON: &str = "NetworkUpdateFailed";
 /// What the delegator's update says of a sandbox it has no state for
@@ -152,7 +155,9 @@ pub fn sandbox(path: &Path) -> Option<Sandbox> {
 pub async fn run(client: kube::Client, agent: Agent, h: Hotplug, mut stop: tokio::sync::watch::Receiver<bool>) {
     // Metadata only: kube asks for `PartialObjectMeta` (the Accept header's `as=PartialObjectMetadata`).
     let api: Api<PartialObjectMeta<Pod>> = Api::all(client.clone());
-    let config = watcher::Config::default().fields(&format!("spec.nodeName={}", agent.node));
+    // Small list pages: a page is decoded whole, and a tenant's pod may carry 256 KiB of
+    // annotations (the API server's limit), so the list of a full node never sits in memory at once.
+    let config = watcher::Config::default().fields(&format!("spec.nodeName={}", agent.node)).page_size(LIST_PAGE);
     let stream = watcher::watcher(api, config).default_backoff();
     futures::pin_mut!(stream);
     let mut tick = tokio::time::interval(agent.status_rescan);
