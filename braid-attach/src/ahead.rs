@@ -28,20 +28,24 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// The one delegate process waiting for its turn, by the delegate's index in the plan.
+/// The delegate processes waiting for their turn, by the delegate's index in the plan: the
+/// next one's, and one started at the command's start for a later turn — DEL's of the primary
+/// (the last in DEL's order), which waits while the selected networks' DELs run before it,
+/// instead of being killed unsent when the next one's is started and started again in its turn.
 #[derive(Debug, Default)]
 pub(crate) struct Ahead {
-    slot: Mutex<Option<(usize, Started)>>,
+    slot: Mutex<Vec<(usize, Started)>>,
 }
 
 impl Ahead {
     /// Holding `started`, the process of delegate `i`.
     pub(crate) fn with(i: usize, started: Option<Started>) -> Ahead {
-        Ahead { slot: Mutex::new(started.map(|s| (i, s))) }
+        Ahead { slot: Mutex::new(started.map(|s| (i, s)).into_iter().collect()) }
     }
 
     /// Starts delegate `i`'s process (`plugin` with `env`) ahead with `exec`, unless `until`
-    /// has passed; any process held before is killed unsent.
+    /// has passed or one for exactly that call is held already; one of `i` held for another
+    /// call is killed unsent.
     pub(crate) fn start(
         &self,
         exec: &dyn Exec,
@@ -50,12 +54,18 @@ impl Ahead {
         env: &[(String, String)],
         until: Option<Instant>,
     ) {
+        let Ok(mut slot) = self.slot.lock() else { return };
+        if slot.iter().any(|(j, p)| *j == i && p.plugin() == plugin && p.env() == env) {
+            return;
+        }
+        if let Some(k) = slot.iter().position(|(j, _)| *j == i) {
+            drop(slot.swap_remove(k));
+        }
         let started = match until {
             Some(u) if Instant::now() >= u => None,
             _ => exec.start_ahead(plugin, env),
         };
-        let old = self.slot.lock().ok().and_then(|mut s| std::mem::replace(&mut *s, started.map(|p| (i, p))));
-        drop(old);
+        slot.extend(started.map(|p| (i, p)));
     }
 
     /// Delegate `i`'s process, if one was started ahead running `plugin` with exactly `env` —
@@ -63,12 +73,9 @@ impl Ahead {
     /// unsent. Another delegate's process stays held: in a parallel ADD each delegate's thread
     /// asks for its own, and the first one's must not be killed by another thread asking first.
     pub(crate) fn take(&self, i: usize, plugin: &Path, env: &[(String, String)]) -> Option<Started> {
-        let held = self.slot.lock().ok().and_then(|mut s| match s.take() {
-            Some((j, p)) if j == i => Some(p),
-            other => {
-                *s = other;
-                None
-            }
+        let held = self.slot.lock().ok().and_then(|mut s| {
+            let k = s.iter().position(|(j, _)| *j == i)?;
+            Some(s.swap_remove(k).1)
         })?;
         (held.plugin() == plugin && held.env() == env).then_some(held)
     }
@@ -91,9 +98,9 @@ impl Ahead {
         })
     }
 
-    /// Kills the waiting process, if any, unsent: its turn will not come.
+    /// Kills the waiting processes, if any, unsent: their turn will not come.
     pub(crate) fn clear(&self) {
-        let old = self.slot.lock().ok().and_then(|mut s| s.take());
+        let old: Vec<(usize, Started)> = self.slot.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default();
         drop(old);
     }
 }
@@ -132,5 +139,61 @@ impl Exec for FirstStarted<'_> {
     }
     fn start_ahead(&self, plugin: &Path, env: &Env) -> Option<Started> {
         self.exec.start_ahead(plugin, env)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+    use cni_runtime::invoke::RawExec;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Real processes (`cat`, which waits for its stdin), counted as they start.
+    #[derive(Default)]
+    struct Counting {
+        raw: RawExec,
+        starts: AtomicUsize,
+    }
+
+    impl Exec for Counting {
+        fn exec(&self, plugin: &Path, stdin: &[u8], env: &Env) -> Result<Vec<u8>, InvokeError> {
+            self.raw.exec(plugin, stdin, env)
+        }
+        fn start_ahead(&self, plugin: &Path, env: &Env) -> Option<Started> {
+            self.starts.fetch_add(1, Ordering::SeqCst);
+            self.raw.start_ahead(plugin, env)
+        }
+    }
+
+    fn env(ifname: &str) -> Vec<(String, String)> {
+        vec![("CNI_COMMAND".into(), "DEL".into()), ("CNI_IFNAME".into(), ifname.into())]
+    }
+
+    /// DEL of a pod with a selected network (plan [primary, net1]): the primary's process
+    /// started at DEL's start (delegate 0) waits while net1's turn starts its own and then
+    /// starts "the next one" — the primary's, already held — and is the one used in its turn.
+    #[test]
+    fn a_process_held_for_a_later_turn_survives_the_turns_before_it_and_is_not_started_twice() {
+        let exec = Counting::default();
+        let cat = Path::new("/bin/cat");
+        let primary = exec.start_ahead(cat, &env("eth0")).unwrap();
+        let pid = primary.pid();
+        let ahead = Ahead::with(0, Some(primary));
+        // net1's turn: its own process, then the next one's (the primary's) ahead.
+        let net1 = ahead.take_or_start(&exec, 1, cat, &env("net1"), None);
+        assert!(net1.is_some());
+        ahead.start(&exec, 0, cat, &env("eth0"), None);
+        drop(net1);
+        // The primary's turn: the process started first.
+        let used = ahead.take(0, cat, &env("eth0")).expect("the primary's process is held");
+        assert_eq!(used.pid(), pid, "the primary's process was killed unsent and started again");
+        assert_eq!(exec.starts.load(Ordering::SeqCst), 2, "one process per turn");
+        // One held for another call of the same delegate is replaced (killed unsent).
+        ahead.start(&exec, 0, cat, &env("eth0"), None);
+        ahead.start(&exec, 0, cat, &env("other"), None);
+        assert!(ahead.take(0, cat, &env("eth0")).is_none());
+        assert_eq!(exec.starts.load(Ordering::SeqCst), 4);
+        ahead.clear();
     }
 }

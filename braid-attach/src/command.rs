@@ -105,14 +105,27 @@ impl MetaCommand {
 
     /// An update of this live attachment ([`crate::update`]): its selected delegates brought to
     /// `wanted`, under the pod namespace's lock (taken first, as ADD takes it) and the
-    /// container's; the added ones named once the removed ones are gone.
-    pub fn update(&mut self, wanted: Vec<crate::Delegate>) -> Result<crate::update::Updated, CniError> {
+    /// container's; the added ones named once the removed ones are gone. Both locks stay held
+    /// until the returned [`crate::update::Held`] is dropped: the caller finishes the sandbox's
+    /// update under them.
+    pub fn update(&mut self, wanted: Vec<crate::Delegate>) -> Result<crate::update::Held, CniError> {
         self.refuse_foreign()?;
         let lock = crate::ifnames::lock(&mut self.pod, Path::new(crate::ifnames::LOCK_DIR), &self.deadline)?;
         self.exec = self.holding(lock.held());
         let MetaCommand { exec, paths, store, config, deadline, pod, log, call, .. } = self;
         let mut name = |ds: &mut [crate::Delegate]| crate::ifnames::name(pod, ds, &lock);
-        engine(exec, paths, store, config.parallel, *deadline).update(call, wanted, &mut name, log)
+        let (updated, container) =
+            engine(exec, paths, store, config.parallel, *deadline).update(call, wanted, &mut name, log)?;
+        Ok(crate::update::Held::new(updated, container, Some(lock)))
+    }
+
+    /// Undoes what the update `held` added ([`Attacher::roll_back_added`]), its locks still held.
+    pub fn roll_back_added(&mut self, held: &mut crate::update::Held) -> Result<(), CniError> {
+        engine(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline).roll_back_added(
+            &self.call,
+            &mut held.updated,
+            &mut self.log,
+        )
     }
 
     /// The executor for delegates that run while this command holds the pod namespace's lock

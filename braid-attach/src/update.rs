@@ -23,13 +23,20 @@
 //! * **All added or none.** When an added delegate fails, every added one that was attempted
 //!   gets its DEL in reverse and leaves the plan; what was kept and removed stays so, and the
 //!   error names the delegate.
+//! * **The caller finishes under the same locks.** The update returns its locks with what it
+//!   left ([`Held`]): what the caller still does for the sandbox — routes, the rest of its
+//!   chain, the files that describe the sandbox — happens before a DEL of it can start, and a
+//!   step of it that fails rolls the added attachments back ([`Attacher::roll_back_added`]) as
+//!   a failed ADD is rolled back.
 //! * A container that has no state (its sandbox already deleted, or never attached by this
 //!   plugin) is refused with [`NOT_ATTACHED`] in the message, and nothing is done.
 
 use crate::add::{added_stdins, run_added};
 use crate::attach::{describe, Attacher};
 use crate::delegate::Delegate;
+use crate::ifnames::NetnsLock;
 use crate::plan::{Attachment, Phase, Plan};
+use crate::state::ContainerLock;
 use cni_runtime::chain::RuntimeConf;
 use cni_skel::log::Logger;
 use cni_types::error::{DECODING_FAILURE, INTERNAL, INVALID_NETWORK_CONFIG, IO_FAILURE};
@@ -64,6 +71,24 @@ impl Updated {
     }
 }
 
+/// What an update left, with the sandbox's locks still held (the pod namespace's and the
+/// container's): released when this is dropped. Until then no ADD, DEL or other update of the
+/// sandbox runs, so what its holder writes about the sandbox cannot outlive it.
+#[derive(Debug)]
+pub struct Held {
+    /// What the update left.
+    pub updated: Updated,
+    _container: ContainerLock,
+    _netns: Option<NetnsLock>,
+}
+
+impl Held {
+    /// `updated` holding `container` (and `netns`, when the caller took it).
+    pub fn new(updated: Updated, container: ContainerLock, netns: Option<NetnsLock>) -> Held {
+        Held { updated, _container: container, _netns: netns }
+    }
+}
+
 impl Attacher<'_> {
     /// Brings the selected attachments of `call`'s container to `wanted` (every one with a
     /// selector; see the module). `name` gives the added delegates their interface names,
@@ -74,12 +99,12 @@ impl Attacher<'_> {
         mut wanted: Vec<Delegate>,
         name: &mut dyn FnMut(&mut [Delegate]) -> Result<(), CniError>,
         log: &mut Logger,
-    ) -> Result<Updated, CniError> {
+    ) -> Result<(Updated, ContainerLock), CniError> {
         if let Some(d) = wanted.iter().find(|d| d.selector.is_none()) {
             return Err(CniError::new(INTERNAL, format!("network {:?} has no selector to update by", d.name())));
         }
         let key = Self::key(call)?;
-        let _lock = self.lock(call, self.deadline.add_until())?;
+        let lock = self.lock(call, self.deadline.add_until())?;
         let Some(bytes) = self.store.read(&key)? else {
             return Err(CniError::new(
                 INVALID_NETWORK_CONFIG,
@@ -176,7 +201,67 @@ impl Attacher<'_> {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let added = (0..plan.attachments.len()).map(|i| i >= before).collect();
-        Ok(Updated { attachments: plan.attachments, results, added, removed, failure })
+        Ok((Updated { attachments: plan.attachments, results, added, removed, failure }, lock))
+    }
+
+    /// Undoes what an update added, with its locks still held (`updated`: what it left): each
+    /// added attachment gets its DEL, last first, and leaves the plan — what a failed ADD does
+    /// with its delegates, for a step after the delegates that failed (the default route, a
+    /// later plugin of the chain). `updated` then lists what is attached. One whose DEL fails
+    /// stays attached and recorded (the next update, or the pod's DEL, deletes it again) and is
+    /// named in the error.
+    pub fn roll_back_added(&self, call: &RuntimeConf, updated: &mut Updated, log: &mut Logger) -> Result<(), CniError> {
+        let added: Vec<String> = updated
+            .attachments
+            .iter()
+            .zip(&updated.added)
+            .filter(|(_, a)| **a)
+            .map(|(a, _)| a.ifname.clone())
+            .collect();
+        if added.is_empty() {
+            return Ok(());
+        }
+        let key = Self::key(call)?;
+        let bytes = self.store.read(&key)?.unwrap_or_default();
+        let mut plan = Plan::decode(&bytes).ok_or_else(|| {
+            CniError::new(
+                DECODING_FAILURE,
+                format!("the state of container {} is unreadable: not rolled back", call.container_id),
+            )
+        })?;
+        let attempted: Vec<bool> =
+            plan.attachments.iter().map(|a| a.selector.is_some() && added.contains(&a.ifname)).collect();
+        let errors = self.del_recorded(call, &plan, &attempted, crate::attach::Order::OneByOne, None, log);
+        // What was deleted leaves the plan; what failed its DEL stays recorded and attached.
+        let gone: Vec<String> = plan
+            .attachments
+            .iter()
+            .enumerate()
+            .filter(|(i, a)| attempted[*i] && !errors.iter().any(|e| e.starts_with(&describe(*i, a))))
+            .map(|(i, a)| {
+                log.info(format_args!("update: rolled back {}", describe(i, a)));
+                a.ifname.clone()
+            })
+            .collect();
+        plan.attachments.retain(|a| !gone.contains(&a.ifname));
+        self.store
+            .write(&key, &plan.to_line())
+            .map_err(|e| CniError::new(IO_FAILURE, format!("the added networks were deleted, but their state: {e}")))?;
+        let keep: Vec<bool> = updated.attachments.iter().map(|a| !gone.contains(&a.ifname)).collect();
+        let mut k = keep.iter();
+        updated.attachments.retain(|_| k.next().copied().unwrap_or(true));
+        let mut k = keep.iter();
+        updated.results.retain(|_| k.next().copied().unwrap_or(true));
+        let mut k = keep.iter();
+        updated.added.retain(|_| k.next().copied().unwrap_or(true));
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(CniError::new(
+                INTERNAL,
+                format!("rollback incomplete, kept for the next update or the pod's DEL: {}", errors.join("; ")),
+            ))
+        }
     }
 
     /// ADD of the `wanted` delegates that have no attachment yet: named, appended to the plan,

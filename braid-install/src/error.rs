@@ -73,7 +73,8 @@ pub enum InstallError {
     /// keep starting from the mirror.)
     #[error("--kubernetes-api: {0}")]
     Kubernetes(String),
-    /// `--metrics-addr` cannot be served (taken, not this node's address).
+    /// `--metrics-addr`: its server's runtime or thread could not be started (a port that cannot
+    /// be bound is retried on that thread, never this error).
     #[error("--metrics-addr {addr}: {source}")]
     Metrics {
         /// The address.

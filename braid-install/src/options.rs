@@ -164,7 +164,7 @@ mounted ConfigMap, then keeps them current (or exits with --once).
 
 exit codes: 0 done; 1 internal; 2 usage; 3 no primary network; 4 binaries; 5 braid's conflist;
 6 network definitions (ConfigMap unreadable or networks dir unwritable, --once only);
-7 --kubernetes-api: no NODE_NAME or no usable API credentials; 8 --metrics-addr cannot be bound
+7 --kubernetes-api: no NODE_NAME or no usable API credentials; 8 --metrics-addr server not started (a taken port is retried, never an exit)
 ";
 
 fn usage(msg: impl Into<String>) -> InstallError {

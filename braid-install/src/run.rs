@@ -69,8 +69,8 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
     let signals = Signals::new()?;
     let metrics = Metrics::new(o.kubernetes_api);
     if let Some(addr) = o.metrics_addr {
-        // First, so that a taken port fails the start at once, and /readyz answers (503) while
-        // the installer waits for the primary network.
+        // First, so that /readyz answers (503) while the installer waits for the primary
+        // network; a port that cannot be bound is tried again and never stops the install.
         serve::start(addr, metrics.clone())?;
     }
     if o.skip_binaries {
@@ -102,6 +102,7 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
     let explicit = o.primary.as_ref().map(|p| o.host(p));
     let networks = o.host(&o.networks_dir);
     let owners = Owners::default();
+    let mut stop = None;
     if o.kubernetes_api {
         // Before either mirror writes: the files the NAD mirror recorded are its own from the
         // start, so the ConfigMap mirror's first pass (below) leaves them alone even though the
@@ -110,7 +111,7 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
         // After the signal mask is set (the API thread inherits it: SIGTERM stays the main
         // loop's) and the directories exist (the status directory is watched).
         let agent = api::Agent::new(o, std::env::var(api::NODE_NAME_ENV).ok(), metrics.clone())?;
-        api::start(agent, owners.clone())?;
+        stop = Some(api::start(agent, owners.clone())?);
     }
     let mut mirror = Mirror::default();
     let (mut mirror_msg, mut primary_msg, mut skipped_msg) = (None, None, None);
@@ -182,6 +183,11 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
         // Waiting for the primary in --once mode polls too; a signal stops either mode.
         if let Some(sig) = signals.wait(o.interval)? {
             log(&format!("stopping on {sig}; {} stays in place (--uninstall removes it)", conf_path.display()));
+            if let Some(s) = stop.take() {
+                // Running hot-plug updates finish first: killed with the agent, a delegate cut
+                // mid-write could leak what it held.
+                s.stop();
+            }
             return Ok(());
         }
     }

@@ -17,18 +17,50 @@ use std::time::Duration;
 /// The OpenMetrics text format's content type (what prometheus-client writes).
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Binds `addr` (failing at once when it cannot) and serves on a thread of its own.
+/// How long a port that cannot be bound waits before the next try, at first and at most.
+const BIND_RETRY: (Duration, Duration) = (Duration::from_millis(500), Duration::from_secs(30));
+
+/// Serves on a thread of its own, binding `addr` there. A port that cannot be bound (taken by
+/// another exporter — 9464 is also OpenTelemetry's Prometheus exporter port — or not yet
+/// available) never stops the installer: braid's conflist matters more to the node than its
+/// metrics, and a node without it starts pods on the primary alone. The bind is tried again
+/// with backoff (0.5 s doubling to 30 s), each new reason logged once; until it succeeds the
+/// kubelet's readiness probe finds nothing listening, and the log says why.
 pub fn start(addr: SocketAddr, metrics: Metrics) -> Result<(), InstallError> {
     let err = |source| InstallError::Metrics { addr, source };
-    let listener = std::net::TcpListener::bind(addr).map_err(err)?;
-    listener.set_nonblocking(true).map_err(err)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(err)?;
+    let first = bind(addr);
     std::thread::Builder::new()
         .name("metrics".into())
-        .spawn(move || runtime.block_on(serve(listener, metrics)))
+        .spawn(move || {
+            let mut next = first;
+            let mut delay = BIND_RETRY.0;
+            let mut said = None;
+            let listener = loop {
+                match next {
+                    Ok(l) => break l,
+                    Err(e) => {
+                        crate::log_changed(
+                            &mut said,
+                            format!("--metrics-addr {addr}: cannot listen ({e}); installing anyway, trying again with backoff"),
+                        );
+                        std::thread::sleep(delay);
+                        delay = (delay * 2).min(BIND_RETRY.1);
+                        next = bind(addr);
+                    }
+                }
+            };
+            crate::log(&format!("serving /metrics and /readyz on http://{addr}"));
+            runtime.block_on(serve(listener, metrics))
+        })
         .map_err(err)?;
-    crate::log(&format!("serving /metrics and /readyz on http://{addr}"));
     Ok(())
+}
+
+fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
 }
 
 async fn serve(listener: std::net::TcpListener, metrics: Metrics) {

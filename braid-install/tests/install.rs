@@ -679,3 +679,28 @@ fn without_node_name_or_credentials_the_api_agent_says_so_exits_7_and_connects_n
         other => panic!("the agent connected to its API server before refusing: {other:?}"),
     }
 }
+
+/// A `--metrics-addr` port that another process holds (9464 is also OpenTelemetry's exporter
+/// port) never stops the install: braid's conflist is written, and once the port is free the
+/// metrics are served there.
+#[test]
+fn a_taken_metrics_port_does_not_stop_the_install_and_is_served_once_free() {
+    let n = Node::new("metricstaken");
+    n.write_conf("10-bridge.conflist", &bridge("cbr0", "1.0.0"));
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = holder.local_addr().unwrap().to_string();
+    let mut i = n.spawn(&["--metrics-addr", &addr, "--interval", "1"]);
+    wait_for("braid's conflist", || n.conf().exists().then_some(()));
+    wait_for("the bind failure logged", || i.log().contains("cannot listen").then_some(()));
+    assert!(i.log().contains(&format!("--metrics-addr {addr}")), "{}", i.log());
+    drop(holder);
+    wait_for("metrics served once the port is free", || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&addr).ok()?;
+        s.write_all(b"GET /readyz HTTP/1.1\r\nHost: braid\r\nConnection: close\r\n\r\n").ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).ok()?;
+        out.starts_with("HTTP/1.1 200 ").then_some(())
+    });
+    assert_eq!(i.term(), Some(0), "{}", i.log());
+}

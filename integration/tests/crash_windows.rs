@@ -573,3 +573,40 @@ fn a_delegator_killed_while_the_next_conflist_waits_leaves_it_unsent_and_exiting
         killed_while_the_next_waits_leaves_it_unsent_and_exiting(Shape::Conflists, "cwlistkill");
     }
 }
+
+/// DEL of a pod with a network its annotation selects: the primary's DEL process, started at
+/// DEL's start, waits while the selected network's DEL runs and is used in its turn — not
+/// killed unsent when the selected one's process starts and then started again. Every process
+/// started is sent its call.
+#[test]
+fn del_of_a_pod_with_a_selected_network_uses_the_primary_process_it_started_ahead() {
+    if !require_root("del_of_a_pod_with_a_selected_network_uses_the_primary_process_it_started_ahead") {
+        return;
+    }
+    let mut w = World::with("cwdelsel", |_, w| vec![w.fault("first", json!({}))]);
+    let networks = w.h.dir.path().join("networks");
+    std::fs::create_dir_all(networks.join("ns")).unwrap();
+    let second = json!({"cniVersion": "1.0.0", "name": "second", "plugins": [w.fault("second", json!({}))]});
+    std::fs::write(networks.join("ns/second.conflist"), second.to_string()).unwrap();
+    w.list["plugins"][0]["kubernetes"] = json!({"networksDir": networks, "statusDir": w.h.dir.path().join("status")});
+    w.list["plugins"][0]["capabilities"] = json!({"io.kubernetes.cri.pod-annotations": true});
+    let mut rt = w.h.runtime(&w.ctr, &unique("ctr"), "eth0");
+    rt.args =
+        format!("IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID={}", rt.container_id);
+    rt.capability_args = json!({"io.kubernetes.cri.pod-annotations": {"k8s.v1.cni.cncf.io/networks": "second"}})
+        .as_object()
+        .unwrap()
+        .clone();
+    let started_dir = w.started_dir();
+    let env = [("BRAID_FAULT_STARTED", started_dir.as_path())];
+    w.h.add_with_env(&w.list, &rt, &env).unwrap_or_else(|e| panic!("ADD: {e}"));
+    let links = w.ctr.links();
+    assert!(links.iter().any(|l| l == "eth0") && links.iter().any(|l| l == "net1"), "{links:?}");
+    w.h.del_with_env(&w.list, &rt, &env).unwrap_or_else(|e| panic!("DEL: {e}"));
+    let calls = w.calls();
+    let commands: Vec<&str> = calls.iter().map(|(c, _)| c.as_str()).collect();
+    assert_eq!(commands, ["ADD", "ADD", "DEL", "DEL"], "{calls:?}");
+    assert!(w.unsent().is_empty(), "a process was started and never sent its call: {:?} {calls:?}", w.started());
+    assert_eq!(w.started().len(), 4, "one process per call");
+    w.nothing_left(&rt.container_id);
+}

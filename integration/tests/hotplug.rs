@@ -397,3 +397,141 @@ fn with_vmtap_in_the_conflist_an_added_network_becomes_a_new_tap_and_vm_interfac
     assert_eq!(taps(&p.links()), before);
     p.del();
 }
+
+impl Pod {
+    /// The pod's main-table default routes: (interface, gateway).
+    fn default_routes(&self) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = ["-4", "-6"]
+            .iter()
+            .flat_map(|f| self.ctr.ip_json(&[f, "route", "show", "default"]).as_array().cloned().unwrap_or_default())
+            .map(|r| (r["dev"].as_str().unwrap_or("").to_string(), r["gateway"].as_str().unwrap_or("").to_string()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The cluster network's IPAM gives the pod a default route via its bridge (198.18.90.1),
+    /// as a node's cluster network does.
+    fn with_cluster_default_route(&mut self) {
+        let ipam = &mut self.list["plugins"][0]["delegates"][0]["ipam"];
+        ipam["routes"].as_array_mut().unwrap().push(json!({"dst": "0.0.0.0/0"}));
+        std::fs::write(&self.list_path, self.list.to_string()).unwrap();
+    }
+}
+
+/// What a user meets: an edit that swaps a network for two, one of which fails. The removal is
+/// done, the additions rolled back — and the file must not claim the old annotation, or
+/// reverting the edit would look done and the removed network would never come back.
+#[test]
+fn a_failed_edit_leaves_the_sandbox_unsettled_and_reverting_it_brings_the_removed_network_back() {
+    if !require_root("a_failed_edit_leaves_the_sandbox_unsettled_and_reverting_it_brings_the_removed_network_back") {
+        return;
+    }
+    let mut p = Pod::new("hpu");
+    p.add("red");
+    let (code, e) = p.update("blue,fault");
+    assert_eq!((code, &e["code"]), (1, &json!(11)), "{e}");
+    assert_eq!(names(&p.links()), ["eth0"], "red removed, blue rolled back");
+    assert_eq!((p.reserved(91), p.reserved(92)), (0, 0));
+    let st = p.status_file();
+    assert!(st.get("networks").is_none(), "the file claims an annotation the sandbox does not carry out: {st}");
+    assert_eq!(st["unsettled"]["networks"], "blue,fault", "{st}");
+    assert!(st["unsettled"]["error"].as_str().unwrap().contains("no room on this node"), "{st}");
+    assert_eq!(status_names(&st), [("eth0".into(), "cluster".into())], "the document lists what is attached");
+    // The revert: red back, the file settled again.
+    let (code, r) = p.update("red");
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(names(&p.links()), ["eth0", "net1"]);
+    assert_eq!(p.reserved(91), 1);
+    let st = p.status_file();
+    assert_eq!((&st["networks"], st.get("unsettled")), (&json!("red"), None), "{st}");
+    p.del();
+}
+
+/// A `default-route` that cannot be set (an unreachable gateway) fails the update after the
+/// network's ADD: that network is rolled back as a failed ADD would be — no interface, no
+/// reservation — and the pod keeps the default route it had.
+#[test]
+fn an_added_network_whose_default_route_fails_is_rolled_back_and_the_old_route_stays() {
+    if !require_root("an_added_network_whose_default_route_fails_is_rolled_back_and_the_old_route_stays") {
+        return;
+    }
+    let mut p = Pod::new("hpr");
+    p.with_cluster_default_route();
+    p.add("red");
+    let before = p.links();
+    assert_eq!(p.default_routes(), [("eth0".to_string(), "198.18.90.1".to_string())]);
+    let (code, e) = p.update(r#"[{"name": "red"}, {"name": "blue", "default-route": ["198.18.250.1"]}]"#);
+    assert_eq!(code, 1, "{e}");
+    assert!(e["msg"].as_str().unwrap().contains("default-route of braid-hot/blue"), "{e}");
+    assert_eq!(p.links(), before, "blue rolled back");
+    assert_eq!(p.reserved(92), 0, "blue's address released");
+    assert_eq!(p.default_routes(), [("eth0".to_string(), "198.18.90.1".to_string())]);
+    assert_eq!(p.status_file()["networks"], "red", "nothing changed: the file still says so");
+    p.del();
+}
+
+/// Removing the network that took the default route puts the routes it replaced back; so does
+/// changing it (its new gateway takes them again), and network-status follows.
+#[test]
+fn removing_or_changing_the_default_route_network_restores_the_routes_it_replaced() {
+    if !require_root("removing_or_changing_the_default_route_network_restores_the_routes_it_replaced") {
+        return;
+    }
+    let mut p = Pod::new("hpdr");
+    p.with_cluster_default_route();
+    p.add(r#"[{"name": "red", "default-route": ["198.18.91.1"]}]"#);
+    assert_eq!(p.default_routes(), [("net1".to_string(), "198.18.91.1".to_string())]);
+    let st = p.status_file();
+    assert_eq!(st["defaultRouteReplaced"]["by"], "net1", "{st}");
+    // Kept while another network is added: still via red.
+    assert_eq!(p.update(r#"[{"name": "red", "default-route": ["198.18.91.1"]}, {"name": "green"}]"#).0, 0);
+    assert_eq!(p.default_routes(), [("net1".to_string(), "198.18.91.1".to_string())]);
+    // Changed: blue takes it; red's is gone with red, eth0's stays replaced.
+    let (code, r) = p.update(r#"[{"name": "blue", "default-route": ["198.18.92.1"]}, {"name": "green"}]"#);
+    assert_eq!(code, 0, "{r}");
+    let blue = p.status_file();
+    let via: Vec<(String, String)> = p.default_routes();
+    assert_eq!(via.len(), 1, "{via:?}");
+    assert_eq!(via[0].1, "198.18.92.1");
+    assert!(blue["networkStatus"].as_array().unwrap().iter().any(|e| e["default-route"] == json!(["198.18.92.1"])));
+    // Removed: the cluster network's default route is back, and no entry claims one.
+    let (code, r) = p.update("green");
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(p.default_routes(), [("eth0".to_string(), "198.18.90.1".to_string())]);
+    let st = p.status_file();
+    assert!(st["networkStatus"].as_array().unwrap().iter().all(|e| e.get("default-route").is_none()), "{st}");
+    assert!(st.get("defaultRouteReplaced").is_none(), "{st}");
+    p.del();
+}
+
+/// A later plugin of the chain (vmtap's place) that fails: the added network is rolled back,
+/// and the status file — written only once the whole chain succeeded — still says what the
+/// sandbox carries out.
+#[test]
+fn a_later_plugin_that_fails_rolls_the_added_network_back_and_the_file_stays() {
+    if !require_root("a_later_plugin_that_fails_rolls_the_added_network_back_and_the_file_stays") {
+        return;
+    }
+    let mut p = Pod::new("hpc");
+    let fail = p.h.dir.path().join("tail-fails");
+    p.list["plugins"].as_array_mut().unwrap().push(json!({"type": "braid-fault", "failWhile": fail,
+        "fail": {"command": "ADD", "code": 11, "msg": "no tap for the VM"}}));
+    std::fs::write(&p.list_path, p.list.to_string()).unwrap();
+    p.add("red");
+    let before = p.links();
+    std::fs::write(&fail, "").unwrap();
+    let (code, e) = p.update("red,blue");
+    assert_eq!((code, &e["code"]), (1, &json!(11)), "{e}");
+    assert!(e["msg"].as_str().unwrap().contains("no tap for the VM"), "{e}");
+    assert_eq!(p.links(), before, "blue rolled back");
+    assert_eq!(p.reserved(92), 0);
+    let st = p.status_file();
+    assert_eq!(st["networks"], "red", "{st}");
+    assert_eq!(status_names(&st).len(), 2, "{st}");
+    std::fs::remove_file(&fail).unwrap();
+    let (code, r) = p.update("red,blue");
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(p.status_file()["networks"], "red,blue");
+    p.del();
+}

@@ -1299,3 +1299,130 @@ fn a_hot_plug_survives_the_agent_killed_the_api_cut_off_and_the_pods_deletion() 
     drop(gate);
     drop(ns);
 }
+
+/// The pod's default routes as `ip` inside it shows them: "dev via" per route.
+fn default_routes_inside(c: &Cluster, ns: &str, pod: &str) -> Vec<String> {
+    let out = c.ok(&["exec", "-n", ns, pod, "--", "ip", "-4", "route", "show", "default"]);
+    let mut v: Vec<String> = out
+        .lines()
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let after = |k: &str| w.iter().position(|x| *x == k).and_then(|i| w.get(i + 1)).copied().unwrap_or("");
+            format!("{} {}", after("dev"), after("via"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// What a user meets after a failed edit: `kubectl annotate` swaps red for blue and a network
+/// whose ADD fails (code 11). Red is removed, blue rolled back, the Event names the failure —
+/// and reverting the annotation brings red back (the sandbox's file says the update failed
+/// part-way, so the revert is not taken for done). Then the network that took the default
+/// route (`default-route`) is removed: the cluster network's default route is back inside the pod.
+#[test]
+fn a_failed_edit_reverted_brings_back_what_it_removed_and_a_removed_default_route_network_restores_the_route() {
+    let Some(c) = Cluster::lock(
+        "a_failed_edit_reverted_brings_back_what_it_removed_and_a_removed_default_route_network_restores_the_route",
+    ) else {
+        return;
+    };
+    let _layout = with_hotplug(&c);
+    install_fault_plugin(&c);
+    let ns = c.namespace("braid-hot3");
+    c.apply(&nad("braid-hot3", "red", Some(&bridge("red", "br-red3", 86))));
+    c.apply(&nad("braid-hot3", "blue", Some(&bridge("blue", "br-blue3", 87))));
+    let failing = json!({"cniVersion": "1.0.0", "name": "failing", "plugins": [
+        {"type": "braid-fault", "fail": {"command": "ADD", "code": 11, "msg": "no room on this node"}}
+    ]});
+    c.apply(&nad("braid-hot3", "failing", Some(&failing)));
+    for n in ["red", "blue", "failing"] {
+        wait_mirrored(&c, "node1", &format!("braid-hot3/{n}"));
+    }
+    c.apply(&pod("braid-hot3", "p", "node1", Some("red")));
+    wait_status(&c, "braid-hot3", "p", "node1");
+    wait_networks(&c, "braid-hot3", "p", &[("eth0", "cluster"), ("net1", "braid-hot3/red")]);
+    let cluster_route = default_routes_inside(&c, "braid-hot3", "p");
+    assert!(cluster_route.len() == 1 && cluster_route[0].starts_with("eth0 "), "{cluster_route:?}");
+
+    annotate(&c, "braid-hot3", "p", "blue,failing");
+    c.wait(
+        "the NetworkUpdateFailed event",
+        || pod_warnings(&c, "braid-hot3", "p").contains("no room on this node"),
+        || c.agent_log("node1"),
+    );
+    // What is attached is what network-status shows: red removed, blue rolled back.
+    wait_networks(&c, "braid-hot3", "p", &[("eth0", "cluster")]);
+    assert_eq!(c.files_on("node1", "/var/lib/cni/networks/blue").iter().filter(|f| f.starts_with("198.")).count(), 0);
+    // Reverted: red is back.
+    annotate(&c, "braid-hot3", "p", "red");
+    wait_networks(&c, "braid-hot3", "p", &[("eth0", "cluster"), ("net1", "braid-hot3/red")]);
+
+    // red takes the default route, then is removed: the cluster network's route comes back.
+    annotate(&c, "braid-hot3", "p", r#"[{"name": "red", "default-route": ["198.18.86.1"]}]"#);
+    c.wait(
+        "the default route via red",
+        || default_routes_inside(&c, "braid-hot3", "p") == ["net1 198.18.86.1"],
+        || c.agent_log("node1"),
+    );
+    let st = status(&c, "braid-hot3", "p").unwrap();
+    assert!(st.as_array().unwrap().iter().any(|e| e["default-route"] == json!(["198.18.86.1"])), "{st}");
+    annotate(&c, "braid-hot3", "p", "");
+    wait_networks(&c, "braid-hot3", "p", &[("eth0", "cluster")]);
+    assert_eq!(default_routes_inside(&c, "braid-hot3", "p"), cluster_route, "the replaced route is back");
+    let st = status(&c, "braid-hot3", "p").unwrap();
+    assert!(st.as_array().unwrap().iter().all(|e| e.get("default-route").is_none()), "{st}");
+    let sandbox = sandbox_of(&c, "braid-hot3", "p");
+    drop(ns);
+    assert_torn_down(&c, &sandbox, &["red", "blue"]);
+}
+
+/// The agent stopped (its pod deleted: the kubelet's SIGTERM, as a rollout does) while an
+/// update is inside a network's ADD: the agent waits for it instead of exiting — which would
+/// have the runc shim kill the update and its delegate mid-call — and the pod ends as its
+/// annotation asks, the delegate called once (no ADD cut off and redone), one address held.
+#[test]
+fn an_agent_stopped_mid_update_lets_the_update_finish_and_nothing_is_cut_off() {
+    let Some(c) = Cluster::lock("an_agent_stopped_mid_update_lets_the_update_finish_and_nothing_is_cut_off") else {
+        return;
+    };
+    let _layout = with_hotplug(&c);
+    let ns = c.namespace("braid-hot4");
+    c.apply(&nad("braid-hot4", "red", Some(&bridge("red", "br-red4", 88))));
+    wait_mirrored(&c, "node1", "braid-hot4/red");
+    c.apply(&pod("braid-hot4", "s", "node1", None));
+    wait_status(&c, "braid-hot4", "s", "node1");
+    let gate = Gate::new(&c, "braid-hot4", 89);
+    gate.close();
+    annotate(&c, "braid-hot4", "s", "red,gated");
+    gate.wait_reached("the update held in the gated network's ADD");
+    let (agent, _) = c.agent_pod("node1");
+    c.ok(&["delete", "pod", &agent, "-n", "kube-system", "--wait=false"]);
+    c.wait(
+        "the stopping agent waiting for its update",
+        || {
+            let out = c.kubectl(&["logs", "-n", "kube-system", &agent, "--tail=40"]);
+            String::from_utf8_lossy(&out.stdout).contains("waiting for 1 running update(s) to finish")
+        },
+        || c.agent_log("node1"),
+    );
+    gate.open();
+    wait_networks(
+        &c,
+        "braid-hot4",
+        "s",
+        &[("eth0", "cluster"), ("net1", "braid-hot4/red"), ("net2", "braid-hot4/gated")],
+    );
+    let calls = c.read_on("node1", &gate.calls).unwrap_or_default();
+    let commands: Vec<&str> =
+        calls.lines().filter_map(|l| l.split("\"command\":\"").nth(1)?.split('"').next()).collect();
+    assert_eq!(commands, ["ADD"], "the gated network's delegate called once, never cut off: {calls}");
+    let held = |net: &str| {
+        c.files_on("node1", &format!("/var/lib/cni/networks/{net}")).iter().filter(|f| f.starts_with("198.")).count()
+    };
+    assert_eq!((held("red"), held("gated")), (1, 1));
+    let sandbox = sandbox_of(&c, "braid-hot4", "s");
+    drop(gate);
+    drop(ns);
+    assert_torn_down(&c, &sandbox, &["red", "gated"]);
+}

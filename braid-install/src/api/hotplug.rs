@@ -23,21 +23,39 @@
 //! server was down is carried out when they are back, and the pod ends as its annotation last
 //! asked.
 //!
-//! **Failures.** An update that fails leaves nothing of what it tried to add (the engine rolls
-//! it back) and is reported on the pod: a Warning Event `NetworkUpdateFailed` naming the
-//! delegator's error (which names the network and delegate), and a log line. The same
-//! annotation is not tried again until it changes or the agent restarts. At most
-//! [`IN_FLIGHT`] updates run at once, one per pod; an edit during a pod's update is carried out
-//! after it.
+//! **Failures.** An update that fails leaves nothing of what it tried to add (the delegator
+//! rolls it back) and is reported on the pod: a Warning Event `NetworkUpdateFailed` naming the
+//! delegator's error (which names the network and delegate), and a log line. It is tried
+//! again on a backoff of the pod's own ([`super::retry`]) — a delegate's code 11 and an update
+//! killed at its time limit included — and at once when the annotation changes. A sandbox
+//! that an update left part-way says so in its status file (`unsettled`), and is updated
+//! whatever the annotation says: reverting a failed edit brings back what it removed. Pods
+//! being deleted (`deletionTimestamp` set) are left alone: their sandbox is about to go. At
+//! most [`IN_FLIGHT`] updates run at once, one per pod; an edit during a pod's update is
+//! carried out after it.
+//!
+//! **Memory.** Only the pods' metadata is watched (`PartialObjectMeta`, what `kubectl get
+//! --show-kind -o metadata` is: no spec, no status), and of it each pod keeps its UID, the one
+//! annotation the delegator reads and whether it is being deleted: what tenants put in their
+//! pods' specs and other annotations never reaches the agent's memory beyond the list page
+//! being decoded. The delegator is handed only that annotation.
+//!
+//! **Stopping.** On SIGTERM no update is started any more; running ones finish (within their
+//! time limit) before the agent exits ([`super::Stop`]): an update killed part-way would be
+//! finished or undone by the next one, but a delegate cut mid-write (host-local's reservation
+//! file) can leak what it held. Updates run with an empty signal mask (the agent blocks SIGTERM
+//! and SIGINT to read them from a signalfd; a child inheriting that mask could not be stopped).
 
 use super::call::call;
+use super::retry::Retries;
 use super::status::PodKey;
 use super::Agent;
 use crate::metrics::Verb;
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event as KubeEvent, ObjectReference, Pod};
-use kube::api::{Api, PostParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, PartialObjectMeta, PostParams};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -54,6 +72,9 @@ pub const IN_FLIGHT: usize = 4;
 /// How long one update may take before it is killed (the delegator's own `deadline`, when the
 /// operator sets one, ends it sooner).
 const UPDATE_LIMIT: Duration = Duration::from_secs(300);
+/// Pods per list page (the watcher's list and relists): 8 pods of the largest metadata the API
+/// server admits (256 KiB of annotations each) are 2 MiB of JSON.
+const LIST_PAGE: u32 = 8;
 /// The Event's reason.
 pub const REASON: &str = "NetworkUpdateFailed";
 /// What the delegator's update says of a sandbox it has no state for
@@ -72,16 +93,18 @@ pub struct Hotplug {
     pub conflist: PathBuf,
 }
 
-/// A pod as the watch last showed it: its UID and annotations.
+/// A pod as the watch last showed it: its UID, its networks annotation as written, and
+/// whether it is being deleted — nothing else of it is kept.
 #[derive(Debug, Clone, PartialEq)]
 struct Seen {
     uid: String,
-    annotations: BTreeMap<String, String>,
+    annotation: Option<String>,
+    terminating: bool,
 }
 
 impl Seen {
     fn networks(&self) -> Option<String> {
-        normalize(self.annotations.get(NETWORKS).map(String::as_str))
+        normalize(self.annotation.as_deref())
     }
 }
 
@@ -103,6 +126,9 @@ pub struct Sandbox {
     pub pod_uid: String,
     /// The annotation the sandbox carries out.
     pub networks: Option<String>,
+    /// Whether it carries out an annotation at all: `false` when an update failed part-way
+    /// (`unsettled`), and the sandbox is then updated whatever the annotation says.
+    pub settled: bool,
 }
 
 /// Reads the update's inputs from a status file; `None` for a file of a delegator that does not
@@ -120,36 +146,55 @@ pub fn sandbox(path: &Path) -> Option<Sandbox> {
         ifname: s.get("ifname")?.as_str()?.to_string(),
         pod_uid: v.get("podUID")?.as_str()?.to_string(),
         networks: normalize(v.get("networks").and_then(|n| n.as_str())),
+        settled: v.get("unsettled").is_none(),
     })
 }
 
-/// Runs the hot-plug loop until the process ends.
-pub async fn run(client: kube::Client, agent: Agent, h: Hotplug) {
-    let api: Api<Pod> = Api::all(client.clone());
-    let config = watcher::Config::default().fields(&format!("spec.nodeName={}", agent.node));
+/// Runs the hot-plug loop until the process ends, or until `stop` says so and no update is
+/// running any more.
+pub async fn run(client: kube::Client, agent: Agent, h: Hotplug, mut stop: tokio::sync::watch::Receiver<bool>) {
+    // Metadata only: kube asks for `PartialObjectMeta` (the Accept header's `as=PartialObjectMetadata`).
+    let api: Api<PartialObjectMeta<Pod>> = Api::all(client.clone());
+    // Small list pages: a page is decoded whole, and a tenant's pod may carry 256 KiB of
+    // annotations (the API server's limit), so the list of a full node never sits in memory at once.
+    let config = watcher::Config::default().fields(&format!("spec.nodeName={}", agent.node)).page_size(LIST_PAGE);
     let stream = watcher::watcher(api, config).default_backoff();
     futures::pin_mut!(stream);
     let mut tick = tokio::time::interval(agent.status_rescan);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut pods: BTreeMap<PodKey, Seen> = BTreeMap::new();
     let mut listing: BTreeSet<PodKey> = BTreeSet::new();
-    // The annotation whose update failed, per pod UID: not tried again until it changes.
-    let mut failed: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut retries = Retries::default();
     let mut busy: BTreeSet<PodKey> = BTreeSet::new();
     let mut again: BTreeSet<PodKey> = BTreeSet::new();
     let mut queue: VecDeque<PodKey> = VecDeque::new();
     let mut running: FuturesUnordered<Running> = FuturesUnordered::new();
     let mut failing = None::<String>;
+    let mut stopping = false;
     crate::log(&format!("hot-plug: watching the pods of node {} for changes of {NETWORKS}", agent.node));
     loop {
+        if stopping && running.is_empty() {
+            crate::log("hot-plug: stopped; no update was running");
+            return;
+        }
         let mut touched: Vec<PodKey> = Vec::new();
+        let retry_at = retries.next();
         tokio::select! {
-            item = stream.next() => {
+            changed = stop.changed(), if !stopping => {
+                if changed.is_err() || *stop.borrow() {
+                    stopping = true;
+                    if !running.is_empty() {
+                        crate::log(&format!("hot-plug: stopping; waiting for {} running update(s) to finish", running.len()));
+                    }
+                }
+                continue;
+            }
+            item = stream.next(), if !stopping => {
                 let Some(item) = item else { return };
                 match item {
                     Ok(Event::Init) => listing.clear(),
                     Ok(Event::InitApply(p)) => {
-                        if let Some((k, s)) = seen(&p) {
+                        if let Some((k, s)) = seen(&p.metadata) {
                             listing.insert(k.clone());
                             pods.insert(k.clone(), s);
                             touched.push(k);
@@ -161,9 +206,10 @@ pub async fn run(client: kube::Client, agent: Agent, h: Hotplug) {
                         }
                         agent.metrics.api(Verb::list, "pods", "ok");
                         pods.retain(|k, _| listing.contains(k));
+                        retries.retain(&pods.values().map(|p| p.uid.clone()).collect());
                     }
                     Ok(Event::Apply(p)) => {
-                        if let Some((k, s)) = seen(&p) {
+                        if let Some((k, s)) = seen(&p.metadata) {
                             if pods.get(&k) != Some(&s) {
                                 pods.insert(k.clone(), s);
                                 touched.push(k);
@@ -171,30 +217,36 @@ pub async fn run(client: kube::Client, agent: Agent, h: Hotplug) {
                         }
                     }
                     Ok(Event::Delete(p)) => {
-                        if let Some((k, s)) = seen(&p) {
-                            failed.remove(&s.uid);
+                        if let Some((k, s)) = seen(&p.metadata) {
+                            retries.forget(&s.uid);
                             pods.remove(&k);
                         }
                     }
                     Err(e) => crate::log_changed(&mut failing, format!("hot-plug: pods of node {}: {e}; retrying with backoff", agent.node)),
                 }
             }
-            _ = tick.tick() => touched.extend(pods.keys().cloned()),
+            _ = tick.tick(), if !stopping => touched.extend(pods.keys().cloned()),
+            _ = sleep_until(retry_at), if retry_at.is_some() && !stopping => {
+                let due = retries.due_now(tokio::time::Instant::now());
+                touched.extend(pods.iter().filter(|(_, p)| due.contains(&p.uid)).map(|(k, _)| k.clone()));
+            }
             Some((key, uid, networks, outcome)) = running.next(), if !running.is_empty() => {
                 busy.remove(&key);
                 match outcome {
                     Ok(()) => {
-                        failed.remove(&uid);
+                        retries.forget(&uid);
                         crate::log(&format!("hot-plug: pod {key}: networks now {}", networks.as_deref().unwrap_or("(none selected)")));
                     }
                     Err(why) if why.contains(NOT_ATTACHED) => {
                         // Its sandbox's DEL came first (the pod is going): nothing to report.
+                        retries.forget(&uid);
                         crate::log(&format!("hot-plug: pod {key}: its sandbox is gone; nothing updated"));
                     }
                     Err(why) => {
-                        crate::log(&format!("hot-plug: pod {key}: updating its networks to {:?} failed: {why}", networks.as_deref().unwrap_or("")));
-                        event(&client, &agent, &key, &uid, &why).await;
-                        failed.insert(uid, networks);
+                        crate::log(&format!("hot-plug: pod {key}: updating its networks to {:?} failed: {why}; retrying with backoff", networks.as_deref().unwrap_or("")));
+                        if retries.failed(&uid, networks, &why, tokio::time::Instant::now()) {
+                            event(&client, &agent, &key, &uid, &why).await;
+                        }
                     }
                 }
                 if again.remove(&key) {
@@ -203,8 +255,12 @@ pub async fn run(client: kube::Client, agent: Agent, h: Hotplug) {
                 touched.extend(queue.drain(..));
             }
         }
+        if stopping {
+            continue;
+        }
         // One read of the status directory for all the pods looked at.
         let files = if touched.is_empty() { BTreeMap::new() } else { super::status::newest_of(&agent.status_dir) };
+        let now = tokio::time::Instant::now();
         for key in touched {
             if busy.contains(&key) {
                 again.insert(key);
@@ -215,7 +271,7 @@ pub async fn run(client: kube::Client, agent: Agent, h: Hotplug) {
                 continue;
             };
             let want = pod.networks();
-            if sb.pod_uid != pod.uid || sb.networks == want || failed.get(&pod.uid) == Some(&want) {
+            if !wants_update(pod, &sb) || !retries.due(&pod.uid, &want, now) {
                 continue;
             }
             if running.len() >= IN_FLIGHT {
@@ -230,9 +286,13 @@ pub async fn run(client: kube::Client, agent: Agent, h: Hotplug) {
                 let uid = pod.uid.clone();
                 let networks = pod.networks();
                 crate::log(&format!(
-                    "hot-plug: pod {key}: {NETWORKS} is {:?}, the sandbox carries out {:?}: updating",
+                    "hot-plug: pod {key}: {NETWORKS} is {:?}, the sandbox carries out {}: updating",
                     networks.as_deref().unwrap_or(""),
-                    sb.networks.as_deref().unwrap_or("")
+                    if sb.settled {
+                        format!("{:?}", sb.networks.as_deref().unwrap_or(""))
+                    } else {
+                        "none of it (an update failed part-way)".into()
+                    }
                 ));
                 let k = key.clone();
                 let outcome = tokio::task::spawn_blocking(move || update(&h, &k, &pod, &sb))
@@ -244,14 +304,27 @@ pub async fn run(client: kube::Client, agent: Agent, h: Hotplug) {
     }
 }
 
+async fn sleep_until(t: Option<tokio::time::Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Whether `pod`'s sandbox `sb` needs an update: the same pod (UID), not being deleted, and
+/// the sandbox not carrying out the annotation (another one, or none: unsettled).
+fn wants_update(pod: &Seen, sb: &Sandbox) -> bool {
+    sb.pod_uid == pod.uid && !pod.terminating && (!sb.settled || sb.networks != pod.networks())
+}
+
 /// One pod's update in flight: the pod, its UID, the annotation carried out, the outcome.
 type Running =
     std::pin::Pin<Box<dyn std::future::Future<Output = (PodKey, String, Option<String>, Result<(), String>)> + Send>>;
 
-fn seen(p: &Pod) -> Option<(PodKey, Seen)> {
-    let m = &p.metadata;
+fn seen(m: &ObjectMeta) -> Option<(PodKey, Seen)> {
     let key = PodKey { namespace: m.namespace.clone()?, name: m.name.clone()? };
-    Some((key, Seen { uid: m.uid.clone()?, annotations: m.annotations.clone().unwrap_or_default() }))
+    let annotation = m.annotations.as_ref().and_then(|a| a.get(NETWORKS)).cloned();
+    Some((key, Seen { uid: m.uid.clone()?, annotation, terminating: m.deletion_timestamp.is_some() }))
 }
 
 /// `CNI_ARGS` as containerd passes them for a pod's sandbox.
@@ -266,8 +339,15 @@ fn cni_args(key: &PodKey, sb: &Sandbox) -> String {
 /// annotation out, else the delegator's error message.
 fn update(h: &Hotplug, key: &PodKey, pod: &Seen, sb: &Sandbox) -> Result<(), String> {
     let delegator = crate::options::on_host(&h.host_root, &h.cni_bin_dir.join("delegator"));
-    let caps = serde_json::json!({ POD_ANNOTATIONS: pod.annotations });
-    let mut child = std::process::Command::new(&delegator)
+    // The one annotation the delegator reads: a tenant's other annotations stay out of it.
+    let mut annotations = serde_json::Map::new();
+    if let Some(v) = &pod.annotation {
+        annotations.insert(NETWORKS.into(), v.clone().into());
+    }
+    let caps = serde_json::json!({ POD_ANNOTATIONS: annotations });
+    let mut command = std::process::Command::new(&delegator);
+    empty_signal_mask(&mut command);
+    let mut child = command
         .arg("update")
         .arg("--root")
         .arg(&h.host_root)
@@ -319,6 +399,24 @@ fn update(h: &Hotplug, key: &PodKey, pod: &Seen, sb: &Sandbox) -> Result<(), Str
     Err(if msg.is_empty() { format!("the delegator exited with {status}") } else { msg })
 }
 
+/// Makes `command`'s child start with no signal blocked: the agent blocks SIGTERM and SIGINT
+/// (read from a signalfd, [`crate::run`]), and a process inherits its parent's mask across
+/// `execve(2)` — Rust's `Command` does not reset it — so the update and every delegate it runs
+/// could not be stopped by either.
+pub fn empty_signal_mask(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let empty = nix::sys::signal::SigSet::empty();
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed; it makes one, pthread_sigmask(2) (sigprocmask), with
+    // a set built before the fork, and allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::signal::pthread_sigmask(nix::sys::signal::SigmaskHow::SIG_SETMASK, Some(&empty), None)
+                .map_err(std::io::Error::from)
+        });
+    }
+}
+
 /// A Warning Event on the pod: what `kubectl describe pod` shows. Created, never retried (the
 /// log line is the record).
 async fn event(client: &kube::Client, agent: &Agent, key: &PodKey, uid: &str, why: &str) {
@@ -344,6 +442,50 @@ async fn event(client: &kube::Client, agent: &Agent, key: &PodKey, uid: &str, wh
 mod tests {
     use super::*;
 
+    /// What decides an update: a sandbox that an update left part-way is updated even when its
+    /// pod's annotation is back to what it was (a reverted edit); a pod being deleted never is.
+    #[test]
+    fn an_unsettled_sandbox_is_updated_and_a_terminating_pod_is_left_alone() {
+        let pod =
+            |a: Option<&str>, terminating| Seen { uid: "u".into(), annotation: a.map(str::to_string), terminating };
+        let sb = |networks: Option<&str>, settled| Sandbox {
+            container_id: "c".into(),
+            netns: "/n".into(),
+            ifname: "eth0".into(),
+            pod_uid: "u".into(),
+            networks: networks.map(str::to_string),
+            settled,
+        };
+        assert!(!wants_update(&pod(Some("red"), false), &sb(Some("red"), true)), "carried out");
+        assert!(wants_update(&pod(Some("red,blue"), false), &sb(Some("red"), true)), "edited");
+        assert!(wants_update(&pod(Some("red"), false), &sb(None, false)), "reverted after a failure");
+        assert!(wants_update(&pod(None, false), &sb(None, false)));
+        assert!(!wants_update(&pod(Some("red,blue"), true), &sb(Some("red"), true)), "terminating");
+        assert!(!wants_update(&pod(Some("red"), true), &sb(None, false)), "terminating");
+        let other = Seen { uid: "v".into(), annotation: Some("red,blue".into()), terminating: false };
+        assert!(!wants_update(&other, &sb(Some("red"), true)), "another pod of that name");
+    }
+
+    /// The delegator gets the pod's networks annotation and nothing else; its children no
+    /// blocked signal even though the agent blocks SIGTERM and SIGINT.
+    #[test]
+    fn updates_start_with_an_empty_signal_mask() {
+        let out = std::thread::spawn(|| {
+            let mut mask = nix::sys::signal::SigSet::empty();
+            mask.add(nix::sys::signal::Signal::SIGTERM);
+            mask.add(nix::sys::signal::Signal::SIGINT);
+            mask.thread_block().unwrap();
+            // grep itself, not a shell: dash clears its signal mask when it starts.
+            let mut c = std::process::Command::new("grep");
+            c.args(["SigBlk", "/proc/self/status"]);
+            empty_signal_mask(&mut c);
+            c.output().unwrap()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "SigBlk:\t0000000000000000");
+    }
+
     #[test]
     fn the_sandbox_is_read_from_the_status_file() {
         let dir = std::env::temp_dir().join(format!("braid-hotplug-sandbox-{}", std::process::id()));
@@ -359,8 +501,14 @@ mod tests {
                 ifname: "eth0".into(),
                 pod_uid: "u-1".into(),
                 networks: Some("a,b".into()),
+                settled: true,
             })
         );
+        // An update that failed part-way: unsettled, whatever it tried.
+        let body = r#"{"networkStatus":[],"podUID":"u-1","sandbox":{"netns":"/n","ifname":"eth0"},"unsettled":{"networks":"a","error":"e"}}"#;
+        std::fs::write(&path, body).unwrap();
+        let sb = sandbox(&path).unwrap();
+        assert_eq!((sb.settled, sb.networks), (false, None));
         // An older delegator's file (no sandbox) is not updated.
         std::fs::write(&path, r#"{"networkStatus":[],"podUID":"u-1"}"#).unwrap();
         assert_eq!(sandbox(&path), None);
@@ -378,6 +526,7 @@ mod tests {
             ifname: "eth0".into(),
             pod_uid: "u".into(),
             networks: None,
+            settled: true,
         };
         assert_eq!(
             cni_args(&key, &sb),

@@ -19,7 +19,10 @@ pub mod call;
 pub mod event;
 pub mod hotplug;
 pub mod nads;
+pub mod retry;
+pub mod static_pod;
 pub mod status;
+pub mod status_index;
 
 use crate::error::InstallError;
 use crate::metrics::Metrics;
@@ -81,10 +84,33 @@ impl Agent {
     }
 }
 
+/// How the main loop stops the API side: hot-plug starts no update any more, and the ones
+/// running finish before the process exits ([`hotplug`], "Stopping").
+#[derive(Debug)]
+pub struct Stop {
+    tx: tokio::sync::watch::Sender<bool>,
+    drained: mpsc::Receiver<()>,
+    hotplug: bool,
+}
+
+impl Stop {
+    /// Tells hot-plug to stop and waits until no update runs (each is bounded by its time
+    /// limit); at once without hot-plug.
+    pub fn stop(self) {
+        let _ = self.tx.send(true);
+        if self.hotplug {
+            let _ = self.drained.recv();
+        }
+    }
+}
+
 /// Starts the API side on a thread of its own and returns once its client is built (bad or
 /// missing credentials fail here, at start-up); the API server itself need not answer.
-pub fn start(agent: Agent, owners: Owners) -> Result<std::thread::JoinHandle<()>, InstallError> {
+pub fn start(agent: Agent, owners: Owners) -> Result<Stop, InstallError> {
     let (tx, rx) = mpsc::channel::<Result<(), String>>();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (drained_tx, drained) = mpsc::channel::<()>();
+    let with_hotplug = agent.hotplug.is_some();
     let handle = std::thread::Builder::new()
         .name("kubernetes-api".into())
         .spawn(move || {
@@ -112,7 +138,8 @@ pub fn start(agent: Agent, owners: Owners) -> Result<std::thread::JoinHandle<()>
                 ));
                 let hotplug = async {
                     if let Some(h) = agent.hotplug.clone() {
-                        hotplug::run(client.clone(), agent.clone(), h).await;
+                        hotplug::run(client.clone(), agent.clone(), h, stop_rx).await;
+                        let _ = drained_tx.send(());
                     }
                 };
                 tokio::join!(
@@ -124,7 +151,10 @@ pub fn start(agent: Agent, owners: Owners) -> Result<std::thread::JoinHandle<()>
         })
         .map_err(|e| InstallError::Kubernetes(format!("cannot start its thread: {e}")))?;
     match rx.recv() {
-        Ok(Ok(())) => Ok(handle),
+        Ok(Ok(())) => {
+            drop(handle);
+            Ok(Stop { tx: stop_tx, drained, hotplug: with_hotplug })
+        }
         Ok(Err(e)) => Err(InstallError::Kubernetes(e)),
         Err(_) => Err(InstallError::Kubernetes("its thread stopped before the client was built".into())),
     }

@@ -232,8 +232,14 @@ impl Queue {
 /// Publishes until the process ends.
 pub async fn run(client: kube::Client, agent: Agent) {
     let mut failing = None;
-    let inotify = Inotify::init()
-        .and_then(|i| i.watches().add(&agent.status_dir, WatchMask::MOVED_TO | WatchMask::CLOSE_WRITE).map(|_| i));
+    let inotify = Inotify::init().and_then(|i| {
+        i.watches()
+            .add(
+                &agent.status_dir,
+                WatchMask::MOVED_TO | WatchMask::CLOSE_WRITE | WatchMask::DELETE | WatchMask::MOVED_FROM,
+            )
+            .map(|_| i)
+    });
     let mut buffer = [0u8; 4096];
     let mut events = match inotify.and_then(|i| i.into_event_stream(&mut buffer[..])) {
         Ok(s) => Some(s),
@@ -247,6 +253,8 @@ pub async fn run(client: kube::Client, agent: Agent) {
         }
     };
     let mut queue = Queue::default();
+    // Which files exist: one directory scan per rescan, one stat per event (status_index).
+    let mut index = super::status_index::Index::default();
     let mut running = FuturesUnordered::new();
     // The first tick is at once: the start-up scan.
     let mut rescan = tokio::time::interval(agent.status_rescan);
@@ -257,17 +265,17 @@ pub async fn run(client: kube::Client, agent: Agent) {
             Some(ev) = async { match events.as_mut() { Some(s) => s.next().await, None => std::future::pending().await } } => {
                 match ev {
                     Ok(ev) => {
-                        if let Some(pod) = ev.name.and_then(|n| pod_of(&n.to_string_lossy())) {
+                        if let Some(pod) = ev.name.and_then(|n| index.changed(&agent.status_dir, &n.to_string_lossy())) {
                             queue.wake(pod, Instant::now());
                         } else if ev.mask.contains(inotify::EventMask::Q_OVERFLOW) {
-                            queue.rescan(&newest_of(&agent.status_dir), Instant::now());
+                            queue.rescan(&index.rescan(&agent.status_dir), Instant::now());
                         }
                     }
                     Err(e) => log_changed(&mut failing, format!("network-status: inotify: {e}")),
                 }
             }
             _ = rescan.tick() => {
-                queue.rescan(&newest_of(&agent.status_dir), Instant::now());
+                queue.rescan(&index.rescan(&agent.status_dir), Instant::now());
                 agent.metrics.status_rescans.inc();
             }
             _ = sleep_until(due), if due.is_some() => {}
@@ -286,8 +294,8 @@ pub async fn run(client: kube::Client, agent: Agent) {
         }
         for (pod, attempt) in queue.due(Instant::now()) {
             let (client, agent) = (client.clone(), agent.clone());
+            let version = index.newest(&pod);
             running.push(async move {
-                let version = newest(&agent.status_dir, &pod);
                 let outcome = match &version {
                     Some(v) => publish(&client, &agent, &pod, v).await,
                     None => Outcome::Done,
@@ -336,8 +344,20 @@ async fn publish(client: &kube::Client, agent: &Agent, pod: &PodKey, v: &Version
     // "…": field is immutable` (ValidateObjectMetaUpdate; a patch carries no Preconditions, so
     // it is not the 409 a DELETE's precondition gets) — as seen on a real v1.36 API server
     // (integration/tests/kube_node.rs).
-    let patch = serde_json::json!({"metadata": {"uid": uid, "annotations": {ANNOTATION: doc.status}}});
-    match call(agent, Verb::patch, "pods", api.patch(&pod.name, &PatchParams::default(), &Patch::Merge(&patch))).await {
+    // A static pod's sandbox has the kubelet's UID, not its mirror pod's (super::static_pod).
+    let mirror = super::static_pod::is_kubelet_hash(&uid);
+    let params = PatchParams::default();
+    let sent = if mirror {
+        let ops = match serde_json::from_value(super::static_pod::patch(&uid, ANNOTATION, &doc.status)) {
+            Ok(p) => p,
+            Err(e) => return Outcome::Retry(format!("pod {pod}: the mirror pod's patch: {e}")),
+        };
+        call(agent, Verb::patch, "pods", api.patch(&pod.name, &params, &Patch::Json::<()>(ops))).await
+    } else {
+        let merge = serde_json::json!({"metadata": {"uid": uid, "annotations": {ANNOTATION: doc.status}}});
+        call(agent, Verb::patch, "pods", api.patch(&pod.name, &params, &Patch::Merge(&merge))).await
+    };
+    match sent {
         Ok(_) => {
             crate::log(&format!("network-status of pod {pod}: published from {}", v.path.display()));
             agent.metrics.file("published");
@@ -346,7 +366,7 @@ async fn publish(client: &kube::Client, agent: &Agent, pod: &PodKey, v: &Version
             }
             Outcome::Done
         }
-        Err(f) if f.is_uid_refused() => {
+        Err(f) if f.is_uid_refused() || (mirror && f.code() == Some(422)) => {
             crate::log(&format!(
                 "network-status of pod {pod}: not published from {}: the pod of that name is another pod now (the file is for UID {uid}: recreated under the same name?)",
                 v.path.display()

@@ -26,6 +26,8 @@ pub(crate) struct Report {
     pub(crate) pod_uid: Option<String>,
     /// The pod's networks annotation as the runtime passed it, recorded beside the document.
     pub(crate) requested: Option<String>,
+    /// The default routes a kept attachment's `default-route` replaced before (an update's).
+    pub(crate) replaced: Option<status::Replaced>,
 }
 
 impl Plugin for Delegator {
@@ -59,7 +61,7 @@ impl Plugin for Delegator {
         let mode = result_mode(&config.conf, config.delegates.len())?;
         let pod = Pod::from_args(&args.args);
         let status = kube.as_ref().and_then(|k| status::path(&k.status_dir, &pod, &args.container_id));
-        let report = Report { mode, networks, status, pod_uid: pod.uid, requested };
+        let report = Report { mode, networks, status, pod_uid: pod.uid, requested, replaced: None };
         let mut m = MetaCommand::new(config, args, &RULES)?;
         if let Some(line) = info {
             m.log.info(line);
@@ -148,14 +150,36 @@ pub(crate) fn finish(
     ifnames: &[String],
     fresh: &[bool],
 ) -> Result<AnyResult, CniError> {
+    let (result, replaced, links) = finish_result(m, args, report, results, ifnames, fresh)?;
+    if let Some(path) = &report.status {
+        let record = status::Record { replaced: replaced.as_ref(), ..status::Record::default() };
+        write_status(m, args, report, path, (results, ifnames), links, record)?;
+    }
+    Ok(result)
+}
+
+/// What [`finish_result`] made: the result, the default routes replaced, the links it read.
+pub(crate) type Finished = (AnyResult, Option<status::Replaced>, Option<Vec<cni_netlink::links::Link>>);
+
+/// [`finish`] up to the document: the routes moved and the result made; what the moved
+/// routes replaced (or, on a kept attachment, what it replaced before) and the links read.
+pub(crate) fn finish_result(
+    m: &mut MetaCommand,
+    args: &CmdArgs,
+    report: &Report,
+    results: &[AnyResult],
+    ifnames: &[String],
+    fresh: &[bool],
+) -> Result<Finished, CniError> {
     let chosen = report.networks.iter().enumerate().find_map(|(i, l)| l.default_route.as_ref().map(|g| (i, g)));
+    let mut replaced = chosen.and_then(|(i, _)| report.replaced.clone().filter(|r| ifnames.get(i) == Some(&r.by)));
     if let Some((i, gateways)) = chosen.filter(|(i, _)| fresh.get(*i).copied().unwrap_or(false)) {
         let ifname = ifnames.get(i).cloned().unwrap_or_default();
         let others: Vec<String> = ifnames.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, n)| n.clone()).collect();
         let removed =
             default_route::move_default_routes(m.pod.rtnl()?, Path::new(&args.netns), &ifname, &others, gateways)
                 .context(format_args!("default-route of {}", report.networks[i].name))?;
-        for r in removed {
+        for r in &removed {
             m.log.info(format_args!(
                 "default-route of {}: removed the default route {} of {}",
                 report.networks[i].name,
@@ -163,6 +187,7 @@ pub(crate) fn finish(
                 r.ifname
             ));
         }
+        replaced = Some(status::Replaced { by: ifname, routes: removed });
     }
     let version = m.config.conf.version().to_string();
     let mut links = None;
@@ -209,7 +234,21 @@ pub(crate) fn finish(
     let result = result.into_version(&version).map_err(|e| {
         CniError::new(cni_types::error::INTERNAL, format!("cannot express the result in cniVersion {version}: {e}"))
     })?;
-    if let Some(path) = &report.status {
+    Ok((result, replaced, links))
+}
+
+/// Writes the network-status document of `atts` (results and interfaces) to `path`, with
+/// `record`'s extras and the report's pod UID, sandbox and annotation.
+pub(crate) fn write_status(
+    m: &mut MetaCommand,
+    args: &CmdArgs,
+    report: &Report,
+    path: &Path,
+    (results, ifnames): (&[AnyResult], &[String]),
+    links: Option<Vec<cni_netlink::links::Link>>,
+    record: status::Record,
+) -> Result<(), CniError> {
+    {
         let atts: Vec<(&AnyResult, &str, &StatusNetwork)> =
             results.iter().zip(ifnames).zip(&report.networks).map(|((r, ifname), l)| (r, ifname.as_str(), l)).collect();
         // The pod namespace is read only for a MAC some result left out (most primaries
@@ -223,10 +262,11 @@ pub(crate) fn finish(
             pod_uid: report.pod_uid.as_deref(),
             sandbox: Some((&args.netns, &args.ifname)),
             requested: report.requested.as_deref(),
+            ..record
         };
         status::write(path, &status::file(status::document(&atts, &links), record))?;
     }
-    Ok(result)
+    Ok(())
 }
 
 /// Drops every default route of `result` but `keep`, and adds one via each gateway.

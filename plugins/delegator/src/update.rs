@@ -14,17 +14,33 @@
 //! `00-braid.conflist`); its first plugin must be the delegator. Like libcni's ADD of that
 //! list, with one difference: the delegator's turn is the update — the selection made exactly
 //! as ADD makes it (the same refusals), then only the difference attached and detached
-//! ([`braid_attach::update`]), the network-status file written anew; every later plugin of the
-//! list (vmtap, to give a VM the new interface) then gets an ADD with the chain's result so far
-//! as `prevResult`. The output is the list's result, as a runtime's ADD would print it.
+//! ([`braid_attach::update`]); every later plugin of the list (vmtap, to give a VM the new
+//! interface) then gets an ADD with the chain's result so far as `prevResult`; then the
+//! network-status file is written anew. The output is the list's result, as a runtime's ADD
+//! would print it.
+//!
+//! **It converges.** All of it — the delegates' ADDs and DELs, the default routes, the later
+//! plugins, the status file — runs under the sandbox's locks (the pod namespace's and the
+//! container's, [`braid_attach::update::Held`]), so a DEL of the sandbox comes before or after
+//! it, never in the middle, and leaves no file behind. A step that fails after the added
+//! delegates' ADD (the `default-route` step, a later plugin) rolls the added attachments back
+//! as a failed ADD does. The file records what is attached: when the sandbox carries out the
+//! annotation, `networks` is the annotation; when an update failed part-way (a removal done, an
+//! addition failed), the file says `unsettled` instead, and the node agent tries again (with
+//! backoff) whatever the annotation then says — a user who reverts a failed edit gets back what
+//! the removal took. When the network that took the default route (`default-route`) is removed
+//! or changed, the routes it replaced are put back on the interfaces still there
+//! ([`kubernetes::default_route::restore`]).
 //!
 //! `--root DIR` first makes `DIR` the root (`chroot(2)`): the agent runs in a container with
 //! the node's filesystem mounted at `/host`, and every path — the conflist, the configuration's,
 //! the state's, the delegates' and the pod namespace's — is then the node's, as for the runtime.
 
 use crate::config::{result_mode, RULES};
+use crate::kubernetes::default_route;
 use crate::kubernetes::{self, status, Pod, StatusNetwork};
-use crate::plugin::{finish, Report};
+use crate::plugin::{finish_result, write_status, Report};
+use braid_attach::update::Updated;
 use braid_attach::{MetaCommand, SharedConfig};
 use cni_runtime::chain::{build_one_config, RuntimeConf};
 use cni_runtime::invoke::{self, Exec, RawExec};
@@ -37,8 +53,12 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 
 /// The delegator's turn, as a [`Plugin`] whose ADD is the update (dispatched by `cni-skel`
-/// like any command: the same environment checks, version gate and error output).
-pub struct Updater;
+/// like any command: the same environment checks, version gate and error output), and the
+/// rest of the list (`list`'s later plugins, with the runtime arguments `caps`).
+pub struct Updater {
+    list: Option<cni_types::NetConfList>,
+    caps: Map<String, Value>,
+}
 
 /// Runs `delegator update …`; the exit code.
 pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
@@ -86,44 +106,39 @@ fn run(args: Vec<OsString>) -> Result<Vec<u8>, CniError> {
     let first = list.plugins.first().filter(|p| p.plugin_type() == "delegator").ok_or_else(|| {
         CniError::new(INVALID_NETWORK_CONFIG, format!("{}: its first plugin is not the delegator", conflist.display()))
     })?;
-    // The delegator's turn, through the dispatcher as a runtime's ADD would reach it.
+    // The delegator's turn, through the dispatcher as a runtime's ADD would reach it; the rest
+    // of the list runs inside it, under the sandbox's locks.
     let stdin = build_one_config(first, &list.name, &list.cni_version, None, &caps);
     let mut env = AddEnv { stdin: std::io::Cursor::new(stdin), out: Vec::new(), err: std::io::stderr() };
-    let code = cni_skel::dispatch::run(&Updater, &mut env);
-    let mut prev = match code {
-        0 => AnyResult::from_bytes(&env.out)
-            .map_err(|e| CniError::new(DECODING_FAILURE, format!("the update's result: {e}")))?,
-        _ => {
-            return Err(serde_json::from_slice::<CniError>(&env.out)
-                .unwrap_or_else(|_| CniError::new(cni_types::error::INTERNAL, String::from_utf8_lossy(&env.out))))
-        }
-    };
-    // Every later plugin: an ADD with the result so far, as libcni chains them.
-    let var = |k: &str| std::env::var(k).unwrap_or_default();
-    let inv = cni_types::Invocation {
-        container_id: var("CNI_CONTAINERID"),
-        netns: var("CNI_NETNS"),
-        ifname: var("CNI_IFNAME"),
-        args: var("CNI_ARGS"),
-        path: var("CNI_PATH"),
-        ..cni_types::Invocation::new(Command::Add)
-    };
-    let call = RuntimeConf::from_invocation(&inv, caps.clone());
-    let exec = RawExec::default();
-    let paths: Vec<PathBuf> = std::env::split_paths(&std::env::var_os("CNI_PATH").unwrap_or_default()).collect();
-    for plugin in &list.plugins[1..] {
-        let stdin = build_one_config(plugin, &list.name, &list.cni_version, Some(&prev), &caps);
-        let path = exec.find(plugin.plugin_type(), &paths)?;
-        let req = call.invocation(Command::Add, &cni_types::invocation::join_path(&paths));
-        prev = invoke::add(&exec, &path, &stdin, &req).map_err(|e| {
-            let e: CniError = e.into();
-            CniError::new(
-                e.code,
-                format!("after the update, plugin {:?} of {}: {}", plugin.plugin_type(), list.name, e.msg),
-            )
-        })?;
+    let updater = Updater { list: Some(list.clone()), caps };
+    match cni_skel::dispatch::run(&updater, &mut env) {
+        0 => Ok(env.out),
+        _ => Err(serde_json::from_slice::<CniError>(&env.out)
+            .unwrap_or_else(|_| CniError::new(cni_types::error::INTERNAL, String::from_utf8_lossy(&env.out)))),
     }
-    Ok(prev.to_json_pretty().into_bytes())
+}
+
+impl Updater {
+    /// Every later plugin of the list: an ADD with the result so far, as libcni chains them.
+    fn rest_of_chain(&self, args: &CmdArgs, mut prev: AnyResult) -> Result<AnyResult, CniError> {
+        let Some(list) = &self.list else { return Ok(prev) };
+        let call = RuntimeConf::from_invocation(&args.invocation, self.caps.clone());
+        let exec = RawExec::default();
+        let paths = args.path_list();
+        for plugin in &list.plugins[1..] {
+            let stdin = build_one_config(plugin, &list.name, &list.cni_version, Some(&prev), &self.caps);
+            let path = exec.find(plugin.plugin_type(), &paths)?;
+            let req = call.invocation(Command::Add, &cni_types::invocation::join_path(&paths));
+            prev = invoke::add(&exec, &path, &stdin, &req).map_err(|e| {
+                let e: CniError = e.into();
+                CniError::new(
+                    e.code,
+                    format!("after the update, plugin {:?} of {}: {}", plugin.plugin_type(), list.name, e.msg),
+                )
+            })?;
+        }
+        Ok(prev)
+    }
 }
 
 /// The environment of the delegator's turn: the process's variables with `CNI_COMMAND=ADD`,
@@ -179,33 +194,70 @@ impl Plugin for Updater {
         braid_attach::delegates::validate(&all)?;
         let pod = Pod::from_args(&args.args);
         let path = status::path(&kube.status_dir, &pod, &args.container_id);
+        let before = path.as_deref().map(status::recorded).unwrap_or_default();
         let mut m = MetaCommand::new(config, args, &RULES)?;
         // Its log lines say UPDATE, not the ADD its environment carries.
         m.log = cni_skel::log::Logger::new(RULES.plugin, "UPDATE", &args.container_id);
         m.log.configure(&m.config.conf);
-        let updated = m.update(selection.delegates)?;
-        let networks: Vec<StatusNetwork> = updated
-            .attachments
-            .iter()
-            .enumerate()
-            .map(|(i, a)| match &a.selector {
-                Some(s) => kubernetes::status_network(s),
-                None => StatusNetwork { name: a.name.clone(), default: i == 0, default_route: None },
-            })
-            .collect();
-        // Carried out only when all of it was: otherwise the file keeps the request it carries
-        // out, and the agent knows this one failed.
-        let requested = match &updated.failure {
-            None => selection.requested,
-            Some(_) => path.as_deref().and_then(status::requested),
+        // From here until `held` is dropped, the sandbox's locks are held.
+        let mut held = m.update(selection.delegates)?;
+        let failure = held.updated.failure.take();
+        let mut replaced = restore_default_routes(&mut m, args, &held.updated, before.replaced.clone());
+        let requested = selection.requested;
+        let mut report = Report {
+            mode: result_mode(&m.config.conf, held.updated.attachments.len())?,
+            networks: status_networks(&held.updated),
+            status: None,
+            pod_uid: pod.uid,
+            requested: requested.clone(),
+            replaced: replaced.clone(),
         };
-        let mode = result_mode(&m.config.conf, updated.attachments.len())?;
-        let report = Report { mode, networks, status: path, pod_uid: pod.uid, requested };
-        let ifnames: Vec<String> = updated.attachments.iter().map(|a| a.ifname.clone()).collect();
-        let result = finish(&mut m, args, &report, &updated.results, &ifnames, &updated.added);
-        match updated.failure {
+        let done = match failure {
             Some(e) => Err(e),
-            None => result,
+            None => {
+                let (results, ifnames, added) = parts(&held.updated);
+                finish_result(&mut m, args, &report, &results, &ifnames, &added).and_then(|(result, moved, links)| {
+                    // Moved now (or kept): put back below if the rest of the chain fails.
+                    replaced = moved;
+                    self.rest_of_chain(args, result).map(|r| (r, links))
+                })
+            }
+        };
+        let (result, links, unsettled) = match done {
+            Ok((result, links)) => (Some(result), links, None),
+            Err(e) => {
+                // A step after the added delegates' ADD failed: they are rolled back as a failed
+                // ADD rolls its delegates back.
+                let mut e = e;
+                if held.updated.added.iter().any(|a| *a) {
+                    if let Err(r) = m.roll_back_added(&mut held) {
+                        e.msg.push_str(&format!("; {}", r.msg));
+                    }
+                    replaced = restore_default_routes(&mut m, args, &held.updated, replaced);
+                }
+                (None, None, Some(e))
+            }
+        };
+        // The file, still under the locks: what is attached, and whether that is the annotation.
+        if let Some(path) = &path {
+            let unchanged = !held.updated.changed() && !before.unsettled;
+            if unsettled.is_none() || !unchanged {
+                let why = unsettled.as_ref().map(|e| e.msg.clone()).unwrap_or_default();
+                let record = status::Record {
+                    replaced: replaced.as_ref(),
+                    unsettled: unsettled.as_ref().map(|_| (requested.as_deref(), why.as_str())),
+                    ..status::Record::default()
+                };
+                report.networks = status_networks(&held.updated);
+                let (results, ifnames, _) = parts(&held.updated);
+                write_status(&mut m, args, &report, path, (&results, &ifnames), links, record)?;
+            }
+        }
+        drop(held);
+        match (result, unsettled) {
+            (_, Some(e)) => Err(e),
+            (Some(r), None) => Ok(r),
+            (None, None) => Err(CniError::new(cni_types::error::INTERNAL, "the update ended without a result")),
         }
     }
 
@@ -224,4 +276,60 @@ impl Plugin for Updater {
     fn status(&self, _args: &CmdArgs) -> Result<(), CniError> {
         Err(only_add())
     }
+}
+
+/// The network-status entries of what the update left: the configured delegates by name, the
+/// selected ones by their selector.
+fn status_networks(u: &Updated) -> Vec<StatusNetwork> {
+    u.attachments
+        .iter()
+        .enumerate()
+        .map(|(i, a)| match &a.selector {
+            Some(s) => kubernetes::status_network(s),
+            None => StatusNetwork { name: a.name.clone(), default: i == 0, default_route: None },
+        })
+        .collect()
+}
+
+/// The results, interfaces and added flags of what the update left.
+fn parts(u: &Updated) -> (Vec<AnyResult>, Vec<String>, Vec<bool>) {
+    (u.results.clone(), u.attachments.iter().map(|a| a.ifname.clone()).collect(), u.added.clone())
+}
+
+/// When the interface that took the default routes (`replaced.by`) is no longer attached, the
+/// routes it replaced are put back on the interfaces still there; what stays replaced is
+/// returned. A failure to put them back is logged (the update's own outcome stands).
+fn restore_default_routes(
+    m: &mut MetaCommand,
+    args: &CmdArgs,
+    u: &Updated,
+    replaced: Option<status::Replaced>,
+) -> Option<status::Replaced> {
+    let r = replaced?;
+    // Kept as it was: its routes stay replaced. Added anew (changed, on the same name) or gone:
+    // put back first; a new `default-route` moves them again.
+    if u.attachments.iter().zip(&u.added).any(|(a, added)| a.ifname == r.by && !added) {
+        return Some(r);
+    }
+    let rtnl = match m.pod.rtnl() {
+        Ok(rtnl) => rtnl,
+        Err(e) => {
+            m.log.warn(format_args!("the default routes {} replaced are not put back: {}", r.by, e.msg));
+            return None;
+        }
+    };
+    match default_route::restore(rtnl, std::path::Path::new(&args.netns), &r.routes) {
+        Ok(back) => {
+            for b in back {
+                m.log.info(format_args!(
+                    "update: {} is gone; put back the default route {} of {}",
+                    r.by,
+                    b.gateway.map_or_else(|| "without gateway".to_string(), |g| format!("via {g}")),
+                    b.ifname
+                ));
+            }
+        }
+        Err(e) => m.log.warn(format_args!("the default routes {} replaced are not put back: {e}", r.by)),
+    }
+    None
 }

@@ -4,6 +4,12 @@
 //! (`DeleteDefaultGW`, `SetDefaultGW`). The netlink is cni-netlink's; what is braid's is which
 //! routes go: main-table default routes on the interfaces of this ADD's other delegates, and
 //! none elsewhere.
+//!
+//! What was removed is recorded (in the sandbox's status file, [`super::status::Replaced`]):
+//! when a hot-plug update removes or changes the network that took the default route, the
+//! routes it replaced are put back ([`restore`]) on the interfaces that are still there —
+//! otherwise the pod would be left with no default route at all (no Services, no DNS, no
+//! egress), which Multus's dynamic-networks controller leaves too.
 
 use cni_netlink::links;
 use cni_netlink::routes::{self, Route, MAIN_TABLE};
@@ -19,6 +25,10 @@ pub struct Removed {
     pub gateway: Option<IpAddr>,
     /// The interface it was on.
     pub ifname: String,
+    /// Its destination (`0.0.0.0/0` or `::/0`): the family of a route without a gateway.
+    pub dst: IpNet,
+    /// Its metric.
+    pub metric: u32,
 }
 
 /// Why the default routes could not be moved; every message names the namespace.
@@ -69,18 +79,47 @@ pub fn move_default_routes(
         let name = name_of(on);
         match routes::delete(rtnl, &r, &name) {
             Err(e) if !e.is_not_found() => return Err(nl(e)),
-            _ => removed.push(Removed { gateway: r.gw, ifname: name }),
+            _ => removed.push(Removed { gateway: r.gw, ifname: name, dst: r.dst, metric: r.priority }),
         }
     }
     for gw in gateways {
         let any: IpAddr = if gw.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
         let Some(dst) = IpNet::new(any, 0) else { continue };
         match routes::add(rtnl, &Route::unicast(dst, Some(*gw), oif), ifname) {
-            Err(e) if !e.is_exists() => return Err(nl(e)),
+            Err(e) if !e.is_exists() => {
+                // The pod keeps the default routes it had: what was removed goes back.
+                let _ = restore(rtnl, netns, &removed);
+                return Err(nl(e));
+            }
             _ => {}
         }
     }
     Ok(removed)
+}
+
+/// `RT_SCOPE_LINK` (linux/rtnetlink.h): a route without a gateway, as `ip route add default dev X`.
+const SCOPE_LINK: u8 = 253;
+
+/// Puts `routes` (removed by [`move_default_routes`]) back, each on its interface if that is
+/// still in the namespace (one that exists already is kept); returns the ones put back.
+pub fn restore(rtnl: &mut Rtnl, netns: &Path, routes: &[Removed]) -> Result<Vec<Removed>, DefaultRouteError> {
+    let p = netns.to_path_buf();
+    let nl = |e: NetlinkError| DefaultRouteError::Netlink(p.clone(), e);
+    let all = links::links(rtnl).map_err(nl)?;
+    let mut back = Vec::new();
+    for r in routes {
+        let Some(link) = all.iter().find(|l| l.name == r.ifname) else { continue };
+        let mut route = Route::unicast(r.dst, r.gateway, link.index);
+        route.priority = r.metric;
+        if r.gateway.is_none() {
+            route.scope = SCOPE_LINK;
+        }
+        match routes::add(rtnl, &route, &r.ifname) {
+            Err(e) if !e.is_exists() => return Err(nl(e)),
+            _ => back.push(r.clone()),
+        }
+    }
+    Ok(back)
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 //! the pod (names, IPs, MACs, DNS) and nothing secret, and a node agent that publishes it need
 //! not run as root.
 
+use super::default_route::Removed;
 use super::{Pod, StatusNetwork};
 use cni_netlink::links::Link;
 use cni_types::result::AnyResult;
@@ -138,6 +139,60 @@ pub struct Record<'a> {
     /// The pod's `k8s.v1.cni.cncf.io/networks` as the attachment now carries it out:
     /// `networks` (absent when the pod has none).
     pub requested: Option<&'a str>,
+    /// Set when an update failed part-way (`unsettled`: the annotation it tried and why it
+    /// failed): the sandbox then carries out neither its old annotation nor the new one — the
+    /// document lists what is attached — so `networks` is left out and the node agent tries
+    /// again whatever the annotation says.
+    pub unsettled: Option<(Option<&'a str>, &'a str)>,
+    /// The default routes a network's `default-route` replaced (`defaultRouteReplaced`).
+    pub replaced: Option<&'a Replaced>,
+}
+
+/// The default routes that the network on interface `by` took over with its `default-route`
+/// (removed from the pod's other interfaces): what removing that network puts back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replaced {
+    /// The interface of the network that took the default routes.
+    pub by: String,
+    /// The routes it replaced.
+    pub routes: Vec<Removed>,
+}
+
+impl Replaced {
+    fn to_json(&self) -> Value {
+        let routes: Vec<Value> = self
+            .routes
+            .iter()
+            .map(|r| {
+                let mut o = Map::new();
+                o.insert("interface".into(), r.ifname.clone().into());
+                o.insert("dst".into(), r.dst.to_string().into());
+                if let Some(gw) = r.gateway {
+                    o.insert("gateway".into(), gw.to_string().into());
+                }
+                if r.metric != 0 {
+                    o.insert("metric".into(), r.metric.into());
+                }
+                Value::Object(o)
+            })
+            .collect();
+        json!({"by": self.by, "routes": routes})
+    }
+
+    fn from_json(v: &Value) -> Option<Replaced> {
+        let routes = v.get("routes")?.as_array()?.iter().map(|r| {
+            Some(Removed {
+                ifname: r.get("interface")?.as_str()?.to_string(),
+                dst: cni_types::IpNet::parse(r.get("dst")?.as_str()?).ok()?,
+                gateway: match r.get("gateway") {
+                    Some(g) => Some(g.as_str()?.parse().ok()?),
+                    None => None,
+                },
+                metric: r.get("metric").and_then(Value::as_u64).and_then(|m| u32::try_from(m).ok()).unwrap_or(0),
+            })
+        });
+        Some(Replaced { by: v.get("by")?.as_str()?.to_string(), routes: routes.collect::<Option<Vec<_>>>()? })
+    }
 }
 
 /// The file's content: `{"networkStatus": <doc>, "podUID": …, "sandbox": {"netns": …,
@@ -151,8 +206,18 @@ pub fn file(doc: Value, record: Record) -> Value {
     if let Some((netns, ifname)) = record.sandbox {
         o.insert("sandbox".into(), json!({"netns": netns, "ifname": ifname}));
     }
-    if let Some(n) = record.requested {
-        o.insert("networks".into(), n.into());
+    match record.unsettled {
+        None => {
+            if let Some(n) = record.requested {
+                o.insert("networks".into(), n.into());
+            }
+        }
+        Some((tried, why)) => {
+            o.insert("unsettled".into(), json!({"networks": tried, "error": why}));
+        }
+    }
+    if let Some(r) = record.replaced.filter(|r| !r.routes.is_empty()) {
+        o.insert("defaultRouteReplaced".into(), r.to_json());
     }
     Value::Object(o)
 }
@@ -167,11 +232,32 @@ pub fn write(path: &Path, doc: &Value) -> Result<(), CniError> {
     cni_runtime::files::replace_volatile(path, &bytes, 0o644).map_err(|e| io(path, "writing", e.source))
 }
 
-/// The `networks` a status file records ([`Record::requested`]), if it can be read.
-pub fn requested(path: &Path) -> Option<String> {
-    let bytes = cni_runtime::files::read_regular(path, 1 << 20, cni_runtime::files::Links::Refuse).ok()?;
-    let v: Value = serde_json::from_slice(&bytes).ok()?;
-    v.get("networks")?.as_str().map(str::to_string)
+/// What a status file records beside the document, as an update needs it before it changes
+/// anything: the annotation carried out (`None` also when the file is unsettled or unreadable),
+/// whether it is unsettled, and the default routes replaced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Recorded {
+    /// `networks`.
+    pub requested: Option<String>,
+    /// Whether `unsettled` is set.
+    pub unsettled: bool,
+    /// `defaultRouteReplaced`.
+    pub replaced: Option<Replaced>,
+}
+
+/// Reads [`Recorded`] from the status file at `path` (all empty when it cannot be read).
+pub fn recorded(path: &Path) -> Recorded {
+    let Some(v) = cni_runtime::files::read_regular(path, 1 << 20, cni_runtime::files::Links::Refuse)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+    else {
+        return Recorded::default();
+    };
+    Recorded {
+        requested: v.get("networks").and_then(Value::as_str).map(str::to_string),
+        unsettled: v.get("unsettled").is_some(),
+        replaced: v.get("defaultRouteReplaced").and_then(Replaced::from_json),
+    }
 }
 
 /// Removes the document (absent is fine).
