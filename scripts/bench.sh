@@ -9,8 +9,9 @@
 # (200 SIGKILLs of the delegator and of the merger, sequential and parallel, each then DEL) and a
 # churn soak (200 pods through containerd's CRI with braid installed beside 200 on the plain
 # bridge primary, 4 workers, containerd SIGKILLed part-way: pods/s, RunPodSandbox latency, braid's
-# share of it, nothing leaked; docs/bench/NOTES.md), and hot-plug on a one-node real Kubernetes
-# (scripts/node.sh; its parts need Go, built once per machine by scripts/build-node.sh).
+# share of it, nothing leaked; docs/bench/NOTES.md), and the node agent's network-status and
+# hot-plug on one one-node real Kubernetes both share (scripts/node.sh; its parts need Go, built
+# once per machine by scripts/build-node.sh).
 #        sudo scripts/bench.sh --crash [N]   only the crash run, N SIGKILLs per plugin and mode
 # (default 500): a long hunt for rare crash windows that names every leftover it finds.
 # One case alone (e.g. STATUS's cost): "$(bash scripts/build-release.sh | tail -n1)/braid-bench"
@@ -42,7 +43,7 @@ command -v musl-gcc >/dev/null || need+=(musl-tools)
 command -v containerd >/dev/null || need+=(containerd)
 command -v runc >/dev/null || need+=(runc)
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "ok installed" || need+=(busybox-static)
-# The real node (case "hotplug": scripts/node.sh, its parts built from Go modules once per machine):
+# The real node (cases "kube" and "hotplug": scripts/node.sh, its parts built from Go modules once per machine):
 # podman builds braid's image, openssl its certificates, curl its health checks, iptables kube-proxy.
 for c in podman openssl curl iptables; do command -v "$c" >/dev/null || need+=("$c"); done
 if [ ${#need[@]} -gt 0 ]; then

@@ -12,10 +12,9 @@
 #
 # The bench (braid-bench) is built in a cargo invocation of its own: its CRI client (tonic) would
 # otherwise unify its features into the plugins' tokio, and the shipped plugins would differ from
-# what a build of the plugins alone gives. kube-standin (integration/apiserver, the test API
-# server; a library, no binaries) is excluded for the same reason: even unbuilt, a selected
-# package's dependencies unify their features (axum's hyper and tokio, memchr/serde_core
-# "default") into the plugins' build.
+# what a build of the plugins alone gives (braid-integration's test-only parts — the CRI client,
+# the API fault proxy's hyper and rustls — are features its own tests turn on, so the plugins'
+# build never selects them).
 # braid-install is built on its own too: its Kubernetes client (kube, rustls, tokio, serde's
 # derive features) must never unify into the plugins' dependencies. Its TLS (ring) has C parts,
 # which need the musl C compiler (Debian's musl-tools) for the static build.
@@ -43,7 +42,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   exit 1
 fi
 export CC_"${target//-/_}"=musl-gcc
-cargo build --release --locked -q --workspace --exclude braid-bench --exclude braid-install --exclude kube-standin --bins --target "$target" >&2
+cargo build --release --locked -q --workspace --exclude braid-bench --exclude braid-install --bins --target "$target" >&2
 cargo build --release --locked -q -p braid-install --bins --target "$target" >&2
 cargo build --release --locked -q -p braid-bench --bins --target "$target" >&2
 echo "$PWD/target/$target/release"

@@ -149,7 +149,7 @@ fn manifests_match_the_installer_defaults() {
         "cni.exclusive=false",
         "### Moving from Multus",
         "00-multus.conf",
-        "integration/apiserver",
+        "integration/src/fault_proxy.rs",
         "k8s.v1.cni.cncf.io/networks",
         "--uninstall",
     ] {
