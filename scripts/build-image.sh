@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)"
 tag="${1:-localhost/braid-install:$version}"
 dir="${BRAID_RELEASE_DIR:-$(bash scripts/build-release.sh | tail -n1)}"
-bins=(delegator merger verifier vmtap braid-install)
+bins=(delegator braid-podresources merger verifier vmtap braid-install)
 
 ctx="$(mktemp -d)"
 trap 'rm -rf "$ctx"' EXIT

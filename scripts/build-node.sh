@@ -64,6 +64,11 @@ log "etcd"
 log "pause"
 (cd integration/node/pause && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/bin/pause" .)
 
+# braid's test device plugin (integration/node/deviceplugin): PCI-address-shaped devices the
+# real kubelet allocates to pods, for the networks that name a resource.
+log "deviceplugin"
+(cd integration/node/deviceplugin && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/bin/braid-deviceplugin" .)
+
 printf '%s\n' "kubernetes=$k8s_version" "containerd=$ctrd_version" "seconds=$((SECONDS - started))" > "$tmp/versions"
 touch "$tmp/.complete"
 rm -rf "$out"

@@ -18,6 +18,8 @@
 # braid-install is built on its own too: its Kubernetes client (kube, rustls, tokio, serde's
 # derive features) must never unify into the plugins' dependencies. Its TLS (ring) has C parts,
 # which need the musl C compiler (Debian's musl-tools) for the static build.
+# braid-podresources (the delegator's PodResources helper) likewise: its gRPC client (tonic,
+# hyper, tokio) stays out of the plugins' build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,7 +44,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   exit 1
 fi
 export CC_"${target//-/_}"=musl-gcc
-cargo build --release --locked -q --workspace --exclude braid-bench --exclude braid-install --bins --target "$target" >&2
+cargo build --release --locked -q --workspace --exclude braid-bench --exclude braid-install --exclude braid-podresources --bins --target "$target" >&2
 cargo build --release --locked -q -p braid-install --bins --target "$target" >&2
+cargo build --release --locked -q -p braid-podresources --bins --target "$target" >&2
 cargo build --release --locked -q -p braid-bench --bins --target "$target" >&2
 echo "$PWD/target/$target/release"

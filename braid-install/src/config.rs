@@ -31,6 +31,7 @@ pub fn render(o: &Options, primary: &Primary) -> Vec<u8> {
                 "networksDir": o.networks_dir,
                 "globalNamespaces": o.global_namespaces,
                 "statusDir": o.status_dir,
+                "podResourcesSocket": o.pod_resources_socket,
             }
         }]
     });
@@ -100,7 +101,8 @@ mod tests {
         );
         assert_eq!(
             d["kubernetes"],
-            json!({"networksDir": "/etc/cni/braid.d", "globalNamespaces": ["default"], "statusDir": "/run/braid/network-status"})
+            json!({"networksDir": "/etc/cni/braid.d", "globalNamespaces": ["default"], "statusDir": "/run/braid/network-status",
+                   "podResourcesSocket": "/var/lib/kubelet/pod-resources/kubelet.sock"})
         );
     }
 

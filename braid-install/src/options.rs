@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The plugin binaries the installer copies.
-pub const BINARIES: &[&str] = &["delegator", "merger", "verifier"];
+/// `braid-podresources` is the delegator's helper for networks backed by the kubelet's devices
+/// (it looks for it beside itself).
+pub const BINARIES: &[&str] = &["delegator", "braid-podresources", "merger", "verifier"];
 
 /// The binary `--vmtap` copies besides [`BINARIES`].
 pub const VMTAP: &str = "vmtap";
@@ -35,6 +37,10 @@ pub struct Options {
     pub state_dir: PathBuf,
     /// The delegator's `kubernetes.globalNamespaces` (`--global-namespaces`, `default`).
     pub global_namespaces: Vec<String>,
+    /// The delegator's `kubernetes.podResourcesSocket` (`--pod-resources-socket`, node path;
+    /// the kubelet's default `/var/lib/kubelet/pod-resources/kubelet.sock`): where a network
+    /// backed by a device-plugin resource reads the pod's devices.
+    pub pod_resources_socket: PathBuf,
     /// The mounted ConfigMap of network definitions (`--networks-configmap`), in the container.
     pub configmap_dir: Option<PathBuf>,
     /// Where the plugin binaries are taken from (`--source-dir`; the installer's own directory).
@@ -90,6 +96,7 @@ impl Default for Options {
             status_dir: PathBuf::from("/run/braid/network-status"),
             state_dir: PathBuf::from("/var/lib/cni/braid"),
             global_namespaces: vec!["default".into()],
+            pod_resources_socket: PathBuf::from("/var/lib/kubelet/pod-resources/kubelet.sock"),
             configmap_dir: None,
             source_dir: None,
             wait: Duration::from_secs(300),
@@ -138,6 +145,8 @@ mounted ConfigMap, then keeps them current (or exits with --once).
   --status-dir DIR          kubernetes.statusDir (node path)            [/run/braid/network-status]
   --state-dir DIR           the delegator's stateDir (node path)        [/var/lib/cni/braid]
   --global-namespaces LIST  kubernetes.globalNamespaces, comma-separated [default]
+  --pod-resources-socket F  the kubelet's pod-resources socket (node path)
+                            [/var/lib/kubelet/pod-resources/kubelet.sock]
   --networks-configmap DIR  mounted ConfigMap of <namespace>.<name>.conflist keys [none]
   --source-dir DIR          where delegator, merger, verifier (vmtap) are taken from [this program's dir]
   --skip-binaries           do not copy the plugin binaries
@@ -220,6 +229,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
             | "--status-dir"
             | "--state-dir"
             | "--global-namespaces"
+            | "--pod-resources-socket"
             | "--networks-configmap"
             | "--source-dir"
             | "--nad-conf-dir"
@@ -241,6 +251,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
                     "--networks-dir" => o.networks_dir = abs_path(&flag, &v)?,
                     "--status-dir" => o.status_dir = abs_path(&flag, &v)?,
                     "--state-dir" => o.state_dir = abs_path(&flag, &v)?,
+                    "--pod-resources-socket" => o.pod_resources_socket = abs_path(&flag, &v)?,
                     "--networks-configmap" => o.configmap_dir = Some(abs_path(&flag, &v)?),
                     "--source-dir" => o.source_dir = Some(abs_path(&flag, &v)?),
                     "--nad-conf-dir" => o.nad_conf_dir = abs_path(&flag, &v)?,
@@ -381,8 +392,14 @@ mod tests {
             "default, kube-system",
             "--once",
             "--wait=0",
+            "--pod-resources-socket=/run/kubelet/pod-resources.sock",
         ])
         .unwrap();
+        assert_eq!(o.pod_resources_socket, PathBuf::from("/run/kubelet/pod-resources.sock"));
+        assert_eq!(
+            run(&[]).unwrap().pod_resources_socket,
+            PathBuf::from("/var/lib/kubelet/pod-resources/kubelet.sock")
+        );
         assert_eq!(o.host_root, PathBuf::from("/"));
         assert_eq!(o.conf_path(), PathBuf::from("/etc/cni/net.d/00-braid.conflist"));
         assert_eq!(o.primary_dir(), PathBuf::from("/etc/cni/net.d-real"));
@@ -441,11 +458,11 @@ mod tests {
     fn vmtap_adds_its_binary() {
         let d = run(&[]).unwrap();
         assert_eq!((d.vmtap, d.vmtap_dan_dir.clone()), (false, None));
-        assert_eq!(d.binaries(), ["delegator", "merger", "verifier"]);
+        assert_eq!(d.binaries(), ["delegator", "braid-podresources", "merger", "verifier"]);
         let o = run(&["--vmtap", "--vmtap-dan-dir=/run/kata-containers/dans"]).unwrap();
         assert!(o.vmtap);
         assert_eq!(o.vmtap_dan_dir, Some(PathBuf::from("/run/kata-containers/dans")));
-        assert_eq!(o.binaries(), ["delegator", "merger", "verifier", "vmtap"]);
+        assert_eq!(o.binaries(), ["delegator", "braid-podresources", "merger", "verifier", "vmtap"]);
     }
 
     #[test]

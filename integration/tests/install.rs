@@ -270,7 +270,7 @@ fn the_image_is_small_and_installs_braid_into_a_host() {
     };
     let log = run(&["--once", "--networks-configmap", "/etc/braid/networks"]);
     assert!(log.contains("braid-install: wrote"), "{log}");
-    for b in ["delegator", "merger", "verifier"] {
+    for b in ["delegator", "braid-podresources", "merger", "verifier"] {
         let installed = std::fs::read(host.join("opt/cni/bin").join(b)).unwrap();
         assert_eq!(installed, std::fs::read(release_dir().join(b)).unwrap(), "{b}\n{log}");
     }

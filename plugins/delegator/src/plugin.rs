@@ -50,8 +50,11 @@ impl Plugin for Delegator {
             .collect();
         let mut info = None;
         let mut requested = None;
+        let mut devices = None;
         if let Some(k) = &kube {
-            let selection = kubernetes::select(k, &config.conf, &args.args, &config.delegates)?;
+            let mut selection = kubernetes::select(k, &config.conf, &args.args, &config.delegates)?;
+            // Only for networks that name a device-plugin resource: otherwise nothing runs.
+            devices = kubernetes::devices::assign(&k.kubelet, &args.args, &mut selection)?;
             config.delegates.extend(selection.delegates);
             networks.extend(selection.networks);
             info = selection.info;
@@ -64,6 +67,9 @@ impl Plugin for Delegator {
         let report = Report { mode, networks, status, pod_uid: pod.uid, requested, replaced: None };
         let mut m = MetaCommand::new(config, args, &RULES)?;
         if let Some(line) = info {
+            m.log.info(line);
+        }
+        if let Some(line) = devices {
             m.log.info(line);
         }
         if kube.is_some() && report.status.is_none() {

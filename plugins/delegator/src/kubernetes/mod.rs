@@ -9,11 +9,13 @@
 //! * [`resolve`]: an element's definition file, turned into a delegate.
 //! * [`status`]: the network-status document, written atomically, removed on DEL.
 //! * [`default_route`]: a selection's `default-route`, carried out in the pod namespace.
+//! * [`devices`]: a network backed by the kubelet's devices gets the pod's device ID.
 //! * [`error`]: why a selection is refused (code 7, before anything runs).
 //! * [`names`]: the annotation's and the capability's names.
 
 pub mod annotation;
 pub mod default_route;
+pub mod devices;
 pub mod error;
 pub mod names;
 pub mod resolve;
@@ -37,6 +39,9 @@ pub struct Config {
     pub global_namespaces: Vec<String>,
     /// `statusDir`: where the pods' network-status documents are written.
     pub status_dir: PathBuf,
+    /// `podResourcesSocket`, `podResourcesTimeout`: where a network that names a resource
+    /// asks the kubelet for the pod's devices ([`devices`]).
+    pub kubelet: devices::Kubelet,
 }
 
 impl Config {
@@ -67,15 +72,27 @@ impl Config {
                 return Err(SelectionError::Config(format!("globalNamespaces must be a list of namespaces, not {v}")))
             }
         };
-        if let Some(k) = o.keys().find(|k| !["networksDir", "globalNamespaces", "statusDir"].contains(&k.as_str())) {
-            return Err(SelectionError::Config(format!(
-                "unknown key {k:?} (known: networksDir, globalNamespaces, statusDir)"
-            )));
+        const KNOWN: [&str; 5] =
+            ["networksDir", "globalNamespaces", "statusDir", "podResourcesSocket", "podResourcesTimeout"];
+        if let Some(k) = o.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+            return Err(SelectionError::Config(format!("unknown key {k:?} (known: {})", KNOWN.join(", "))));
         }
+        let timeout = match o.get("podResourcesTimeout") {
+            None | Some(Value::Null) => devices::DEFAULT_TIMEOUT,
+            Some(v) => match v.as_f64().filter(|t| *t > 0.0 && *t <= 600.0) {
+                Some(t) => std::time::Duration::from_secs_f64(t),
+                None => {
+                    return Err(SelectionError::Config(format!(
+                        "podResourcesTimeout must be a number of seconds above 0 and at most 600, not {v}"
+                    )))
+                }
+            },
+        };
         Ok(Some(Config {
             networks_dir: path("networksDir", "/etc/cni/braid.d")?,
             global_namespaces,
             status_dir: path("statusDir", "/run/braid/network-status")?,
+            kubelet: devices::Kubelet { socket: path("podResourcesSocket", devices::DEFAULT_SOCKET)?, timeout },
         }))
     }
 }
@@ -129,6 +146,8 @@ pub struct Selection {
     pub delegates: Vec<Delegate>,
     /// Their network-status names, in the same order.
     pub networks: Vec<StatusNetwork>,
+    /// The device-plugin resource each one's definition names ([`devices`]), in the same order.
+    pub resources: Vec<Option<String>>,
     /// When the runtime passed no annotations: the line to log at info.
     pub info: Option<String>,
     /// The annotation's value as the runtime passed it (`None`: absent), recorded in the
@@ -235,9 +254,11 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -
                 (format!("net{autos}"), true)
             }
         };
-        let mut d = resolve::delegate(&k.networks_dir, &namespace, e, conf.version(), ifname, auto).map_err(&fail)?;
+        let (mut d, resource) =
+            resolve::delegate(&k.networks_dir, &namespace, e, conf.version(), ifname, auto).map_err(&fail)?;
         d.selector = Some(selector(&network, e));
         out.delegates.push(d);
+        out.resources.push(resource);
         out.networks.push(StatusNetwork {
             name: network.clone(),
             default: false,

@@ -13,3 +13,8 @@ pub const POD_ANNOTATIONS: &str = "io.kubernetes.cri.pod-annotations";
 /// state by it, and Multus used it as the network name), so a definition with this key may
 /// carry a `name` other than the selected one when the key names that very NAD.
 pub const NAD_SOURCE: &str = "braid.io/networkAttachmentDefinition";
+
+/// The annotation of a NetworkAttachmentDefinition naming the device-plugin resource that backs
+/// it (Multus's and the SR-IOV network device plugin's convention, not NPWG's); also the
+/// top-level key by which a ConfigMap definition names one.
+pub const RESOURCE_NAME: &str = "k8s.v1.cni.cncf.io/resourceName";

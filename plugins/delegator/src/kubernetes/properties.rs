@@ -159,6 +159,7 @@ fn kconf(dir: &std::path::Path) -> Config {
         networks_dir: dir.to_path_buf(),
         global_namespaces: vec!["default".into()],
         status_dir: dir.join("status"),
+        kubelet: devices::Kubelet::default(),
     }
 }
 

@@ -7,7 +7,7 @@
 
 use super::annotation::{Element, RUNTIME_KEYS};
 use super::error::Problem;
-use super::names::NAD_SOURCE;
+use super::names::{NAD_SOURCE, RESOURCE_NAME};
 use braid_attach::{Delegate, DelegateConfig};
 use cni_runtime::files::{read_regular, Links, MAX_CONFIG_FILE};
 use cni_types::{NetConf, NetConfList};
@@ -100,7 +100,7 @@ pub fn delegate(
     version: &str,
     ifname: String,
     auto: bool,
-) -> Result<Delegate, Problem> {
+) -> Result<(Delegate, Option<String>), Problem> {
     let Some((path, bytes)) = read_definition(dir, namespace, &e.name)? else {
         let base = dir.join(namespace).join(&e.name).display().to_string();
         return Err(Problem::UnknownNetwork { looked_for: format!("{base}.conflist, {base}.conf or {base}.json") });
@@ -112,12 +112,25 @@ pub fn delegate(
     };
     // Mirrored from a NetworkAttachmentDefinition: which one (the key is braid's, not the
     // plugins'; it goes before the definition becomes a delegate).
-    let from_nad = match def.remove(NAD_SOURCE) {
+    let (from_nad, nad_resource) = match def.remove(NAD_SOURCE) {
         Some(Value::Object(src)) => {
-            src.get("namespace").and_then(Value::as_str) == Some(namespace)
-                && src.get("name").and_then(Value::as_str) == Some(e.name.as_str())
+            let ours = src.get("namespace").and_then(Value::as_str) == Some(namespace)
+                && src.get("name").and_then(Value::as_str) == Some(e.name.as_str());
+            (ours, src.get(RESOURCE_NAME).cloned().filter(|_| ours))
         }
-        _ => false,
+        _ => (false, None),
+    };
+    // The device-plugin resource behind the network: the NAD's annotation as the agent
+    // recorded it, or the definition's own key (a ConfigMap network); braid's, not the plugins'.
+    let own_resource = def.remove(RESOURCE_NAME);
+    let resource = match nad_resource.or(own_resource) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(r)) if resource_name_ok(&r) => Some(r),
+        Some(other) => {
+            return Err(bad(format!(
+                "{RESOURCE_NAME} must be a resource name (<vendor-domain>/<name>, as in a pod's resources.limits), not {other}"
+            )))
+        }
     };
     match def.get("name") {
         None | Some(Value::Null) => {
@@ -169,7 +182,7 @@ pub fn delegate(
             return Err(Problem::NoCapability { key: key.to_string(), capability: cap.clone() });
         }
     }
-    Ok(Delegate {
+    let d = Delegate {
         config,
         ifname,
         auto_ifname: auto,
@@ -177,5 +190,21 @@ pub fn delegate(
         args: None,
         own_runtime_config_only: true,
         selector: None,
-    })
+    };
+    Ok((d, resource))
+}
+
+/// An extended resource's name as Kubernetes takes one in `resources.limits`: a domain prefix,
+/// `/`, a name of letters, digits, `-`, `_`, `.` (at most 63, alphanumeric at both ends).
+fn resource_name_ok(r: &str) -> bool {
+    let Some((domain, name)) = r.split_once('/') else { return false };
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    !domain.is_empty()
+        && domain.len() <= 253
+        && domain.split('.').all(cni_types::validate::is_dns_label)
+        && !name.is_empty()
+        && name.len() <= 63
+        && alnum(name.chars().next())
+        && alnum(name.chars().last())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }

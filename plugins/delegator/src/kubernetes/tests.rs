@@ -52,6 +52,7 @@ fn kconf(dir: &Path) -> Config {
         networks_dir: dir.to_path_buf(),
         global_namespaces: vec!["default".into()],
         status_dir: dir.join("status"),
+        kubelet: devices::Kubelet::default(),
     }
 }
 
@@ -422,8 +423,18 @@ fn the_kubernetes_block() {
         Some(Config {
             networks_dir: "/etc/cni/braid.d".into(),
             global_namespaces: vec!["default".into()],
-            status_dir: "/run/braid/network-status".into()
+            status_dir: "/run/braid/network-status".into(),
+            kubelet: devices::Kubelet {
+                socket: "/var/lib/kubelet/pod-resources/kubelet.sock".into(),
+                timeout: std::time::Duration::from_secs(10)
+            },
         })
+    );
+    let c =
+        Config::parse(&conf(json!({"podResourcesSocket": "/k.sock", "podResourcesTimeout": 2.5}))).unwrap().unwrap();
+    assert_eq!(
+        c.kubelet,
+        devices::Kubelet { socket: "/k.sock".into(), timeout: std::time::Duration::from_millis(2500) }
     );
     let c =
         Config::parse(&conf(json!({"networksDir": "/n", "globalNamespaces": [], "statusDir": "/s"}))).unwrap().unwrap();
@@ -437,6 +448,9 @@ fn the_kubernetes_block() {
         (json!({"globalNamespaces": "default"}), "globalNamespaces must be a list"),
         (json!({"globalNamespaces": ["Default"]}), "\"Default\" is not one"),
         (json!({"networkDir": "/x"}), "unknown key \"networkDir\""),
+        (json!({"podResourcesSocket": 5}), "podResourcesSocket must be a non-empty path"),
+        (json!({"podResourcesTimeout": 0}), "podResourcesTimeout must be a number of seconds above 0"),
+        (json!({"podResourcesTimeout": "10"}), "podResourcesTimeout must be a number of seconds above 0"),
     ] {
         let e = Config::parse(&conf(bad.clone())).unwrap_err().to_string();
         assert!(e.contains(want), "{bad}: {e}");
@@ -524,4 +538,31 @@ fn status_documents_one_entry_per_sandbox_interface() {
     status::remove(&path).unwrap();
     status::remove(&path).unwrap();
     assert!(!path.exists());
+}
+
+#[test]
+fn a_definition_names_its_resource_by_its_nad_or_by_its_own_key() {
+    let d = Dir::new("resource");
+    let r = super::names::RESOURCE_NAME;
+    let src = |ns: &str, name: &str| json!({"namespace": ns, "name": name, "uid": "u", "resourceVersion": "1", r: "braid.test/fakevf"});
+    let def = |extra: (&str, Value)| {
+        let mut v = json!({"cniVersion": "1.0.0", "plugins": [{"type": "ptp"}]});
+        v[extra.0] = extra.1;
+        v.to_string()
+    };
+    d.put("team-a/nad.conflist", &def((super::names::NAD_SOURCE, src("team-a", "nad"))));
+    d.put("team-a/cm.conflist", &def((r, json!("vendor.example/vf_a"))));
+    let copied = json!({"cniVersion": "1.0.0", "name": "other", "plugins": [{"type": "ptp"}], super::names::NAD_SOURCE: src("team-a", "nad")});
+    d.put("team-a/copied.conflist", &copied.to_string());
+    d.put("team-a/bad.conflist", &def((r, json!("no-slash"))));
+    d.put("team-a/n.conflist", &def(("x", json!(1))));
+    let s = select_with(&d.0, "nad,cm,n").unwrap();
+    assert_eq!(s.resources, [Some("braid.test/fakevf".into()), Some("vendor.example/vf_a".into()), None]);
+    // braid's key is not handed on to the plugins.
+    let DelegateConfig::List(l) = &s.delegates[1].config else { panic!("a conflist") };
+    assert!(l.plugins.iter().all(|p| p.get(r).is_none()) && !String::from_utf8_lossy(&l.bytes).contains(r));
+    // Another NAD's record names no resource for this network (and its name then does not fit).
+    assert!(refusal(&d.0, "copied").contains("its name is"));
+    let m = refusal(&d.0, "bad");
+    assert!(m.contains("must be a resource name") && m.contains("\"no-slash\""), "{m}");
 }

@@ -1,0 +1,495 @@
+//! Networks backed by the kubelet's devices: a definition that names a device-plugin resource
+//! (a NAD's `k8s.v1.cni.cncf.io/resourceName` annotation, which the node agent records in the
+//! mirrored file; a ConfigMap definition's top-level key of the same name) gets the ID of a
+//! device the kubelet allocated to *this* pod, passed exactly as Multus passes it
+//! (multus-cni v4.3.0 `pkg/types/conf.go` `delegateAddDeviceID`, `addDeviceIDInConfList`,
+//! `mergeCNIRuntimeConfig`): `deviceID` and `pciBusID` in every plugin of the network, and the
+//! runtimeConfig `deviceID` (to the plugins that declare the capability).
+//!
+//! The IDs come from the kubelet's PodResources API over its pod-resources socket — never from
+//! the API server — through `braid-podresources`, a helper beside the delegator's own binary
+//! that the delegator runs only when a selected network names a resource: the gRPC client it
+//! needs would not fit the delegator's size budget, and an ADD of networks without a resource
+//! runs none of this (no exec, no socket). One run per ADD answers for every resource.
+//!
+//! Hand-out order is Multus's (`pkg/k8sclient` `getKubernetesDelegate`, `ResourceInfo.Index`):
+//! the pod's IDs of a resource sorted (the helper sorts them), then given to the selections that
+//! name the resource in the pod's order, each a distinct one. A selection that writes its own
+//! `deviceID` keeps it, taken out of the pool first — but only if it is one of the pod's own
+//! devices of that resource: a pod may not pick a device the kubelet gave another pod.
+//!
+//! Where braid differs from Multus, on purpose: Multus attaches a network with no `deviceID`
+//! when the pod has none (or too few) of its resource left, and when the kubelet cannot be
+//! asked it fails with a generic error; braid refuses the pod before anything runs, naming the
+//! network, the resource and the pod — code 7 where the pod (or its author) is wrong, code 11
+//! where the kubelet did not answer and a retry can help. Multus ignores a selection's written
+//! `deviceID` when the resource gives one; braid honours it, as above.
+
+use super::names::RESOURCE_NAME;
+use super::{Pod, Selection};
+use braid_attach::DelegateConfig;
+use cni_types::error::{INVALID_NETWORK_CONFIG, TRY_AGAIN_LATER};
+use cni_types::{CniError, NetConfList};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The helper's file name, looked for beside the delegator's own binary.
+pub const HELPER: &str = "braid-podresources";
+
+/// The kubelet's default pod-resources socket (kubelet `--pod-resources-directory`… its
+/// `podresources.Socket` under `/var/lib/kubelet/pod-resources`).
+pub const DEFAULT_SOCKET: &str = "/var/lib/kubelet/pod-resources/kubelet.sock";
+
+/// How long the kubelet may take to answer by default: Multus's bound (10 s).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where and how long to ask (`kubernetes.podResourcesSocket`, `kubernetes.podResourcesTimeout`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kubelet {
+    /// The kubelet's pod-resources socket.
+    pub socket: PathBuf,
+    /// The bound on the whole lookup.
+    pub timeout: Duration,
+}
+
+impl Default for Kubelet {
+    fn default() -> Self {
+        Kubelet { socket: PathBuf::from(DEFAULT_SOCKET), timeout: DEFAULT_TIMEOUT }
+    }
+}
+
+/// Why a device-backed network was refused (before anything ran).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DeviceError {
+    /// `CNI_ARGS` does not say which pod this is.
+    #[error("network {network} names resource {resource} ({RESOURCE_NAME}), but CNI_ARGS does not name the pod (K8S_POD_NAMESPACE, K8S_POD_NAME): its devices cannot be looked up")]
+    NoPod {
+        /// `namespace/name`.
+        network: String,
+        /// The resource.
+        resource: String,
+    },
+    /// The pod has none of the resource, and this node offers it.
+    #[error("network {network} names resource {resource} ({RESOURCE_NAME}), but pod {pod} was allocated no device of it: request it in the pod's resources.limits ({resource}: 1 per selection)")]
+    NotRequested {
+        /// `namespace/name`.
+        network: String,
+        /// The resource.
+        resource: String,
+        /// `namespace/name` of the pod.
+        pod: String,
+    },
+    /// No device plugin of this node offers the resource.
+    #[error("network {network} names resource {resource} ({RESOURCE_NAME}), which no device plugin on this node offers (the kubelet's allocatable resources: {known:?}), and pod {pod} has no device of it")]
+    Unknown {
+        /// `namespace/name`.
+        network: String,
+        /// The resource.
+        resource: String,
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// What the kubelet offers.
+        known: Vec<String>,
+    },
+    /// More selections of the resource than the pod has devices of it.
+    #[error("network {network} names resource {resource} ({RESOURCE_NAME}): pod {pod} selects {wanted} networks of it but was allocated {have} device(s) of it ({ids:?}): request one per selection")]
+    TooFew {
+        /// The first network left without a device.
+        network: String,
+        /// The resource.
+        resource: String,
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// How many selections name it.
+        wanted: usize,
+        /// How many the pod has.
+        have: usize,
+        /// Which.
+        ids: Vec<String>,
+    },
+    /// A selection's `deviceID` that is not the pod's device of the resource.
+    #[error("network {network} names resource {resource} ({RESOURCE_NAME}): the selection's deviceID {id:?} is not one of the devices of it allocated to pod {pod} ({ids:?})")]
+    NotAllocated {
+        /// `namespace/name`.
+        network: String,
+        /// The resource.
+        resource: String,
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// The selection's deviceID.
+        id: String,
+        /// The pod's.
+        ids: Vec<String>,
+    },
+    /// Two selections wrote the same `deviceID` of the resource.
+    #[error("network {network} names resource {resource} ({RESOURCE_NAME}): the selection's deviceID {id:?} is already taken by another selection of pod {pod}")]
+    Twice {
+        /// `namespace/name`.
+        network: String,
+        /// The resource.
+        resource: String,
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// The deviceID.
+        id: String,
+    },
+    /// The kubelet could not be asked (socket missing, nobody listening, no answer in time),
+    /// or the helper could not run: retrying can help.
+    #[error("network {network} names resource {resource} ({RESOURCE_NAME}), but the devices of pod {pod} cannot be read from the kubelet: {why}; nothing was attached, try again")]
+    Kubelet {
+        /// `namespace/name`.
+        network: String,
+        /// The resource.
+        resource: String,
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// What failed.
+        why: String,
+    },
+}
+
+impl From<DeviceError> for CniError {
+    fn from(e: DeviceError) -> CniError {
+        let code = match e {
+            DeviceError::Kubelet { .. } => TRY_AGAIN_LATER,
+            _ => INVALID_NETWORK_CONFIG,
+        };
+        CniError::new(code, e.to_string())
+    }
+}
+
+/// The helper's answer: the pod's device IDs by resource (sorted), and when asked, the
+/// resources the node offers at all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Answer {
+    /// Resource → the pod's sorted IDs.
+    pub devices: BTreeMap<String, Vec<String>>,
+    /// Resources any device plugin of the node offers (`None`: not asked or not answered).
+    pub allocatable: Option<Vec<String>>,
+    /// Which call answered (`Get` or `List`), for the log.
+    pub via: String,
+}
+
+/// What the selection's device-backed networks get: for each selected delegate (by index in
+/// `selection.delegates`) the device ID, or the refusal. Pure: the kubelet's answer is given.
+pub fn hand_out(selection: &Selection, pod: &str, answer: &Answer) -> Result<Vec<(usize, String)>, DeviceError> {
+    let mut out = Vec::new();
+    // Resource → the IDs still free, in order.
+    let mut pools: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let named: Vec<(usize, &str)> =
+        selection.resources.iter().enumerate().filter_map(|(i, r)| r.as_deref().map(|r| (i, r))).collect();
+    let network = |i: usize| selection.networks.get(i).map_or_else(String::new, |n| n.name.clone());
+    for (i, r) in &named {
+        let ids = answer.devices.get(*r).cloned().unwrap_or_default();
+        if ids.is_empty() {
+            let (network, resource, pod) = (network(*i), r.to_string(), pod.to_string());
+            return Err(match &answer.allocatable {
+                Some(known) if !known.iter().any(|k| k == r) => {
+                    DeviceError::Unknown { network, resource, pod, known: known.clone() }
+                }
+                _ => DeviceError::NotRequested { network, resource, pod },
+            });
+        }
+        pools.entry(r).or_insert(ids);
+    }
+    // Written IDs first: they are the pod author's choice, and take their device out of the
+    // pool before the others are handed out in order.
+    let mut written: Vec<usize> = Vec::new();
+    for (i, r) in &named {
+        let Some(id) = selection.delegates[*i].runtime_config.get("deviceID").and_then(Value::as_str) else {
+            continue;
+        };
+        let all = answer.devices.get(*r).cloned().unwrap_or_default();
+        let pool = pools.entry(r).or_default();
+        match pool.iter().position(|p| p == id) {
+            Some(at) => {
+                pool.remove(at);
+                out.push((*i, id.to_string()));
+                written.push(*i);
+            }
+            None if all.iter().any(|a| a == id) => {
+                return Err(DeviceError::Twice {
+                    network: network(*i),
+                    resource: r.to_string(),
+                    pod: pod.to_string(),
+                    id: id.to_string(),
+                })
+            }
+            None => {
+                return Err(DeviceError::NotAllocated {
+                    network: network(*i),
+                    resource: r.to_string(),
+                    pod: pod.to_string(),
+                    id: id.to_string(),
+                    ids: all,
+                })
+            }
+        }
+    }
+    for (i, r) in &named {
+        if written.contains(i) {
+            continue;
+        }
+        let pool = pools.entry(r).or_default();
+        if pool.is_empty() {
+            let ids = answer.devices.get(*r).cloned().unwrap_or_default();
+            return Err(DeviceError::TooFew {
+                network: network(*i),
+                resource: r.to_string(),
+                pod: pod.to_string(),
+                wanted: named.iter().filter(|(_, n)| n == r).count(),
+                have: ids.len(),
+                ids,
+            });
+        }
+        out.push((*i, pool.remove(0)));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Gives the selection's device-backed networks their devices (nothing at all — no exec, no
+/// socket — when no selected network names a resource). Returns the line to log.
+pub fn assign(kubelet: &Kubelet, args: &str, selection: &mut Selection) -> Result<Option<String>, CniError> {
+    let Some(first) = selection.resources.iter().position(Option::is_some) else {
+        return Ok(None);
+    };
+    let network = selection.networks.get(first).map_or_else(String::new, |n| n.name.clone());
+    let resource = selection.resources[first].clone().unwrap_or_default();
+    let p = Pod::from_args(args);
+    let (Some(ns), Some(name)) = (p.namespace, p.name) else {
+        return Err(DeviceError::NoPod { network, resource }.into());
+    };
+    let pod = format!("{ns}/{name}");
+    let mut wanted: Vec<&str> = selection.resources.iter().flatten().map(String::as_str).collect();
+    wanted.sort();
+    wanted.dedup();
+    let answer = ask(kubelet, &ns, &name, &wanted).map_err(|why| DeviceError::Kubelet {
+        network: network.clone(),
+        resource: resource.clone(),
+        pod: pod.clone(),
+        why,
+    })?;
+    let given = hand_out(selection, &pod, &answer)?;
+    let mut line = format!("devices of pod {pod} (PodResources {}):", answer.via);
+    for (i, id) in given {
+        let d = &mut selection.delegates[i];
+        inject(&mut d.config, &id).map_err(|e| {
+            CniError::new(INVALID_NETWORK_CONFIG, format!("network {}: cannot take deviceID {id}: {e}", d.name()))
+        })?;
+        d.runtime_config.insert("deviceID".into(), Value::String(id.clone()));
+        let n = selection.networks.get(i).map_or("", |n| n.name.as_str());
+        line.push_str(&format!(" {n} {}={id}", selection.resources[i].as_deref().unwrap_or_default()));
+    }
+    Ok(Some(line))
+}
+
+/// `deviceID` and `pciBusID` into every plugin of the network (Multus writes both whatever the
+/// plugin: SR-IOV CNI reads `deviceID`, host-device `pciBusID`).
+fn inject(config: &mut DelegateConfig, id: &str) -> Result<(), String> {
+    let set = |o: &mut Map<String, Value>| {
+        o.insert("deviceID".into(), Value::String(id.to_string()));
+        o.insert("pciBusID".into(), Value::String(id.to_string()));
+    };
+    match config {
+        DelegateConfig::Plugin(c) => {
+            c.set("deviceID", Value::String(id.to_string()));
+            c.set("pciBusID", Value::String(id.to_string()));
+        }
+        DelegateConfig::List(l) => {
+            let mut v: Value = serde_json::from_slice(&l.bytes).map_err(|e| e.to_string())?;
+            for p in v.get_mut("plugins").and_then(Value::as_array_mut).into_iter().flatten() {
+                if let Value::Object(o) = p {
+                    set(o);
+                }
+            }
+            *l = NetConfList::parse(&serde_json::to_vec(&v).unwrap_or_default()).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+/// The helper beside the delegator's own binary.
+fn helper() -> Result<PathBuf, String> {
+    let me = std::env::current_exe().map_err(|e| format!("the delegator's own path: {e}"))?;
+    Ok(me.parent().unwrap_or(Path::new("/")).join(HELPER))
+}
+
+/// Runs the helper (bounded: its own bound on the kubelet, and a kill a second after that).
+fn ask(kubelet: &Kubelet, ns: &str, name: &str, resources: &[&str]) -> Result<Answer, String> {
+    let path = helper()?;
+    let mut child = Command::new(&path)
+        .arg(&kubelet.socket)
+        .arg(ns)
+        .arg(name)
+        .arg(kubelet.timeout.as_millis().max(1).to_string())
+        .args(resources)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {} (installed beside the delegator): {e}", path.display()))?;
+    let deadline = Instant::now() + kubelet.timeout + Duration::from_secs(1);
+    let out = cni_runtime::child_io::communicate(&mut child, b"", Some(deadline))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if out.status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(format!(
+            "{} did not finish within {} ms",
+            path.display(),
+            (kubelet.timeout + Duration::from_secs(1)).as_millis()
+        ));
+    }
+    parse_answer(&out.stdout).map_err(|e| {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if stderr.trim().is_empty() {
+            e
+        } else {
+            format!("{e} ({})", stderr.trim())
+        }
+    })
+}
+
+/// The helper's stdout: `{"via", "devices", "allocatable"?}` or `{"kind", "msg"}`.
+pub fn parse_answer(stdout: &[u8]) -> Result<Answer, String> {
+    let v: Value = serde_json::from_slice(stdout).map_err(|e| format!("{HELPER} printed no answer: {e}"))?;
+    if let Some(msg) = v.get("msg").and_then(Value::as_str) {
+        return Err(msg.to_string());
+    }
+    let mut devices = BTreeMap::new();
+    for (r, ids) in v.get("devices").and_then(Value::as_object).into_iter().flatten() {
+        let ids: Vec<String> =
+            ids.as_array().into_iter().flatten().filter_map(|i| i.as_str().map(str::to_string)).collect();
+        devices.insert(r.clone(), ids);
+    }
+    let allocatable = v
+        .get("allocatable")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|r| r.as_str().map(str::to_string)).collect());
+    Ok(Answer { devices, allocatable, via: v.get("via").and_then(Value::as_str).unwrap_or("?").to_string() })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::kubernetes::StatusNetwork;
+    use braid_attach::Delegate;
+    use serde_json::json;
+
+    fn selection(nets: &[(&str, Option<&str>, Option<&str>)]) -> Selection {
+        let mut s = Selection::default();
+        for (name, resource, written) in nets {
+            let mut d = Delegate::default();
+            if let Some(id) = written {
+                d.runtime_config.insert("deviceID".into(), json!(id));
+            }
+            s.delegates.push(d);
+            s.networks.push(StatusNetwork { name: name.to_string(), default: false, default_route: None });
+            s.resources.push(resource.map(str::to_string));
+        }
+        s
+    }
+
+    fn answer(devices: &[(&str, &[&str])], allocatable: Option<&[&str]>) -> Answer {
+        Answer {
+            devices: devices
+                .iter()
+                .map(|(r, ids)| (r.to_string(), ids.iter().map(|i| i.to_string()).collect()))
+                .collect(),
+            allocatable: allocatable.map(|a| a.iter().map(|r| r.to_string()).collect()),
+            via: "Get".into(),
+        }
+    }
+
+    const VF: &str = "braid.test/fakevf";
+
+    #[test]
+    fn selections_of_one_resource_take_its_sorted_ids_in_the_pods_order() {
+        let s = selection(&[("a/one", Some(VF), None), ("a/plain", None, None), ("a/two", Some(VF), None)]);
+        let a = answer(&[(VF, &["0000:00:1f.1", "0000:00:1f.4"])], None);
+        assert_eq!(hand_out(&s, "a/p", &a).unwrap(), [(0, "0000:00:1f.1".into()), (2, "0000:00:1f.4".into())]);
+    }
+
+    #[test]
+    fn a_written_device_id_is_honoured_and_taken_out_of_the_pool_only_if_it_is_the_pods() {
+        let a = answer(&[(VF, &["0000:00:1f.1", "0000:00:1f.4"])], None);
+        let s = selection(&[("a/one", Some(VF), None), ("a/two", Some(VF), Some("0000:00:1f.1"))]);
+        assert_eq!(hand_out(&s, "a/p", &a).unwrap(), [(0, "0000:00:1f.4".into()), (1, "0000:00:1f.1".into())]);
+        let s = selection(&[("a/one", Some(VF), Some("0000:00:1f.7"))]);
+        let e = hand_out(&s, "a/p", &a).unwrap_err().to_string();
+        assert!(e.contains("deviceID \"0000:00:1f.7\" is not one of the devices") && e.contains("pod a/p"), "{e}");
+        let s = selection(&[("a/one", Some(VF), Some("0000:00:1f.1")), ("a/two", Some(VF), Some("0000:00:1f.1"))]);
+        assert!(matches!(hand_out(&s, "a/p", &a), Err(DeviceError::Twice { .. })));
+    }
+
+    #[test]
+    fn refusals_name_the_network_the_resource_and_the_pod_with_the_right_code() {
+        let two = selection(&[("a/one", Some(VF), None), ("a/two", Some(VF), None)]);
+        let e = hand_out(&two, "a/p", &answer(&[(VF, &["0000:00:1f.1"])], None)).unwrap_err();
+        assert!(matches!(&e, DeviceError::TooFew { network, wanted: 2, have: 1, .. } if network == "a/two"), "{e}");
+        let none = answer(&[("other/x", &["1"])], Some(&[VF, "other/x"]));
+        let e = hand_out(&two, "a/p", &none).unwrap_err();
+        let c: CniError = e.clone().into();
+        assert_eq!(c.code, INVALID_NETWORK_CONFIG);
+        assert!(
+            c.msg.contains("network a/one") && c.msg.contains(VF) && c.msg.contains("pod a/p was allocated no device"),
+            "{}",
+            c.msg
+        );
+        let unknown = answer(&[], Some(&["other/x"]));
+        let c: CniError = hand_out(&two, "a/p", &unknown).unwrap_err().into();
+        assert!(c.msg.contains("which no device plugin on this node offers"), "{}", c.msg);
+        let k: CniError =
+            DeviceError::Kubelet { network: "a/one".into(), resource: VF.into(), pod: "a/p".into(), why: "x".into() }
+                .into();
+        assert_eq!(k.code, TRY_AGAIN_LATER);
+    }
+
+    #[test]
+    fn without_a_resource_nothing_runs() {
+        // No helper exists where the unit tests run: asking would fail with code 11.
+        let mut s = selection(&[("a/plain", None, None)]);
+        assert_eq!(assign(&Kubelet::default(), "K8S_POD_NAMESPACE=a;K8S_POD_NAME=p", &mut s).unwrap(), None);
+        let mut s = selection(&[("a/one", Some(VF), None)]);
+        let e = assign(&Kubelet::default(), "K8S_POD_NAMESPACE=a", &mut s).unwrap_err();
+        assert!(e.code == INVALID_NETWORK_CONFIG && e.msg.contains("does not name the pod"), "{}", e.msg);
+    }
+
+    #[test]
+    fn every_plugin_of_the_network_gets_device_id_and_pci_bus_id() {
+        let list = br#"{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"host-device"},{"type":"tuning"}]}"#;
+        let mut c = DelegateConfig::List(NetConfList::parse(list).unwrap());
+        inject(&mut c, "0000:00:1f.1").unwrap();
+        let DelegateConfig::List(l) = &c else { unreachable!() };
+        for p in &l.plugins {
+            assert_eq!(
+                (p.get("deviceID"), p.get("pciBusID")),
+                (Some(&json!("0000:00:1f.1")), Some(&json!("0000:00:1f.1")))
+            );
+        }
+        let v: Value = serde_json::from_slice(&l.bytes).unwrap();
+        assert_eq!(v["plugins"][1]["pciBusID"], "0000:00:1f.1");
+        let mut c = DelegateConfig::Plugin(
+            cni_types::NetConf::parse(br#"{"cniVersion":"1.0.0","name":"n","type":"x"}"#).unwrap(),
+        );
+        inject(&mut c, "mlx5_core.sf.4").unwrap();
+        let DelegateConfig::Plugin(p) = &c else { unreachable!() };
+        assert_eq!(p.get("pciBusID"), Some(&json!("mlx5_core.sf.4")));
+    }
+
+    #[test]
+    fn the_helpers_answer() {
+        let a = parse_answer(br#"{"via":"List","devices":{"r/x":["b","a"]},"allocatable":["r/x"]}"#).unwrap();
+        assert_eq!(
+            (a.via.as_str(), &a.devices["r/x"], a.allocatable.as_deref()),
+            ("List", &vec!["b".to_string(), "a".to_string()], Some(&["r/x".to_string()][..]))
+        );
+        assert_eq!(parse_answer(br#"{"kind":"timeout","msg":"no answer"}"#).unwrap_err(), "no answer");
+        assert!(parse_answer(b"").unwrap_err().contains("printed no answer"));
+    }
+}
