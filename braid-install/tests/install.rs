@@ -44,7 +44,7 @@ impl Node {
         let n = Node { dir: TempDir::new(tag) };
         std::fs::create_dir_all(n.conf_dir()).unwrap();
         std::fs::create_dir_all(n.src()).unwrap();
-        for b in ["delegator", "merger", "verifier"] {
+        for b in braid_install::options::BINARIES {
             std::fs::write(n.src().join(b), format!("#!/bin/sh\n# {b} v1\n")).unwrap();
         }
         n
@@ -162,7 +162,7 @@ fn once_copies_the_plugins_and_skips_unchanged_ones() {
     let out = n.run(&["--once"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let mut inodes = Vec::new();
-    for b in ["delegator", "merger", "verifier"] {
+    for b in braid_install::options::BINARIES {
         let p = n.bin_dir().join(b);
         assert_eq!(std::fs::read(&p).unwrap(), std::fs::read(n.src().join(b)).unwrap());
         let m = std::fs::metadata(&p).unwrap();
@@ -174,15 +174,25 @@ fn once_copies_the_plugins_and_skips_unchanged_ones() {
     // Again: nothing rewritten.
     let out = n.run(&["--once"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stderr(&out).matches("is unchanged").count(), 3, "{}", stderr(&out));
-    for (b, ino) in ["delegator", "merger", "verifier"].iter().zip(&inodes) {
+    assert_eq!(
+        stderr(&out).matches("is unchanged").count(),
+        braid_install::options::BINARIES.len(),
+        "{}",
+        stderr(&out)
+    );
+    for (b, ino) in braid_install::options::BINARIES.iter().zip(&inodes) {
         assert_eq!(std::fs::metadata(n.bin_dir().join(b)).unwrap().ino(), *ino, "{b} rewritten");
     }
     // A new merger: only it is replaced (a new inode, by rename).
     std::fs::write(n.src().join("merger"), "#!/bin/sh\n# merger v2\n").unwrap();
     let out = n.run(&["--once"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stderr(&out).matches("is unchanged").count(), 2, "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).matches("is unchanged").count(),
+        braid_install::options::BINARIES.len() - 1,
+        "{}",
+        stderr(&out)
+    );
     assert_ne!(std::fs::metadata(n.bin_dir().join("merger")).unwrap().ino(), inodes[1]);
     assert_eq!(std::fs::read_to_string(n.bin_dir().join("merger")).unwrap(), "#!/bin/sh\n# merger v2\n");
 }
@@ -250,7 +260,10 @@ fn the_generated_conflist_wraps_the_primary_by_reference() {
                 "stateDir": "/var/lib/cni/braid",
                 "delegates": [{"network": "cbr0"}],
                 "kubernetes": {"networksDir": "/etc/cni/braid.d", "globalNamespaces": ["default", "infra"],
-                               "statusDir": "/run/braid/network-status"}
+                               "statusDir": "/run/braid/network-status",
+                               // --pod-resources-socket's default: the kubelet's own socket,
+                               // opened only for networks that name a device resource.
+                               "podResourcesSocket": "/var/lib/kubelet/pod-resources/kubelet.sock"}
             }]
         })
     );
