@@ -1426,3 +1426,46 @@ fn an_agent_stopped_mid_update_lets_the_update_finish_and_nothing_is_cut_off() {
     drop(ns);
     assert_torn_down(&c, &sandbox, &["red", "gated"]);
 }
+
+/// Tenants' pods on the node carrying large annotations (200 KiB each) and environment values
+/// (1 MiB each): the hot-plug agent, restarted, lists them all at once — it watches metadata
+/// only and keeps one annotation per pod, so it stays within its memory limit (64 MiB) instead
+/// of being OOM-killed into a crash loop, and an ordinary pod started afterwards gets its
+/// network-status.
+#[test]
+fn an_annotation_flood_on_the_nodes_pods_does_not_take_the_restarted_hot_plug_agent_down() {
+    let Some(c) =
+        Cluster::lock("an_annotation_flood_on_the_nodes_pods_does_not_take_the_restarted_hot_plug_agent_down")
+    else {
+        return;
+    };
+    let _layout = with_hotplug(&c);
+    let ns = c.namespace("braid-flood");
+    const PODS: usize = 40;
+    let fill = "x".repeat(200 * 1024);
+    let env = "y".repeat(1024 * 1024);
+    for i in 0..PODS {
+        let mut p: Value = serde_json::from_str(&pod("braid-flood", &format!("f{i}"), "node1", None)).unwrap();
+        p["metadata"]["annotations"]["flood.example.com/fill"] = json!(fill);
+        p["spec"]["containers"][0]["env"] = json!([{"name": "FILL", "value": env}]);
+        // `create`, not `apply`: apply would copy the whole object into an annotation.
+        let out = c.kubectl_in(&["create", "-f", "-"], Some(&p.to_string()));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let (agent, _) = c.agent_pod("node1");
+    let restarts = || {
+        c.get(&["pod", &agent, "-n", "kube-system"])["status"]["containerStatuses"][0]["restartCount"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let r0 = restarts();
+    kill_agent(&c);
+    c.apply(&pod("braid-flood", "plain", "node1", None));
+    wait_status(&c, "braid-flood", "plain", "node1");
+    let st = c.get(&["pod", &agent, "-n", "kube-system"]);
+    let cs = &st["status"]["containerStatuses"][0];
+    assert_eq!(restarts(), r0 + 1, "restarted once (the kill), never by itself: {cs}");
+    assert_eq!(cs["ready"], true, "{cs}");
+    assert!(c.agent_log("node1").contains("watching the pods of node node1"), "{}", c.agent_log("node1"));
+    drop(ns);
+}
