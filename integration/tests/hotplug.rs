@@ -535,3 +535,65 @@ fn a_later_plugin_that_fails_rolls_the_added_network_back_and_the_file_stays() {
     assert_eq!(p.status_file()["networks"], "red,blue");
     p.del();
 }
+
+/// Whether a `vmtap` DEL process is alive (the runtime's DEL of the sandbox, waiting for the
+/// pod namespace's lock while an update holds it).
+fn vmtap_del_running() -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let dir = e.path();
+        std::fs::read_to_string(dir.join("comm")).is_ok_and(|c| c.trim() == "vmtap")
+            && std::fs::read(dir.join("environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == b"CNI_COMMAND=DEL"))
+    })
+}
+
+/// The runtime deletes the sandbox while the agent's update adds a network and vmtap's ADD is
+/// still to come: libcni runs vmtap's DEL first, and it waits for the pod namespace's lock the
+/// update holds, so the update's tap and DAN file are made before the DEL, and the DEL removes
+/// them — no tap, no DAN file of a deleted sandbox.
+#[test]
+fn a_sandbox_deleted_during_an_update_with_vmtap_leaves_no_dan_file_or_tap() {
+    if !require_root("a_sandbox_deleted_during_an_update_with_vmtap_leaves_no_dan_file_or_tap") {
+        return;
+    }
+    let mut p = Pod::new("hpw");
+    let (hang, calls) = (p.h.dir.path().join("hang"), p.h.dir.path().join("held-calls"));
+    let held = json!({"cniVersion": "1.0.0", "name": "held", "plugins": [
+        {"type": "braid-fault", "link": true, "sleepOn": "ADD", "hangWhile": hang, "log": calls}
+    ]});
+    std::fs::write(p.h.dir.path().join("networks/braid-hot/held.conflist"), held.to_string()).unwrap();
+    let dans = p.h.dir.path().join("dans");
+    p.list["plugins"].as_array_mut().unwrap().push(json!({"type": "vmtap", "danDir": dans}));
+    std::fs::write(&p.list_path, p.list.to_string()).unwrap();
+    p.add("red");
+    let dan = dans.join(format!("{}.json", p.rt.container_id));
+    assert!(dan.is_file());
+    std::fs::write(&hang, "").unwrap();
+    let wait = |what: &str, until: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !until() {
+            assert!(std::time::Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    let (code, del) = p.run_update("red,held", |child| {
+        wait("the update's held network started its ADD", &|| {
+            std::fs::read_to_string(&calls).is_ok_and(|c| c.contains("\"command\":\"ADD\""))
+        });
+        std::thread::scope(|s| {
+            let del = s.spawn(|| p.h.del(&p.list, &p.rt));
+            // vmtap's DEL started (and waits), or — without the lock — already removed the file.
+            wait("vmtap's DEL started", &|| vmtap_del_running() || !dan.exists());
+            std::fs::remove_file(&hang).unwrap();
+            let out = child.wait_with_output().unwrap();
+            (out.status.code(), del.join().unwrap())
+        })
+    });
+    assert_eq!(code, Some(0), "the update");
+    del.unwrap_or_else(|e| panic!("DEL: {e}"));
+    assert!(!dan.exists(), "the DAN file of a deleted sandbox: {}", std::fs::read_to_string(&dan).unwrap_or_default());
+    assert_eq!(p.links(), Vec::<(String, u64)>::new(), "links left in the pod");
+    assert!(p.h.reservations().is_empty(), "{:?}", p.h.dir.files());
+    assert!(p.h.state_files().is_empty(), "{:?}", p.h.dir.files());
+    assert!(!p.h.dir.path().join("status").read_dir().unwrap().any(|e| e.is_ok()), "status file left");
+}

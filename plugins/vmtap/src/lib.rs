@@ -4,13 +4,15 @@
 //! after braid's delegator (merged result), its merger, or any main plugin.
 //!
 //! Built the way an outside plugin author would: on `cni-skel` (dispatch, namespace entry,
-//! keys, testing kit) and `cni-netlink` (blocking rtnetlink). See README.md for every key.
+//! keys, testing kit) and `cni-netlink` (blocking rtnetlink) — and, for its DEL alone,
+//! `braid-attach`'s pod-namespace lock ([`pod_lock`]). See README.md for every key.
 
 pub mod config;
 pub mod dan;
 pub mod error;
 pub mod mark;
 pub mod plan;
+pub mod pod_lock;
 pub mod result;
 pub mod tap;
 pub mod wire;
@@ -69,6 +71,8 @@ impl Plugin for Vmtap {
     /// DAN file. A namespace that is gone is success: its taps went with it.
     fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
         let keys = keys(args)?;
+        // Held until the taps and the file are gone: an update running vmtap's ADD finishes first.
+        let _lock = pod_lock::take(&args.netns)?;
         if let Some(dir) = &keys.dan_dir {
             dan::remove(dir, &args.container_id)?;
         }
