@@ -1135,6 +1135,17 @@ fn annotate(c: &Cluster, ns: &str, pod: &str, networks: &str) {
 /// Waits until the pod's network-status names exactly these networks by interface, and checks it
 /// against what `ip` shows inside the pod; returns the interfaces inside.
 fn wait_networks(c: &Cluster, ns: &str, pod: &str, want: &[(&str, &str)]) -> BTreeMap<String, (String, Vec<String>)> {
+    let want = wait_status_networks(c, ns, pod, want);
+    let inside = interfaces_inside(c, ns, pod);
+    let st = status(c, ns, pod).unwrap();
+    assert_eq!(status_matches_pod(&st, &inside), want);
+    assert_eq!(inside.keys().cloned().collect::<Vec<_>>(), want.keys().cloned().collect::<Vec<_>>(), "{inside:?}");
+    inside
+}
+
+/// Waits until the pod's network-status names exactly these networks by interface — only that:
+/// while a failed update is being retried, what is inside the pod changes under each retry.
+fn wait_status_networks(c: &Cluster, ns: &str, pod: &str, want: &[(&str, &str)]) -> BTreeMap<String, String> {
     let want: BTreeMap<String, String> = want.iter().map(|(i, n)| (i.to_string(), n.to_string())).collect();
     let names = |st: &Value| -> BTreeMap<String, String> {
         st.as_array()
@@ -1155,11 +1166,7 @@ fn wait_networks(c: &Cluster, ns: &str, pod: &str, want: &[(&str, &str)]) -> BTr
         || status(c, ns, pod).is_some_and(|st| names(&st) == want),
         || format!("{:?}\n{}", status(c, ns, pod), c.agent_log("node1")),
     );
-    let inside = interfaces_inside(c, ns, pod);
-    let st = status(c, ns, pod).unwrap();
-    assert_eq!(status_matches_pod(&st, &inside), want);
-    assert_eq!(inside.keys().cloned().collect::<Vec<_>>(), want.keys().cloned().collect::<Vec<_>>(), "{inside:?}");
-    inside
+    want
 }
 
 #[test]
@@ -1351,22 +1358,29 @@ fn a_failed_edit_reverted_brings_back_what_it_removed_and_a_removed_default_rout
         || pod_warnings(&c, "braid-hot3", "p").contains("no room on this node"),
         || c.agent_log("node1"),
     );
-    // What is attached is what network-status shows: red removed, blue rolled back.
-    wait_networks(&c, "braid-hot3", "p", &[("eth0", "cluster")]);
-    assert_eq!(c.files_on("node1", "/var/lib/cni/networks/blue").iter().filter(|f| f.starts_with("198.")).count(), 0);
-    // Reverted: red is back.
+    // network-status shows what stays attached: red removed. The agent retries the failed
+    // update with backoff (1 s, 2 s, …), each retry attaching blue and rolling it back, so what
+    // is inside the pod is compared only once the pod's annotation settles again.
+    wait_status_networks(&c, "braid-hot3", "p", &[("eth0", "cluster")]);
+    // Reverted: red is back, and every retry's blue was rolled back (its address released).
     annotate(&c, "braid-hot3", "p", "red");
     wait_networks(&c, "braid-hot3", "p", &[("eth0", "cluster"), ("net1", "braid-hot3/red")]);
+    assert_eq!(c.files_on("node1", "/var/lib/cni/networks/blue").iter().filter(|f| f.starts_with("198.")).count(), 0);
 
     // red takes the default route, then is removed: the cluster network's route comes back.
     annotate(&c, "braid-hot3", "p", r#"[{"name": "red", "default-route": ["198.18.86.1"]}]"#);
+    // The route is set inside the ADD; network-status is published after the update ends, by
+    // the agent's own loop: wait for both, never assume the second follows the first at once.
+    let routed =
+        |st: &Value| st.as_array().is_some_and(|a| a.iter().any(|e| e["default-route"] == json!(["198.18.86.1"])));
     c.wait(
-        "the default route via red",
-        || default_routes_inside(&c, "braid-hot3", "p") == ["net1 198.18.86.1"],
-        || c.agent_log("node1"),
+        "the default route via red, inside the pod and in network-status",
+        || {
+            default_routes_inside(&c, "braid-hot3", "p") == ["net1 198.18.86.1"]
+                && status(&c, "braid-hot3", "p").is_some_and(|st| routed(&st))
+        },
+        || format!("{:?}\n{}", status(&c, "braid-hot3", "p"), c.agent_log("node1")),
     );
-    let st = status(&c, "braid-hot3", "p").unwrap();
-    assert!(st.as_array().unwrap().iter().any(|e| e["default-route"] == json!(["198.18.86.1"])), "{st}");
     annotate(&c, "braid-hot3", "p", "");
     wait_networks(&c, "braid-hot3", "p", &[("eth0", "cluster")]);
     assert_eq!(default_routes_inside(&c, "braid-hot3", "p"), cluster_route, "the replaced route is back");
