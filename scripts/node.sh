@@ -443,7 +443,11 @@ imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
 serializeImagePulls: false
 rotateCertificates: false
+# Static pods (integration/tests/kube_node.rs writes manifests here): a directory of the node's
+# own, never the machine's /etc/kubernetes/manifests.
+staticPodPath: "$r/manifests"
 EOF
+  mkdir -p "$r/manifests"
   define "containerd-node$n" "$n" "$b/containerd" --config "$r/containerd.toml"
   define "kubelet-node$n" "$n" "$b/kubelet" --config="$r/kubelet.yaml" \
     --kubeconfig="$D/kubeconfigs/node$n" --hostname-override="node$n" --node-ip="$(node_ip "$n")" --v=2

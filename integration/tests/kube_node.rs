@@ -1483,3 +1483,57 @@ fn an_annotation_flood_on_the_nodes_pods_does_not_take_the_restarted_hot_plug_ag
     assert!(c.agent_log("node1").contains("watching the pods of node node1"), "{}", c.agent_log("node1"));
     drop(ns);
 }
+
+/// A static pod (a manifest in node1's `staticPodPath`): its sandbox's ADD carries the kubelet's
+/// hash of the manifest as `K8S_POD_UID`, not the mirror pod's UID, and the agent publishes its
+/// network-status on the mirror pod all the same — one patch, guarded by the mirror pod's
+/// `kubernetes.io/config.mirror` — never logging it as recreated; removing the manifest
+/// releases everything.
+#[test]
+fn a_static_pod_gets_its_network_status_on_its_mirror_pod_and_removing_its_manifest_releases_all() {
+    let Some(c) =
+        Cluster::lock("a_static_pod_gets_its_network_status_on_its_mirror_pod_and_removing_its_manifest_releases_all")
+    else {
+        return;
+    };
+    let ns = c.namespace("braid-static");
+    let mut p: Value = serde_json::from_str(&pod(&ns.name, "web", "node1", Some("default/isolated"))).unwrap();
+    // The kubelet binds a static pod to its own node.
+    p["spec"].as_object_mut().unwrap().remove("nodeName");
+    let manifest = c.dir().join("node1/manifests/braid-static-web.json");
+    let mark = agent_requests(&c).len();
+    std::fs::write(&manifest, p.to_string()).unwrap();
+    let mut manifest_guard = Defer(|| {
+        let _ = std::fs::remove_file(&manifest);
+    });
+    let mirror = "web-node1";
+    let st = wait_status(&c, &ns.name, mirror, "node1");
+    let m = c.get(&["pod", mirror, "-n", &ns.name]);
+    let hash = m["metadata"]["annotations"]["kubernetes.io/config.mirror"].as_str().unwrap_or_else(|| panic!("{m}"));
+    assert_eq!(hash.len(), 32, "the kubelet's hash: {m}");
+    assert_ne!(m["metadata"]["uid"].as_str(), Some(hash), "the mirror pod's UID is the API server's: {m}");
+    let names = status_matches_pod(&st, &interfaces_inside(&c, &ns.name, mirror));
+    assert_eq!(names.get("net1").map(String::as_str), Some("default/isolated"), "{st}");
+    assert!(names.contains_key("eth0"), "{st}");
+    let file = &status_files(&c, "node1", &ns.name, mirror)[0];
+    let recorded: Value =
+        serde_json::from_str(&c.read_on("node1", &format!("/run/braid/network-status/{file}")).unwrap()).unwrap();
+    assert_eq!(recorded["podUID"].as_str(), Some(hash), "the sandbox's K8S_POD_UID: {recorded}");
+    let ours = format!(" pods in {}", ns.name);
+    let sent: Vec<String> = requests_of(&c, "node1", mark).into_iter().filter(|r| r.contains(&ours)).collect();
+    assert_eq!(sent, vec![format!("patch{ours}")], "one patch for the static pod");
+    let log = c.agent_log("node1");
+    let of = format!("network-status of pod {}/{mirror}: ", ns.name);
+    assert!(log.contains(&format!("{of}published")) && !log.contains(&format!("{of}not published")), "{log}");
+
+    let sandbox = sandbox_of(&c, &ns.name, mirror);
+    std::fs::remove_file(&manifest).unwrap();
+    assert_torn_down(&c, &sandbox, &["isolated"]);
+    c.wait(
+        "the mirror pod gone",
+        || !c.kubectl(&["get", "pod", mirror, "-n", &ns.name]).status.success(),
+        || c.log("kubelet-node1"),
+    );
+    assert_eq!(status_files(&c, "node1", &ns.name, mirror), Vec::<String>::new(), "status file left");
+    (manifest_guard.0)();
+}
