@@ -1481,6 +1481,34 @@ fn an_annotation_flood_on_the_nodes_pods_does_not_take_the_restarted_hot_plug_ag
     assert_eq!(restarts(), r0 + 1, "restarted once (the kill), never by itself: {cs}");
     assert_eq!(cs["ready"], true, "{cs}");
     assert!(c.agent_log("node1").contains("watching the pods of node node1"), "{}", c.agent_log("node1"));
+
+    // A relist of the same pods: node1's agent cut off the API server while the cluster goes
+    // on writing (the kubelets' leases), etcd compacted past its last revision and the API
+    // server restarted, so that its resumed watch answers 410 Gone and it lists the node's
+    // pods again — all 40, at once, as at its start.
+    let mark = agent_requests(&c).len();
+    {
+        let _cut = cut_agent_off(&c);
+        c.apply(&pod("braid-flood", "elsewhere", "node2", None));
+        c.node_sh(&["compact"]);
+        c.node_sh(&["restart", "kube-apiserver"]);
+        c.wait(
+            "the API server back",
+            || c.kubectl(&["get", "--raw", "/readyz"]).status.success(),
+            || c.log("kube-apiserver"),
+        );
+    }
+    c.wait(
+        "node1's agent listing the node's pods again",
+        || requests_of(&c, "node1", mark).iter().any(|r| r == "list pods"),
+        || format!("{:?}\n{}", requests_of(&c, "node1", mark), c.agent_log("node1")),
+    );
+    c.apply(&pod("braid-flood", "plain2", "node1", None));
+    wait_status(&c, "braid-flood", "plain2", "node1");
+    let st = c.get(&["pod", &agent, "-n", "kube-system"]);
+    let cs = &st["status"]["containerStatuses"][0];
+    assert_eq!(restarts(), r0 + 1, "the relist restarted nothing: {cs}");
+    assert_eq!(cs["ready"], true, "{cs}");
     drop(ns);
 }
 
