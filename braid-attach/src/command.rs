@@ -141,6 +141,22 @@ impl MetaCommand {
         exec
     }
 
+    /// The executor for DEL's delegates: the pod namespace named in [`HELD_ENV`] as ADD's
+    /// delegates have it. This DEL holds the sandbox's container lock while they run, and every
+    /// update of the sandbox takes that lock after the namespace's (as ADD orders them): a nested
+    /// plugin that waited for the namespace's lock here — vmtap's DEL does, to come before or
+    /// after an update — could wait for an update that waits for this DEL. Under the container
+    /// lock no update of this sandbox can run, so the wait guards nothing. A namespace that
+    /// cannot be opened (gone) is named by no one.
+    fn del_exec(&mut self) -> RawExec {
+        let Ok((dev, ino)) = self.pod.identity() else { return self.exec.clone() };
+        let held = crate::ifnames::held_with(&std::env::var(HELD_ENV).unwrap_or_default(), dev, ino);
+        let mut exec = self.exec.clone();
+        exec.env.retain(|(k, _)| k != HELD_ENV);
+        exec.env.push((HELD_ENV.to_string(), held));
+        exec
+    }
+
     /// The first delegate's process started ahead ([`Attacher::start_first`]), before the
     /// naming lock too, with the environment its call will have (the lock this command is
     /// about to hold named in [`HELD_ENV`]).
@@ -177,6 +193,7 @@ impl MetaCommand {
         if let Some(e) = &self.config.delegates_error {
             self.log.warn(format_args!("{e}; deleting what the state records"));
         }
+        self.exec = self.del_exec();
         let a = engine(&self.exec, &self.paths, &self.store, self.config.parallel, self.deadline);
         let deleted = match &self.state_unusable {
             Some(why) => a.del_without_state(&self.call, &self.config.delegates, why, &mut self.log),

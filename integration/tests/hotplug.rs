@@ -597,3 +597,69 @@ fn a_sandbox_deleted_during_an_update_with_vmtap_leaves_no_dan_file_or_tap() {
     assert!(p.h.state_files().is_empty(), "{:?}", p.h.dir.files());
     assert!(!p.h.dir.path().join("status").read_dir().unwrap().any(|e| e.is_ok()), "status file left");
 }
+
+/// Whether `pid` holds a `flock` on the file at `path` (`/proc/locks`, by the file's inode).
+fn holds_flock(pid: u32, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(ino) = std::fs::metadata(path).map(|m| m.ino()) else { return false };
+    std::fs::read_to_string("/proc/locks").unwrap().lines().any(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        w.get(1) == Some(&"FLOCK")
+            && w.get(4) == Some(&pid.to_string().as_str())
+            && w.get(5).is_some_and(|f| f.rsplit(':').next() == Some(&ino.to_string()))
+    })
+}
+
+/// vmtap inside a selected network's conflist, and the sandbox's DEL under way (its container
+/// lock held, a delegate of that network still deleting) when an update starts: the update takes
+/// the pod namespace's lock and waits for the container's; the nested vmtap's DEL, run by the
+/// delegator's DEL, must not wait for the namespace's lock in turn (it would wait for the update
+/// waiting for it): it inherits it, the DEL ends, and the update finds the sandbox gone.
+#[test]
+fn a_del_under_way_with_a_nested_vmtap_never_waits_for_an_update_waiting_for_it() {
+    if !require_root("a_del_under_way_with_a_nested_vmtap_never_waits_for_an_update_waiting_for_it") {
+        return;
+    }
+    let mut p = Pod::new("hpn");
+    let (hang, calls) = (p.h.dir.path().join("hang"), p.h.dir.path().join("tapped-calls"));
+    let tapped = json!({"cniVersion": "1.0.0", "name": "tapped", "plugins": [
+        {"type": "ptp", "ipam": p.h.host_local(94)},
+        {"type": "vmtap"},
+        {"type": "braid-fault", "sleepOn": "DEL", "hangWhile": hang, "log": calls}
+    ]});
+    std::fs::write(p.h.dir.path().join("networks/braid-hot/tapped.conflist"), tapped.to_string()).unwrap();
+    p.add("tapped");
+    assert!(names(&p.links()).contains(&"tap0"), "{:?}", p.links());
+    let netns_lock = {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&p.rt.netns).unwrap();
+        PathBuf::from(format!("/run/braid/netns-locks/netns-{}-{}.lock", m.dev(), m.ino()))
+    };
+    std::fs::write(&hang, "").unwrap();
+    let wait = |what: &str, until: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !until() {
+            assert!(std::time::Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    let (del, update) = std::thread::scope(|s| {
+        let del = s.spawn(|| p.h.del(&p.list, &p.rt));
+        wait("the DEL of tapped's last plugin started", &|| {
+            std::fs::read_to_string(&calls).is_ok_and(|c| c.contains("\"command\":\"DEL\""))
+        });
+        let update = p.run_update("tapped,red", |child| {
+            wait("the update holding the pod namespace's lock", &|| holds_flock(child.id(), &netns_lock));
+            std::fs::remove_file(&hang).unwrap();
+            child.wait_with_output().unwrap()
+        });
+        (del.join().unwrap(), update)
+    });
+    del.unwrap_or_else(|e| panic!("DEL: {e}"));
+    let msg = String::from_utf8_lossy(&update.stdout).into_owned();
+    assert!(!msg.contains("lock"), "the update waited out a lock instead of finding the sandbox gone: {msg}");
+    assert_eq!(p.links(), Vec::<(String, u64)>::new(), "links left in the pod");
+    assert!(p.h.reservations().is_empty(), "{:?}", p.h.dir.files());
+    assert!(p.h.state_files().is_empty(), "{:?}", p.h.dir.files());
+    println!("the update after the DEL: exit {:?}: {msg}", update.status.code());
+}

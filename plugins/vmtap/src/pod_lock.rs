@@ -7,8 +7,9 @@
 //! vmtap's first: without this lock vmtap's DEL would remove the file and the taps at once, the
 //! update's ADD would write them again, and the delegator's DEL (which does wait for the lock)
 //! would leave them behind. Under it, vmtap's DEL comes before the update or after it, never in
-//! the middle. Nested in a braid plugin that holds the lock already (vmtap in a delegate's
-//! conflist), it is inherited, not waited for.
+//! the middle. Nested in a braid plugin (vmtap in a delegate's conflist, run by the delegator's
+//! ADD, update or DEL) it is inherited ([`braid_attach::nesting::HELD_ENV`]), not waited for: the
+//! delegator's DEL holds the sandbox's container lock, which an update takes after this one.
 
 use braid_attach::deadline::{Deadline, DEFAULT};
 use braid_attach::ifnames::{self, NetnsLock, LOCK_DIR};
