@@ -603,3 +603,108 @@ fn sigkill_at_any_moment_then_del_leaves_nothing_even_later() {
         check("after an orphan would have finished");
     }
 }
+
+/// The delegator's own setns(2) calls in one traced run (`strace -f` of it and everything it
+/// started): those of its process and its threads, not of the plugins it ran (a process that
+/// called execve is a plugin, and so is every thread or process it made).
+fn own_setns(trace: &str) -> Vec<String> {
+    let Some(me) = trace.split_whitespace().next() else { return Vec::new() };
+    let (mut parent, mut execed, mut setns) = (std::collections::HashMap::new(), Vec::new(), Vec::new());
+    for (pid, call) in trace.lines().filter_map(|l| l.split_once(' ').map(|(p, rest)| (p.trim(), rest.trim()))) {
+        if call.contains("clone") || call.contains("fork") {
+            if let Some(child) = call.rsplit("= ").next().filter(|c| c.chars().all(|d| d.is_ascii_digit())) {
+                parent.insert(child.to_string(), pid.to_string());
+            }
+        }
+        if call.starts_with("execve(") && pid != me {
+            execed.push(pid.to_string());
+        }
+        if call.starts_with("setns(") {
+            setns.push((pid.to_string(), call.to_string()));
+        }
+    }
+    let ours = |start: &str| {
+        let mut pid = start.to_string();
+        loop {
+            if execed.contains(&pid) {
+                return false;
+            }
+            if pid == me {
+                return true;
+            }
+            match parent.get(&pid) {
+                Some(p) => pid = String::clone(p),
+                None => return false,
+            }
+        }
+    };
+    setns.into_iter().filter(|(pid, _)| ours(pid)).map(|(_, call)| call).collect()
+}
+
+/// braid as installed (the primary by reference, a networks directory, network-status), a pod
+/// selecting nothing and one selecting a network: the delegator enters the pod namespace once
+/// per ADD — one setns into it and one back, on its own thread (no thread made for it) — and
+/// DEL, which reads nothing there, never.
+#[test]
+fn an_add_as_installed_enters_the_pod_namespace_once_and_del_never() {
+    if !require_root("an_add_as_installed_enters_the_pod_namespace_once_and_del_never") {
+        return;
+    }
+    if std::process::Command::new("strace").arg("-V").output().is_err() {
+        panic!("strace is missing (scripts/test.sh installs it)");
+    }
+    let mut h = Harness::new("dsn");
+    let confdir = h.dir.path().join("net.d");
+    let nets = h.dir.path().join("braid.d/default");
+    std::fs::create_dir_all(&confdir).unwrap();
+    std::fs::create_dir_all(&nets).unwrap();
+    let conf =
+        |name: &str, plugin: Value| json!({"cniVersion": "1.0.0", "name": name, "plugins": [plugin]}).to_string();
+    let br = unique("br");
+    std::fs::write(
+        confdir.join("10-cluster.conflist"),
+        conf("cluster", json!({"type": "bridge", "bridge": br, "isGateway": true, "ipam": h.host_local(36)})),
+    )
+    .unwrap();
+    std::fs::write(nets.join("side.conflist"), conf("side", json!({"type": "ptp", "ipam": h.host_local(37)}))).unwrap();
+    // The delegator, traced: a wrapper of its name first in CNI_PATH.
+    let wrap = h.dir.path().join("traced");
+    std::fs::create_dir_all(&wrap).unwrap();
+    let script = format!(
+        "#!/bin/sh\nexec strace -f -qq -o {}/trace.$CNI_COMMAND -e trace=setns,execve,clone,clone3,fork,vfork {} \"$@\"\n",
+        h.dir.path().display(),
+        braid_integration::build_dir().join("delegator").display()
+    );
+    let bin = wrap.join("delegator");
+    std::fs::write(&bin, script).unwrap();
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    h.paths.insert(0, wrap);
+    let list = json!({"cniVersion": "1.0.0", "name": unique("braid"), "plugins": [{
+        "type": "delegator",
+        "capabilities": {"io.kubernetes.cri.pod-annotations": true},
+        "confDir": confdir,
+        "stateDir": h.dir.path().join("state"),
+        "delegates": [{"network": "cluster"}],
+        "kubernetes": {"networksDir": h.dir.path().join("braid.d"), "globalNamespaces": ["default"],
+                       "statusDir": h.dir.path().join("status")}
+    }]});
+    for networks in ["", "side"] {
+        let ctr = h.container("dsn");
+        let mut rt = h.runtime(&ctr, &unique("ctr"), "eth0");
+        rt.args = "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=p".to_string();
+        rt.capability_args = json!({"io.kubernetes.cri.pod-annotations": {"k8s.v1.cni.cncf.io/networks": networks}})
+            .as_object()
+            .unwrap()
+            .clone();
+        let r = h.add(&list, &rt).unwrap_or_else(|e| panic!("ADD ({networks:?}): {e}")).to_latest();
+        assert!(r.interfaces.iter().any(|i| i.name == "eth0"));
+        if networks == "side" {
+            assert!(ctr.links().contains(&"net1".to_string()), "{:?}", ctr.links());
+        }
+        let add = own_setns(&std::fs::read_to_string(h.dir.path().join("trace.ADD")).unwrap());
+        assert_eq!(add.len(), 2, "ADD ({networks:?}): into the pod namespace and back: {add:?}");
+        h.del(&list, &rt).unwrap_or_else(|e| panic!("DEL: {e}"));
+        let del = own_setns(&std::fs::read_to_string(h.dir.path().join("trace.DEL")).unwrap());
+        assert_eq!(del, Vec::<String>::new(), "DEL ({networks:?})");
+    }
+}
