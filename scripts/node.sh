@@ -599,7 +599,9 @@ down() {
 }
 
 # braid's test device plugin on node N, as a part: defined anew with these flags, started, and
-# waited for until the kubelet has its socket (the plugin registers once it listens).
+# waited for until it registered with the kubelet. A kubelet just (re)started may refuse the
+# registration until its device manager serves (the plugin then exits): started again then,
+# for up to a minute.
 deviceplugin() {
   local n="${1#node}" part; shift
   [ -e "$D/nodes" ] || die "no cluster in $D (scripts/node.sh up)"
@@ -609,10 +611,17 @@ deviceplugin() {
   stop "$part"
   define "$part" "$n" "$(bin_dir)/braid-deviceplugin" -dir /var/lib/kubelet/device-plugins "$@"
   : > "$D/logs/$part.log" 2>/dev/null || true
-  start "$part"
-  until_ok 60 grep -q "registered " "$D/logs/$part.log" \
-    || die "the device plugin on node$n did not register: $D/logs/$part.log"
-  cat "$D/pids/$part"
+  local i
+  for i in $(seq 1 120); do
+    running "$part" || start "$part"
+    if grep -q "registered " "$D/logs/$part.log"; then
+      cat "$D/pids/$part"
+      return 0
+    fi
+    sleep 0.5
+  done
+  stop "$part"
+  die "the device plugin on node$n did not register: $D/logs/$part.log"
 }
 
 compact() {

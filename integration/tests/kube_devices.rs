@@ -226,11 +226,14 @@ fn a_pod_given_a_device_gets_its_id_in_every_plugin_and_device_info_in_network_s
     };
     install_fault_plugin(&c);
     let _dp = device_plugin(&c);
-    let _ns = c.namespace("braid-dev1");
+    // Logs of an earlier run gone first; removed after the namespace (its pods' DEL) at the end.
     let (a, b) = logs("braid-dev1", "vf");
-    let _logs = Defer(|| {
+    let rm = || {
         let _ = c.on_node("node1", "rm", &["-f", &a, &b]);
-    });
+    };
+    rm();
+    let _logs = Defer(rm);
+    let _ns = c.namespace("braid-dev1");
     device_nad(&c, "braid-dev1", "vf", VF, 120);
     c.apply(&device_pod("braid-dev1", "one", "vf", 1));
     let st = wait_status(&c, "braid-dev1", "one");
@@ -288,12 +291,14 @@ fn two_selections_of_one_resource_take_the_pods_two_devices_sorted_in_selection_
     };
     install_fault_plugin(&c);
     let _dp = device_plugin(&c);
-    let _ns = c.namespace("braid-dev2");
     let (a1, b1) = logs("braid-dev2", "vf-a");
     let (a2, b2) = logs("braid-dev2", "vf-b");
-    let _logs = Defer(|| {
+    let rm = || {
         let _ = c.on_node("node1", "rm", &["-f", &a1, &b1, &a2, &b2]);
-    });
+    };
+    rm();
+    let _logs = Defer(rm);
+    let _ns = c.namespace("braid-dev2");
     device_nad(&c, "braid-dev2", "vf-a", VF, 121);
     device_nad(&c, "braid-dev2", "vf-b", VF, 122);
     // vf-b first: the pod's first selection gets the lower ID whatever the networks' names.
@@ -382,13 +387,18 @@ fn add_by_hand(c: &Cluster, ns: &str, pod: &str, networks: &str, id: &str) -> (V
 }
 
 /// Nothing of a refused ADD is left on node1: no state of the sandbox, no status file, no
-/// device-info file, no address of the network held.
+/// device-info file, no address of the networks held for it.
 fn assert_nothing_left(c: &Cluster, id: &str, nets: &[&str]) {
     assert!(c.files_on("node1", "/var/lib/cni/braid").iter().all(|f| !f.contains(id)), "state of {id} left");
     assert!(c.files_on("node1", "/run/braid/network-status").iter().all(|f| !f.contains(id)), "status of {id} left");
     assert!(c.files_on("node1", DEVINFO_CNI).iter().all(|f| !f.contains(id)), "device-info of {id} left");
+    // host-local's reservation files hold the container ID they were made for.
     for net in nets {
-        assert_eq!(reservations(c, net), Vec::<String>::new(), "{net}");
+        let held: Vec<String> = reservations(c, net)
+            .into_iter()
+            .filter(|a| c.read_on("node1", &format!("/var/lib/cni/networks/{net}/{a}")).is_some_and(|f| f.contains(id)))
+            .collect();
+        assert_eq!(held, Vec::<String>::new(), "{net}: addresses held for {id}");
     }
 }
 
@@ -399,17 +409,19 @@ fn refused_device_networks_say_why_with_code_7_or_11_and_leave_nothing() {
     };
     install_fault_plugin(&c);
     let mut dp = Some(device_plugin(&c));
-    let _ns = c.namespace("braid-dev3");
     let mut files = Vec::new();
     for n in ["vf-a", "vf-b", "nosuch"] {
         let (a, b) = logs("braid-dev3", n);
         files.extend([a, b]);
     }
-    let _logs = Defer(|| {
+    let rm = || {
         let mut args = vec!["-f"];
         args.extend(files.iter().map(String::as_str));
         let _ = c.on_node("node1", "rm", &args);
-    });
+    };
+    rm();
+    let _logs = Defer(rm);
+    let _ns = c.namespace("braid-dev3");
     device_nad(&c, "braid-dev3", "vf-a", VF, 123);
     device_nad(&c, "braid-dev3", "vf-b", VF, 124);
     device_nad(&c, "braid-dev3", "nosuch", "braid.test/nosuch", 125);
