@@ -56,14 +56,14 @@ impl Plugin for Delegator {
         let mut info = None;
         let mut requested = None;
         let mut devices = None;
+        // The selected delegates' resources, from the first selected delegate's index on.
+        let mut resources = (0, Vec::new());
         let devinfo = Path::new(kubernetes::devices::DEVINFO_DIR);
         if let Some(k) = &kube {
             let mut selection = kubernetes::select(k, &config.conf, &args.args, &config.delegates)?;
             // Only for networks that name a device-plugin resource: otherwise nothing runs.
             devices = kubernetes::devices::assign(&k.kubelet, &args.args, &args.container_id, devinfo, &mut selection)?;
-            if devices.is_some() {
-                kubernetes::devices::stage(devinfo, &selection)?;
-            }
+            resources = (config.delegates.len(), selection.resources);
             config.delegates.extend(selection.delegates);
             networks.extend(selection.networks);
             info = selection.info;
@@ -76,15 +76,16 @@ impl Plugin for Delegator {
         let mut report = Report { mode, networks, status, pod_uid: pod.uid, requested, replaced: None };
         let staged = devices.is_some();
         let forget = || kubernetes::devices::forget(devinfo, &args.container_id);
-        let mut m = match MetaCommand::new(config, args, &RULES) {
-            Ok(m) => m,
-            Err(e) => {
-                if staged {
-                    forget();
-                }
+        let mut m = MetaCommand::new(config, args, &RULES)?;
+        // The device-info files last before the delegates run: every failure from here on
+        // removes them.
+        if staged {
+            let selected = m.config.delegates.iter().skip(resources.0).zip(&resources.1);
+            if let Err(e) = kubernetes::devices::stage(devinfo, selected) {
+                forget();
                 return Err(e);
             }
-        };
+        }
         if let Some(line) = info {
             m.log.info(line);
         }

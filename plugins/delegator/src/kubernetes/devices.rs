@@ -38,7 +38,7 @@
 
 use super::names::RESOURCE_NAME;
 use super::{Pod, Selection};
-use braid_attach::DelegateConfig;
+use braid_attach::{Delegate, DelegateConfig};
 use cni_types::error::{INVALID_NETWORK_CONFIG, TRY_AGAIN_LATER};
 use cni_types::{CniError, NetConfList};
 use serde_json::{Map, Value};
@@ -354,8 +354,11 @@ pub fn dp_file(devinfo: &Path, resource: &str, id: &str) -> PathBuf {
 /// file of its device, when the device plugin wrote one (Multus's `CopyDeviceInfoForCNIFromDP`;
 /// a missing one is no error there either: the delegate may write its own). Networks without a
 /// device are not looked at.
-pub fn stage(devinfo: &Path, selection: &Selection) -> Result<(), CniError> {
-    for (d, resource) in selection.delegates.iter().zip(&selection.resources) {
+pub fn stage<'a>(
+    devinfo: &Path,
+    selected: impl Iterator<Item = (&'a Delegate, &'a Option<String>)>,
+) -> Result<(), CniError> {
+    for (d, resource) in selected {
         let (Some(resource), Some(id), Some(file)) =
             (resource, d.runtime_config.get("deviceID").and_then(Value::as_str), device_info_file(&d.runtime_config))
         else {
@@ -627,7 +630,7 @@ mod tests {
             s.delegates[i].runtime_config.insert("deviceID".into(), json!(id));
             s.delegates[i].runtime_config.insert(DEVICE_INFO_FILE.into(), json!(file.display().to_string()));
         }
-        stage(&d.0, &s).unwrap();
+        stage(&d.0, s.delegates.iter().zip(&s.resources)).unwrap();
         let one = device_info_file(&s.delegates[0].runtime_config).unwrap();
         assert_eq!(one, d.0.join("cni/a-one-c1_0000:00:1f.2"));
         assert_eq!(device_info(&s.delegates[0].runtime_config), Some(info.clone()));
