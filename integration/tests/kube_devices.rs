@@ -523,3 +523,71 @@ fn report(line: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "REPORT {line}");
 }
+
+/// braid's hot-plug layout (`deploy/kubernetes-hotplug`) applied for one test; the API layout
+/// and its grants as they were afterwards (as `kube_node.rs` does it).
+fn with_hotplug(c: &Cluster) -> Defer<impl FnMut() + '_> {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let layout = repo.join("deploy/kubernetes-hotplug");
+    c.ok(&["apply", "-k", &layout.display().to_string()]);
+    c.ok(&["rollout", "status", "daemonset/braid-install", "-n", "kube-system", "--timeout=240s"]);
+    Defer(move || {
+        let plain = repo.join("deploy/kubernetes");
+        let _ = c.kubectl(&["apply", "-k", &plain.display().to_string()]);
+        let _ =
+            c.kubectl(&["delete", "clusterrolebinding,clusterrole", "braid-node-agent-hotplug", "--ignore-not-found"]);
+        let _ = c.kubectl(&["rollout", "status", "daemonset/braid-install", "-n", "kube-system", "--timeout=240s"]);
+    })
+}
+
+#[test]
+fn a_hot_plug_update_keeps_the_device_info_of_the_device_network_it_keeps() {
+    let Some(c) = Cluster::lock("a_hot_plug_update_keeps_the_device_info_of_the_device_network_it_keeps") else {
+        return;
+    };
+    install_fault_plugin(&c);
+    let _dp = device_plugin(&c);
+    let _hotplug = with_hotplug(&c);
+    let (a, b) = logs("braid-dev4", "vf");
+    let rm = || {
+        let _ = c.on_node("node1", "rm", &["-f", &a, &b]);
+    };
+    rm();
+    let _logs = Defer(rm);
+    let _ns = c.namespace("braid-dev4");
+    device_nad(&c, "braid-dev4", "vf", VF, 126);
+    let plain = json!({"cniVersion": "1.0.0", "name": "braid-dev4-plain", "plugins": [
+        {"type": "bridge", "bridge": "br-dev127", "isGateway": false, "ipMasq": false,
+         "ipam": {"type": "host-local", "ranges": [[{"subnet": "198.18.127.0/24"}]]}}]});
+    c.apply(
+        &json!({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+                "metadata": {"name": "plain", "namespace": "braid-dev4"}, "spec": {"config": plain.to_string()}})
+        .to_string(),
+    );
+    c.wait(
+        "braid-dev4/plain mirrored on node1",
+        || c.files_on("node1", "/etc/cni/braid.d").contains(&"braid-dev4/plain.conflist".to_string()),
+        || c.agent_log("node1"),
+    );
+    c.apply(&device_pod("braid-dev4", "hp", "vf", 1));
+    wait_status(&c, "braid-dev4", "hp");
+    let ids = allocated(&c, &uid(&c, "braid-dev4", "hp"));
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    wait_running(&c, "braid-dev4", "hp");
+    c.ok(&["annotate", "pod", "hp", "-n", "braid-dev4", "--overwrite", &format!("{NETWORKS}=vf, plain")]);
+    let mut st = Value::Null;
+    c.wait(
+        "network-status of braid-dev4/hp with plain added",
+        || {
+            st = status(&c, "braid-dev4", "hp").unwrap_or_default();
+            st.as_array().is_some_and(|a| a.iter().any(|e| e["name"] == "braid-dev4/plain"))
+        },
+        || c.agent_log("node1"),
+    );
+    let entry = |n: &str| st.as_array().unwrap().iter().find(|e| e["name"] == n).cloned().unwrap();
+    assert_eq!(entry("braid-dev4/vf")["device-info"], device_info(&ids[0]), "kept: {st}");
+    assert_eq!(entry("braid-dev4/vf")["interface"], "net1", "{st}");
+    assert!(entry("braid-dev4/plain").get("device-info").is_none(), "added, no device: {st}");
+    // The kept attachment was not attached again: one ADD of its plugins.
+    assert_eq!(calls(&c, &a).iter().filter(|(cmd, _, _)| cmd == "ADD").count(), 1);
+}
