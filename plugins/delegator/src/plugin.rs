@@ -46,15 +46,24 @@ impl Plugin for Delegator {
             .delegates
             .iter()
             .enumerate()
-            .map(|(i, d)| StatusNetwork { name: d.name().to_string(), default: i == 0, default_route: None })
+            .map(|(i, d)| StatusNetwork {
+                name: d.name().to_string(),
+                default: i == 0,
+                default_route: None,
+                device_info: None,
+            })
             .collect();
         let mut info = None;
         let mut requested = None;
         let mut devices = None;
+        // The selected delegates' resources, from the first selected delegate's index on.
+        let mut resources = (0, Vec::new());
+        let devinfo = Path::new(kubernetes::devices::DEVINFO_DIR);
         if let Some(k) = &kube {
             let mut selection = kubernetes::select(k, &config.conf, &args.args, &config.delegates)?;
             // Only for networks that name a device-plugin resource: otherwise nothing runs.
-            devices = kubernetes::devices::assign(&k.kubelet, &args.args, &mut selection)?;
+            devices = kubernetes::devices::assign(&k.kubelet, &args.args, &args.container_id, devinfo, &mut selection)?;
+            resources = (config.delegates.len(), selection.resources);
             config.delegates.extend(selection.delegates);
             networks.extend(selection.networks);
             info = selection.info;
@@ -64,8 +73,19 @@ impl Plugin for Delegator {
         let mode = result_mode(&config.conf, config.delegates.len())?;
         let pod = Pod::from_args(&args.args);
         let status = kube.as_ref().and_then(|k| status::path(&k.status_dir, &pod, &args.container_id));
-        let report = Report { mode, networks, status, pod_uid: pod.uid, requested, replaced: None };
+        let mut report = Report { mode, networks, status, pod_uid: pod.uid, requested, replaced: None };
+        let staged = devices.is_some();
+        let forget = || kubernetes::devices::forget(devinfo, &args.container_id);
         let mut m = MetaCommand::new(config, args, &RULES)?;
+        // The device-info files last before the delegates run: every failure from here on
+        // removes them.
+        if staged {
+            let selected = m.config.delegates.iter().skip(resources.0).zip(&resources.1);
+            if let Err(e) = kubernetes::devices::stage(devinfo, selected) {
+                forget();
+                return Err(e);
+            }
+        }
         if let Some(line) = info {
             m.log.info(line);
         }
@@ -79,9 +99,17 @@ impl Plugin for Delegator {
             Ok(r) => r,
             Err(e) => {
                 remove_status(&report, &mut m);
+                if staged {
+                    forget();
+                }
                 return Err(e);
             }
         };
+        if staged {
+            for (n, d) in report.networks.iter_mut().zip(&m.config.delegates) {
+                n.device_info = kubernetes::devices::device_info(&d.runtime_config);
+            }
+        }
         let ifnames: Vec<String> = m.config.delegates.iter().map(|d| d.ifname.clone()).collect();
         let fresh = vec![true; ifnames.len()];
         match finish(&mut m, args, &report, &results, &ifnames, &fresh) {
@@ -93,6 +121,9 @@ impl Plugin for Delegator {
                     msg.push_str(&format!("; rollback incomplete, state kept for DEL: {}", d.msg));
                 }
                 remove_status(&report, &mut m);
+                if staged {
+                    forget();
+                }
                 let e = CniError { code: e.code, msg, details: e.details };
                 m.log.error(&e);
                 Err(e)
@@ -104,12 +135,13 @@ impl Plugin for Delegator {
         // The document's path comes from today's configuration and the runtime's CNI_ARGS (the
         // same on DEL for containerd and CRI-O); a configuration that no longer parses only
         // loses the document, never the DEL.
-        let status = args
-            .conf()
-            .ok()
-            .and_then(|c| kubernetes::Config::parse(c).ok().flatten())
-            .and_then(|k| status::path(&k.status_dir, &Pod::from_args(&args.args), &args.container_id));
+        let kube = args.conf().ok().and_then(|c| kubernetes::Config::parse(c).ok().flatten());
+        let status =
+            kube.as_ref().and_then(|k| status::path(&k.status_dir, &Pod::from_args(&args.args), &args.container_id));
         let deleted = MetaCommand::open(args, &RULES).and_then(|mut m| m.del());
+        if kube.is_some() && deleted.is_ok() {
+            kubernetes::devices::forget(Path::new(kubernetes::devices::DEVINFO_DIR), &args.container_id);
+        }
         let removed = status.map_or(Ok(()), |p| status::remove(&p));
         deleted.and(removed)
     }

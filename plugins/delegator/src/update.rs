@@ -285,8 +285,13 @@ fn status_networks(u: &Updated) -> Vec<StatusNetwork> {
         .iter()
         .enumerate()
         .map(|(i, a)| match &a.selector {
-            Some(s) => kubernetes::status_network(s),
-            None => StatusNetwork { name: a.name.clone(), default: i == 0, default_route: None },
+            Some(s) => StatusNetwork {
+                // A kept attachment's device-info stays what its file holds (a hot-plugged
+                // network is given no device: only ADD looks devices up).
+                device_info: a.capability_args.as_ref().and_then(kubernetes::devices::device_info),
+                ..kubernetes::status_network(s)
+            },
+            None => StatusNetwork { name: a.name.clone(), default: i == 0, default_route: None, device_info: None },
         })
         .collect()
 }

@@ -137,6 +137,9 @@ pub struct StatusNetwork {
     pub default: bool,
     /// The gateways of `default-route`, when its element asked for it.
     pub default_route: Option<Vec<IpAddr>>,
+    /// `device-info` (NPWG device-info spec), for a network given a device: what its
+    /// device-info file held after the ADD ([`devices::device_info`]).
+    pub device_info: Option<Value>,
 }
 
 /// What the annotation selects: the delegates to append and how the status names them.
@@ -191,6 +194,7 @@ pub fn status_network(selector: &str) -> StatusNetwork {
         name: v.get("network").and_then(Value::as_str).unwrap_or_default().to_string(),
         default: false,
         default_route,
+        device_info: None,
     }
 }
 
@@ -263,6 +267,7 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -
             name: network.clone(),
             default: false,
             default_route: e.default_route.clone(),
+            device_info: None,
         });
     }
     Ok(out)

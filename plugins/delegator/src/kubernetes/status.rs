@@ -96,6 +96,11 @@ pub fn document(attachments: &[(&AnyResult, &str, &StatusNetwork)], links: &[Lin
                 e.insert("mac".into(), mac.into());
             }
             e.insert("default".into(), network.default.into());
+            // On every entry of the network, as Multus puts it (nad-client
+            // `CreateNetworkStatuses`: one device, however many interfaces it shows).
+            if let Some(info) = &network.device_info {
+                e.insert("device-info".into(), info.clone());
+            }
             if pos == own {
                 if !r.dns.is_empty() {
                     let mut dns = Map::new();

@@ -485,11 +485,12 @@ fn status_documents_one_entry_per_sandbox_interface() {
     let r2 =
         AnyResult::create_from_value("0.2.0", &json!({"cniVersion": "0.2.0", "ip4": {"ip": "198.18.1.5/24"}})).unwrap();
     let networks = [
-        StatusNetwork { name: "cluster".into(), default: true, default_route: None },
+        StatusNetwork { name: "cluster".into(), default: true, default_route: None, device_info: None },
         StatusNetwork {
             name: "team-a/plain".into(),
             default: false,
             default_route: Some(vec!["198.18.1.1".parse().unwrap()]),
+            device_info: Some(json!({"type": "pci", "version": "1.1.0", "pci": {"pci-address": "0000:00:1f.2"}})),
         },
     ];
     let links = [cni_netlink::links::Link {
@@ -515,7 +516,8 @@ fn status_documents_one_entry_per_sandbox_interface() {
             {"name": "cluster", "interface": "eth0", "ips": ["198.18.0.5"], "mac": "02:00:00:00:00:02", "default": true,
              "dns": {"nameservers": ["198.18.0.53"], "search": ["svc"]}},
             {"name": "team-a/plain", "interface": "net1", "ips": ["198.18.1.5"], "mac": "02:00:00:00:00:09", "default": false,
-             "default-route": ["198.18.1.1"]}
+             "default-route": ["198.18.1.1"],
+             "device-info": {"type": "pci", "version": "1.1.0", "pci": {"pci-address": "0000:00:1f.2"}}}
         ])
     );
     let d = Dir::new("status");
