@@ -206,11 +206,13 @@ impl Plugin for Updater {
         let requested = selection.requested;
         let mut report = Report {
             mode: result_mode(&m.config.conf, held.updated.attachments.len())?,
-            networks: status_networks(&held.updated),
+            networks: status_networks(&held.updated, before.default_network.as_deref()),
             status: None,
             pod_uid: pod.uid,
             requested: requested.clone(),
             replaced: replaced.clone(),
+            // The primary ADD attached stays, as ADD named it: an update never swaps it.
+            default_network: before.default_network.clone(),
         };
         let done = match failure {
             Some(e) => Err(e),
@@ -248,7 +250,7 @@ impl Plugin for Updater {
                     unsettled: unsettled.as_ref().map(|_| (requested.as_deref(), why.as_str())),
                     ..status::Record::default()
                 };
-                report.networks = status_networks(&held.updated);
+                report.networks = status_networks(&held.updated, before.default_network.as_deref());
                 let (results, ifnames, _) = parts(&held.updated);
                 write_status(&mut m, args, &report, path, (&results, &ifnames), links, record)?;
             }
@@ -278,15 +280,17 @@ impl Plugin for Updater {
     }
 }
 
-/// The network-status entries of what the update left: the configured delegates by name, the
-/// selected ones by their selector.
-fn status_networks(u: &Updated) -> Vec<StatusNetwork> {
+/// The network-status entries of what the update left: the configured delegates by name (the
+/// first by `primary`, the pod's default network, when ADD put one in its place), the selected
+/// ones by their selector.
+fn status_networks(u: &Updated, primary: Option<&str>) -> Vec<StatusNetwork> {
     u.attachments
         .iter()
         .enumerate()
-        .map(|(i, a)| match &a.selector {
-            Some(s) => kubernetes::status_network(s),
-            None => StatusNetwork { name: a.name.clone(), default: i == 0, default_route: None },
+        .map(|(i, a)| match (&a.selector, primary) {
+            (Some(s), _) => kubernetes::status_network(s),
+            (None, Some(p)) if i == 0 => StatusNetwork { name: p.to_string(), default: true, default_route: None },
+            (None, _) => StatusNetwork { name: a.name.clone(), default: i == 0, default_route: None },
         })
         .collect()
 }
