@@ -83,7 +83,11 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, ifname: &str) -> Result<Op
         (Some(ns), None) => format!("{ns}/?"),
         _ => "?".to_string(),
     };
-    let fail = |network: Option<String>, problem| SelectionError::DefaultNetwork { pod: pod.clone(), network, problem };
+    let fail = |network: Option<String>, problem| SelectionError::DefaultNetwork {
+        pod: pod.clone(),
+        network,
+        problem: Box::new(problem),
+    };
     let mut elements = annotation::parse(value).map_err(|e| match e {
         SelectionError::Element { problem, .. } => fail(None, problem),
         SelectionError::Malformed(why) => fail(None, Problem::NotOne(why)),

@@ -40,9 +40,9 @@ pub enum SelectionError {
         pod: String,
         /// `namespace/name`, once resolved.
         network: Option<String>,
-        /// What is wrong.
+        /// What is wrong (boxed: every selection result carries this error's size).
         #[source]
-        problem: Problem,
+        problem: Box<Problem>,
     },
 }
 
