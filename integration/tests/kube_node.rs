@@ -801,8 +801,10 @@ fn requests_of(c: &Cluster, node: &str, mark: usize) -> Vec<String> {
 }
 
 #[test]
-fn the_agent_sends_one_patch_per_pod_start_and_no_request_at_rest() {
-    let Some(c) = Cluster::lock("the_agent_sends_one_patch_per_pod_start_and_no_request_at_rest") else {
+fn the_agent_sends_one_patch_and_an_event_per_interface_per_pod_start_and_no_request_at_rest() {
+    let Some(c) =
+        Cluster::lock("the_agent_sends_one_patch_and_an_event_per_interface_per_pod_start_and_no_request_at_rest")
+    else {
         return;
     };
     // A short safety-net period (--status-rescan 2), so that several pass in the test; the
@@ -835,9 +837,14 @@ fn the_agent_sends_one_patch_per_pod_start_and_no_request_at_rest() {
         || c.agent_log("node1"),
     );
     // (Only this test's pods: a restarted agent also publishes what else is on the node once.)
-    let ours = format!(" pods in {}", ns.name);
-    let started: Vec<String> = requests_of(&c, "node1", mark).into_iter().filter(|r| r.contains(&ours)).collect();
-    assert_eq!(started, vec![format!("patch{ours}"); 3], "per pod start: one patch, nothing else");
+    // Per pod start: the network-status patch, then one AddedInterface Event per interface
+    // (eth0 and net1 here), sent after it; nothing else (3 pods may interleave: counted).
+    let ours = format!(" in {}", ns.name);
+    let mut started: Vec<String> = requests_of(&c, "node1", mark).into_iter().filter(|r| r.ends_with(&ours)).collect();
+    started.sort();
+    let mut want = vec![format!("create events{ours}"); 6];
+    want.extend(vec![format!("patch pods{ours}"); 3]);
+    assert_eq!(started, want, "per pod start: one patch and an Event per interface, nothing else");
     report(&format!("requests of node1's agent for 3 pod starts: {:?}", requests_of(&c, "node1", mark)));
 
     // At rest: five more rescan periods with 3 published pods — no request at all.
