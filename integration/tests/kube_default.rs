@@ -22,11 +22,11 @@ impl<F: FnMut()> Drop for Defer<F> {
 }
 
 /// A NAD `ns/name` of a bridge network of its own (no gateway) with host-local addresses from
-/// `198.18.<net>.0/24`; host-local keeps its leases in `/var/lib/cni/networks/<name>`.
+/// `198.18.<net>.0/24` on the bridge `brd<net>` (interface names have at most 15 characters); host-local keeps its leases in `/var/lib/cni/networks/<name>`.
 fn nad(ns: &str, name: &str, net: u8) -> String {
     let config = json!({
         "cniVersion": "1.0.0", "name": name,
-        "plugins": [{"type": "bridge", "bridge": format!("br-{name}"), "isGateway": false, "ipMasq": false,
+        "plugins": [{"type": "bridge", "bridge": format!("brd{net}"), "isGateway": false, "ipMasq": false,
                      "ipam": {"type": "host-local", "ranges": [[{"subnet": format!("198.18.{net}.0/24")}]]}}]
     });
     json!({
