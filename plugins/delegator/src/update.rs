@@ -337,3 +337,30 @@ fn restore_default_routes(
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// An update names the primary as ADD did: the pod's default network (recorded in the
+    /// status file) stays `namespace/name` with `default: true`; the selected ones by selector.
+    #[test]
+    fn the_default_network_keeps_its_name_across_an_update() {
+        let att = |name: &str, selector: Option<String>| -> braid_attach::plan::Attachment {
+            serde_json::from_value(serde_json::json!({"name": name, "config": {}, "selector": selector})).unwrap()
+        };
+        let u = Updated {
+            attachments: vec![att("ovn", None), att("blue", Some(r#"{"network":"team-a/blue"}"#.into()))],
+            results: Vec::new(),
+            added: vec![false, true],
+            removed: Vec::new(),
+            failure: None,
+        };
+        let named: Vec<(String, bool)> =
+            status_networks(&u, Some("kube-system/ovn")).into_iter().map(|n| (n.name, n.default)).collect();
+        assert_eq!(named, [("kube-system/ovn".to_string(), true), ("team-a/blue".to_string(), false)]);
+        let named: Vec<String> = status_networks(&u, None).into_iter().map(|n| n.name).collect();
+        assert_eq!(named, ["ovn", "team-a/blue"], "without an override: the cluster network's own name");
+    }
+}
