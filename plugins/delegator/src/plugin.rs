@@ -28,6 +28,10 @@ pub(crate) struct Report {
     pub(crate) requested: Option<String>,
     /// The default routes a kept attachment's `default-route` replaced before (an update's).
     pub(crate) replaced: Option<status::Replaced>,
+    /// The pod's default network (`v1.multus-cni.io/default-network`) that took the cluster
+    /// network's place, `namespace/name`: recorded in the status file, so that an update
+    /// names the primary as ADD did.
+    pub(crate) default_network: Option<String>,
 }
 
 impl Plugin for Delegator {
@@ -59,7 +63,21 @@ impl Plugin for Delegator {
         // The selected delegates' resources, from the first selected delegate's index on.
         let mut resources = (0, Vec::new());
         let devinfo = Path::new(kubernetes::devices::DEVINFO_DIR);
+        let mut primary = None;
         if let Some(k) = &kube {
+            // The pod's own primary in the cluster network's place (its first delegate).
+            if let Some(p) = kubernetes::default_network::select(k, &config.conf, &args.args, &args.ifname)? {
+                if let (Some(d), Some(n)) = (config.delegates.first_mut(), networks.first_mut()) {
+                    primary = Some(format!(
+                        "default network {} (pod annotation {}) in place of {}",
+                        p.network.name,
+                        kubernetes::names::DEFAULT_NETWORK,
+                        d.name()
+                    ));
+                    *d = p.delegate;
+                    *n = p.network;
+                }
+            }
             let mut selection = kubernetes::select(k, &config.conf, &args.args, &config.delegates)?;
             // Only for networks that name a device-plugin resource: otherwise nothing runs.
             devices = kubernetes::devices::assign(&k.kubelet, &args.args, &args.container_id, devinfo, &mut selection)?;
@@ -73,7 +91,9 @@ impl Plugin for Delegator {
         let mode = result_mode(&config.conf, config.delegates.len())?;
         let pod = Pod::from_args(&args.args);
         let status = kube.as_ref().and_then(|k| status::path(&k.status_dir, &pod, &args.container_id));
-        let mut report = Report { mode, networks, status, pod_uid: pod.uid, requested, replaced: None };
+        let default_network = primary.as_ref().map(|_| networks[0].name.clone());
+        let mut report =
+            Report { mode, networks, status, pod_uid: pod.uid, requested, replaced: None, default_network };
         let staged = devices.is_some();
         let forget = || kubernetes::devices::forget(devinfo, &args.container_id);
         let mut m = MetaCommand::new(config, args, &RULES)?;
@@ -87,6 +107,9 @@ impl Plugin for Delegator {
             }
         }
         if let Some(line) = info {
+            m.log.info(line);
+        }
+        if let Some(line) = primary {
             m.log.info(line);
         }
         if let Some(line) = devices {
@@ -296,13 +319,16 @@ pub(crate) fn write_status(
             None if status::needs_links(&atts) => m.pod.links()?,
             None => Vec::new(),
         };
+        let (doc, addresses) = status::with_addresses(&atts, &links);
         let record = status::Record {
             pod_uid: report.pod_uid.as_deref(),
             sandbox: Some((&args.netns, &args.ifname)),
             requested: report.requested.as_deref(),
+            default_network: report.default_network.as_deref(),
+            addresses: Some(&addresses),
             ..record
         };
-        status::write(path, &status::file(status::document(&atts, &links), record))?;
+        status::write(path, &status::file(doc, record))?;
     }
     Ok(())
 }
