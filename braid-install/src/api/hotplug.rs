@@ -48,7 +48,7 @@
 
 use super::call::call;
 use super::retry::Retries;
-use super::status::PodKey;
+use super::status_files::PodKey;
 use super::Agent;
 use crate::metrics::Verb;
 use futures::stream::FuturesUnordered;
@@ -259,7 +259,8 @@ pub async fn run(client: kube::Client, agent: Agent, h: Hotplug, mut stop: tokio
             continue;
         }
         // One read of the status directory for all the pods looked at.
-        let files = if touched.is_empty() { BTreeMap::new() } else { super::status::newest_of(&agent.status_dir) };
+        let files =
+            if touched.is_empty() { BTreeMap::new() } else { super::status_files::newest_of(&agent.status_dir) };
         let now = tokio::time::Instant::now();
         for key in touched {
             if busy.contains(&key) {

@@ -24,6 +24,7 @@ pub mod nads;
 pub mod retry;
 pub mod static_pod;
 pub mod status;
+pub mod status_files;
 pub mod status_index;
 
 use crate::error::InstallError;

@@ -26,6 +26,7 @@
 //! of it. When a pod has files of several sandboxes, the newest is published.
 
 use super::call::{call, Failure};
+use super::status_files::{PodKey, Version};
 use super::Agent;
 use crate::log_changed;
 use crate::metrics::Verb;
@@ -35,7 +36,6 @@ use inotify::{Inotify, WatchMask};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
@@ -47,70 +47,6 @@ pub const ANNOTATION: &str = "k8s.v1.cni.cncf.io/network-status";
 pub const IN_FLIGHT: usize = 4;
 /// First and last retry delay while the API server fails.
 const BACKOFF: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(30));
-
-/// A pod, as its status file names it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct PodKey {
-    /// Its namespace.
-    pub namespace: String,
-    /// Its name.
-    pub name: String,
-}
-
-impl std::fmt::Display for PodKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
-
-/// The pod a status file is for: `<namespace>_<pod>_<container ID>.json` (namespaces and pod
-/// names have no `_`; the delegator writes no other name). Temporary files (`.`-prefixed) and
-/// anything else are not.
-pub fn pod_of(file_name: &str) -> Option<PodKey> {
-    if file_name.starts_with('.') {
-        return None;
-    }
-    let stem = file_name.strip_suffix(".json")?;
-    let (namespace, rest) = stem.split_once('_')?;
-    let (name, container) = rest.split_once('_')?;
-    (!namespace.is_empty() && !name.is_empty() && !container.is_empty())
-        .then(|| PodKey { namespace: namespace.into(), name: name.into() })
-}
-
-/// One version of a status file: which file, and its modification time and size. A new
-/// document is a new version (the delegator renames a new file into place).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Version {
-    /// The file.
-    pub path: PathBuf,
-    /// Its modification time.
-    pub modified: SystemTime,
-    /// Its size.
-    pub len: u64,
-}
-
-/// The pod's newest status file (by modification time, then name); `None` when it has none.
-pub fn newest(dir: &Path, pod: &PodKey) -> Option<Version> {
-    newest_of(dir).remove(pod)
-}
-
-/// Every pod's newest status file: one `read_dir` and a `stat` per file.
-pub fn newest_of(dir: &Path) -> BTreeMap<PodKey, Version> {
-    let mut best: BTreeMap<PodKey, Version> = BTreeMap::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let Some(pod) = pod_of(&e.file_name().to_string_lossy()) else { continue };
-        let Ok(meta) = e.metadata() else { continue };
-        let Ok(modified) = meta.modified() else { continue };
-        let v = Version { path: e.path(), modified, len: meta.len() };
-        match best.get(&pod) {
-            Some(b) if (b.modified, &b.path) >= (v.modified, &v.path) => {}
-            _ => {
-                best.insert(pod, v);
-            }
-        }
-    }
-    best
-}
 
 /// A status file's content.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -465,6 +401,8 @@ fn failed(agent: &Agent, pod: &PodKey, v: &Version, doing: &str, f: Failure) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::status_files::{newest, newest_of, pod_of};
+    use std::path::PathBuf;
 
     #[test]
     fn file_names() {

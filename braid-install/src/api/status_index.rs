@@ -5,7 +5,7 @@
 //! scan (and every `--status-rescan`, and an inotify queue overflow) reads the directory once;
 //! between them each inotify event `stat`s the one file it names.
 
-use super::status::{pod_of, PodKey, Version};
+use super::status_files::{pod_of, PodKey, Version};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -53,7 +53,7 @@ impl Index {
         Some(pod)
     }
 
-    /// The pod's newest file (by modification time, then name), as [`super::status::newest`]
+    /// The pod's newest file (by modification time, then name), as [`super::status_files::newest`]
     /// finds it, without reading the directory.
     pub fn newest(&self, pod: &PodKey) -> Option<Version> {
         self.files.get(pod)?.values().max_by(|a, b| (a.modified, &a.path).cmp(&(b.modified, &b.path))).cloned()
@@ -112,7 +112,7 @@ mod tests {
         assert_eq!(idx.scans, 1);
         // It agrees with the directory.
         let mut fresh = Index::default();
-        assert_eq!(fresh.rescan(&d), super::super::status::newest_of(&d));
+        assert_eq!(fresh.rescan(&d), super::super::status_files::newest_of(&d));
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
