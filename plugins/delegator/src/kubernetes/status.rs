@@ -42,7 +42,7 @@ pub fn path(dir: &Path, pod: &Pod, container_id: &str) -> Option<PathBuf> {
     (safe(ns) && safe(name) && safe(container_id)).then(|| dir.join(format!("{ns}_{name}_{container_id}.json")))
 }
 
-/// Whether [`document`] needs the pod's links: some interface it lists has no MAC in its
+/// Whether [`with_addresses`] needs the pod's links: some interface it lists has no MAC in its
 /// result (or a result lists no interface in the pod, as 0.1.0/0.2.0 results never do).
 pub fn needs_links(attachments: &[(&AnyResult, &str, &StatusNetwork)]) -> bool {
     attachments.iter().any(|(result, _, _)| {
@@ -60,7 +60,10 @@ pub fn document(attachments: &[(&AnyResult, &str, &StatusNetwork)], links: &[Lin
     with_addresses(attachments, links).0
 }
 
-/// [`document`], and beside it each listed interface's addresses with their prefix lengths
+/// The network-status document — for each attachment (its result, interface name and network)
+/// one entry per interface of its result that lives in the pod namespace (one for `ifname` when
+/// its result lists none, as 0.1.0/0.2.0 results never do), MACs missing from results filled
+/// from `links` — and beside it each listed interface's addresses with their prefix lengths
 /// (`{"net1": ["198.18.5.7/24"]}`; the document's `ips` have none): what the node agent's
 /// `AddedInterface` Events say, as Multus's do ("Add net1 [198.18.5.7/24] from ns/name").
 pub fn with_addresses(attachments: &[(&AnyResult, &str, &StatusNetwork)], links: &[Link]) -> (Value, Value) {
