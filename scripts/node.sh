@@ -507,17 +507,33 @@ crio_node() {
   # - this kernel has no hugetlb cgroup hierarchy, and runc fails any container with
   #   hugepageLimits then ("cannot set hugetlb limit: container could not join or create
   #   cgroup"); the kubelet sends them for every page size, containerd drops them when the
-  #   controller is absent, and so does this.
+  #   controller is absent, and so does this;
+  # - a privileged container (braid's hot-plug agent) gets every capability CRI-O knows, and
+  #   runc fails to grant one the runtime itself lacks ("unable to apply caps: operation not
+  #   permitted": CAP_SYS_RESOURCE here); containerd gives a privileged container the
+  #   capabilities of its own bounding set, and so does this.
   cat > "$r/crio/runc" <<EOF
 #!/bin/sh
 own="\$(cat /proc/self/oom_score_adj)"
 hugetlb=false; [ -d /sys/fs/cgroup/hugetlb ] || [ -e /sys/fs/cgroup/cgroup.controllers ] && hugetlb=true
+bnd="0x\$(sed -n 's/^CapBnd:[[:space:]]*//p' /proc/self/status)"
+have=
+i=0
+for c in CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID KILL SETGID SETUID SETPCAP LINUX_IMMUTABLE \
+    NET_BIND_SERVICE NET_BROADCAST NET_ADMIN NET_RAW IPC_LOCK IPC_OWNER SYS_MODULE SYS_RAWIO SYS_CHROOT \
+    SYS_PTRACE SYS_PACCT SYS_ADMIN SYS_BOOT SYS_NICE SYS_RESOURCE SYS_TIME SYS_TTY_CONFIG MKNOD LEASE \
+    AUDIT_WRITE AUDIT_CONTROL SETFCAP MAC_OVERRIDE MAC_ADMIN SYSLOG WAKE_ALARM BLOCK_SUSPEND AUDIT_READ \
+    PERFMON BPF CHECKPOINT_RESTORE; do
+  [ \$(( (bnd >> i) & 1 )) -eq 1 ] && have="\$have\${have:+,}\"CAP_\$c\""
+  i=\$((i + 1))
+done
 prev=
 for a in "\$@"; do
   if [ "\$prev" = --bundle ] || [ "\$prev" = -b ]; then
-    $(command -v jq) -c --argjson own "\$own" --argjson hugetlb "\$hugetlb" \
+    $(command -v jq) -c --argjson own "\$own" --argjson hugetlb "\$hugetlb" --argjson have "[\$have]" \
       '(if (.process.oomScoreAdj // \$own) < \$own then .process.oomScoreAdj = \$own else . end)
-       | (if \$hugetlb or (.linux.resources.hugepageLimits == null) then . else del(.linux.resources.hugepageLimits) end)' \
+       | (if \$hugetlb or (.linux.resources.hugepageLimits == null) then . else del(.linux.resources.hugepageLimits) end)
+       | (if .process.capabilities == null then . else .process.capabilities |= map_values(map(select(. as \$c | \$have | index(\$c)))) end)' \
       "\$a/config.json" > "\$a/config.json.braid" && mv "\$a/config.json.braid" "\$a/config.json"
   fi
   prev="\$a"
