@@ -18,6 +18,13 @@
 #                                   one part by name: etcd, kube-apiserver,
 #                                   kube-controller-manager, kube-scheduler, and per node
 #                                   containerd-nodeN, kubelet-nodeN, kube-proxy-nodeN
+#   scripts/node.sh deviceplugin NODE [ARGS…]
+#                                   starts braid's test device plugin (integration/node/deviceplugin)
+#                                   on NODE as the part deviceplugin-NODE, registered with that
+#                                   node's kubelet (ARGS: its flags, e.g. `-resource
+#                                   braid.test/fakevf -count 4`); `stop deviceplugin-NODE` stops
+#                                   it by its PID, `down` too. A kubelet restarted forgets its
+#                                   device plugins: `restart deviceplugin-NODE` registers again
 #   scripts/node.sh compact         compacts etcd at its current revision (what makes a watch
 #                                   resumed from before it answer 410 Gone)
 #   scripts/node.sh image TAG DIR ENTRYPOINT
@@ -690,7 +697,7 @@ down() {
   [ "$(id -u)" -eq 0 ] || die "needs root"
   [ -d "$D" ] || { log "nothing in $D"; return 0; }
   local part n i pids
-  for part in "$D"/pids/kubelet-node* "$D"/pids/kube-proxy-node* "$D"/pids/kube-scheduler "$D"/pids/kube-controller-manager \
+  for part in "$D"/pids/deviceplugin-node* "$D"/pids/kubelet-node* "$D"/pids/kube-proxy-node* "$D"/pids/kube-scheduler "$D"/pids/kube-controller-manager \
     "$D"/pids/kube-apiserver "$D"/pids/etcd "$D"/pids/containerd-node* "$D"/pids/crio-node*; do
     if [ -e "$part" ]; then stop "$(basename "$part")"; fi
   done
@@ -719,6 +726,32 @@ down() {
   log "down: $D removed"
 }
 
+# braid's test device plugin on node N, as a part: defined anew with these flags, started, and
+# waited for until it registered with the kubelet. A kubelet just (re)started may refuse the
+# registration until its device manager serves (the plugin then exits): started again then,
+# for up to a minute.
+deviceplugin() {
+  local n="${1#node}" part; shift
+  [ -e "$D/nodes" ] || die "no cluster in $D (scripts/node.sh up)"
+  case "$n" in ''|*[!0-9]*) die "deviceplugin takes a node name (node1…), not '$n'";; esac
+  [ "$n" -ge 1 ] && [ "$n" -le "$(nodes)" ] || die "no node$n in $D"
+  part="deviceplugin-node$n"
+  stop "$part"
+  define "$part" "$n" "$(bin_dir)/braid-deviceplugin" -dir /var/lib/kubelet/device-plugins "$@"
+  : > "$D/logs/$part.log" 2>/dev/null || true
+  local i
+  for i in $(seq 1 120); do
+    running "$part" || start "$part"
+    if grep -q "registered " "$D/logs/$part.log"; then
+      cat "$D/pids/$part"
+      return 0
+    fi
+    sleep 0.5
+  done
+  stop "$part"
+  die "the device plugin on node$n did not register: $D/logs/$part.log"
+}
+
 compact() {
   local rev
   rev="$(in_node 1 curl -sf -X POST http://127.0.0.1:2379/v3/kv/range -d '{"key":"AA=="}' \
@@ -740,6 +773,7 @@ case "$cmd" in
   stop) stop "${1:?stop takes a part}" ;;
   restart) stop "${1:?restart takes a part}"; start "$1" ;;
   compact) compact ;;
+  deviceplugin) deviceplugin "${1:?deviceplugin takes a node name}" "${@:2}" ;;
   image) import_image "${1:?image takes a tag}" "${2:?and a directory}" "${3:?and an entrypoint}" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
 esac

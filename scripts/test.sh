@@ -110,7 +110,7 @@ mkdir -p target/node-tools
 ln -sfn "$node_bin/kubectl" target/node-tools/kubectl
 export PATH="$PWD/target/node-tools:$PATH"
 
-# A two-node cluster for integration/tests/kube_node.rs (root only), down again on exit. If it
+# A two-node cluster for integration/tests/kube_node.rs and kube_devices.rs (root only), down again on exit. If it
 # does not come up, BRAID_NODE_DIR stays unset: those tests then fail under
 # BRAID_REQUIRE_ROOT_TESTS=1 (and print SKIPPED otherwise).
 node_dir=""

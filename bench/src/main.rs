@@ -22,14 +22,14 @@ mod stats;
 mod verdict;
 
 use braid_integration::{Netns, TempDir};
-use cases::{attach, chains, footprint, hotplug, kube, latency, merge, node, verifier};
+use cases::{attach, chains, devices, footprint, hotplug, kube, latency, merge, node, verifier};
 use report::say;
 use std::io::Write;
 use std::path::PathBuf;
 use verdict::Verdict;
 
 /// The cases by the name `--only` selects them with, in the order they run.
-pub const CASES: [&str; 19] = [
+pub const CASES: [&str; 20] = [
     "version",
     "exec-floor",
     "delegator",
@@ -44,6 +44,7 @@ pub const CASES: [&str; 19] = [
     "vmtap",
     "kube",
     "hotplug",
+    "devices",
     "sizes",
     "rss",
     "crash",
@@ -130,6 +131,9 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
     }
     if run("hotplug", "hot-plug on the real node: kubectl annotate → interface, → network-status") {
         take(hotplug::hotplug(&w)?);
+    }
+    if run("devices", "a network naming a device-plugin resource vs one naming none, on the real kubelet") {
+        take(devices::devices(&w)?);
     }
     if run("sizes", "binary sizes") {
         take(footprint::sizes(&w));

@@ -32,6 +32,8 @@ pub fn render(o: &Options, primary: &Primary) -> Vec<u8> {
                 "globalNamespaces": o.global_namespaces,
                 "statusDir": o.status_dir,
                 "podResourcesSocket": o.pod_resources_socket,
+                "defaultNetworkNamespace": o.default_network_namespace,
+                "defaultNetworkPodNamespace": o.default_network_pod_namespace,
             }
         }]
     });
@@ -102,7 +104,8 @@ mod tests {
         assert_eq!(
             d["kubernetes"],
             json!({"networksDir": "/etc/cni/braid.d", "globalNamespaces": ["default"], "statusDir": "/run/braid/network-status",
-                   "podResourcesSocket": "/var/lib/kubelet/pod-resources/kubelet.sock"})
+                   "podResourcesSocket": "/var/lib/kubelet/pod-resources/kubelet.sock",
+                   "defaultNetworkNamespace": "kube-system", "defaultNetworkPodNamespace": false})
         );
     }
 

@@ -41,6 +41,17 @@ pub struct Options {
     /// the kubelet's default `/var/lib/kubelet/pod-resources/kubelet.sock`): where a network
     /// backed by a device-plugin resource reads the pod's devices.
     pub pod_resources_socket: PathBuf,
+    /// The delegator's `kubernetes.defaultNetworkNamespace` (`--default-network-namespace`,
+    /// `kube-system`, Multus's `multusNamespace`): where a pod's bare
+    /// `v1.multus-cni.io/default-network` name resolves, and whose networks any pod may take as
+    /// its primary.
+    pub default_network_namespace: String,
+    /// The delegator's `kubernetes.defaultNetworkPodNamespace` (`--default-network-pod-namespace`,
+    /// off): a pod may also take a network of its own namespace as its primary.
+    pub default_network_pod_namespace: bool,
+    /// `AddedInterface` Events on pods once their network-status is published (API mode; on
+    /// unless `--no-interface-events`).
+    pub interface_events: bool,
     /// The mounted ConfigMap of network definitions (`--networks-configmap`), in the container.
     pub configmap_dir: Option<PathBuf>,
     /// Where the plugin binaries are taken from (`--source-dir`; the installer's own directory).
@@ -97,6 +108,9 @@ impl Default for Options {
             state_dir: PathBuf::from("/var/lib/cni/braid"),
             global_namespaces: vec!["default".into()],
             pod_resources_socket: PathBuf::from("/var/lib/kubelet/pod-resources/kubelet.sock"),
+            default_network_namespace: "kube-system".into(),
+            default_network_pod_namespace: false,
+            interface_events: true,
             configmap_dir: None,
             source_dir: None,
             wait: Duration::from_secs(300),
@@ -147,6 +161,12 @@ mounted ConfigMap, then keeps them current (or exits with --once).
   --global-namespaces LIST  kubernetes.globalNamespaces, comma-separated [default]
   --pod-resources-socket F  the kubelet's pod-resources socket (node path)
                             [/var/lib/kubelet/pod-resources/kubelet.sock]
+  --default-network-namespace NS
+                            where a bare v1.multus-cni.io/default-network name resolves;
+                            its networks may be any pod's primary       [kube-system]
+  --default-network-pod-namespace
+                            a pod may also take a network of its own namespace as its
+                            primary (its NAD writers then choose its pod IPs) [off]
   --networks-configmap DIR  mounted ConfigMap of <namespace>.<name>.conflist keys [none]
   --source-dir DIR          where delegator, merger, verifier (vmtap) are taken from [this program's dir]
   --skip-binaries           do not copy the plugin binaries
@@ -160,6 +180,8 @@ mounted ConfigMap, then keeps them current (or exits with --once).
   --api-timeout SECONDS     abandon (and retry) an API request after this long [10]
   --status-rescan SECONDS   compare the status files' mtimes with what was published this
                             often, for lost inotify events (no API request) [60]
+  --no-interface-events     with --kubernetes-api: no AddedInterface Events on pods
+                            (on by default: one Event per interface of a pod start) [on]
   --hotplug                 with --kubernetes-api: a running pod's networks follow its
                             k8s.v1.cni.cncf.io/networks annotation (needs the node's root
                             at --host-root and root privileges)         [off]
@@ -219,6 +241,8 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
             "--kubernetes-api" => switch(&mut o, |o| o.kubernetes_api = true)?,
             "--hotplug" => switch(&mut o, |o| o.hotplug = true)?,
             "--vmtap" => switch(&mut o, |o| o.vmtap = true)?,
+            "--default-network-pod-namespace" => switch(&mut o, |o| o.default_network_pod_namespace = true)?,
+            "--no-interface-events" => switch(&mut o, |o| o.interface_events = false)?,
             "--host-root"
             | "--cni-bin-dir"
             | "--cni-conf-dir"
@@ -229,6 +253,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
             | "--status-dir"
             | "--state-dir"
             | "--global-namespaces"
+            | "--default-network-namespace"
             | "--pod-resources-socket"
             | "--networks-configmap"
             | "--source-dir"
@@ -277,6 +302,12 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
                             return Err(usage(format!("--global-namespaces: {bad:?} is not a namespace name")));
                         }
                         o.global_namespaces = list;
+                    }
+                    "--default-network-namespace" => {
+                        if !is_dns_label(&v) {
+                            return Err(usage(format!("--default-network-namespace: {v:?} is not a namespace name")));
+                        }
+                        o.default_network_namespace = v;
                     }
                     "--wait" => o.wait = seconds(&flag, &v)?,
                     "--api-timeout" | "--status-rescan" => {
@@ -419,6 +450,10 @@ mod tests {
             &["--conf-file", "00-braid.conf"],
             &["--conf-file", "a/b.conflist"],
             &["--global-namespaces", "Not_A_Label"],
+            &["--default-network-namespace", "Kube_System"],
+            &["--default-network-namespace"],
+            &["--default-network-pod-namespace=yes"],
+            &["--no-interface-events=1"],
             &["--once=yes"],
             &["--once", "--uninstall"],
             &["--once", "--kubernetes-api"],
@@ -451,6 +486,11 @@ mod tests {
             (Duration::from_secs(10), Duration::from_secs(60), None)
         );
         assert!(!d.hotplug, "hot-plug is opt-in");
+        assert!(d.interface_events, "AddedInterface Events are on by default");
+        assert!(!run(&["--kubernetes-api", "--no-interface-events"]).unwrap().interface_events);
+        assert_eq!((d.default_network_namespace.as_str(), d.default_network_pod_namespace), ("kube-system", false));
+        let o = run(&["--default-network-namespace=nets", "--default-network-pod-namespace"]).unwrap();
+        assert_eq!((o.default_network_namespace.as_str(), o.default_network_pod_namespace), ("nets", true));
         assert!(run(&["--kubernetes-api", "--hotplug"]).unwrap().hotplug);
     }
 

@@ -263,7 +263,10 @@ fn the_generated_conflist_wraps_the_primary_by_reference() {
                                "statusDir": "/run/braid/network-status",
                                // --pod-resources-socket's default: the kubelet's own socket,
                                // opened only for networks that name a device resource.
-                               "podResourcesSocket": "/var/lib/kubelet/pod-resources/kubelet.sock"}
+                               "podResourcesSocket": "/var/lib/kubelet/pod-resources/kubelet.sock",
+                               // Where a bare default-network name resolves (Multus's
+                               // multusNamespace default); the pod's own namespace is opt-in.
+                               "defaultNetworkNamespace": "kube-system", "defaultNetworkPodNamespace": false}
             }]
         })
     );

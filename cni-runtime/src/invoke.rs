@@ -451,6 +451,26 @@ fn forward_stderr(outcome: &crate::child_io::ChildOutput) {
     }
 }
 
+/// Makes `command`'s child start with no signal blocked. A process inherits its parent's
+/// signal mask across `execve(2)` (`sigprocmask(2)`: "the signal mask is preserved across
+/// execve"), and Rust's `Command` does not reset it: a parent that blocks SIGTERM and SIGINT to
+/// read them from a signalfd (braid-install's agent) would otherwise start children that
+/// neither signal can stop. Costs a `fork(2)` where `Command` could use `posix_spawn(3)`, so
+/// it is for the programs run off the common path (the agent's updates, the delegator's
+/// `braid-podresources`), not for every delegate.
+pub fn empty_signal_mask(command: &mut std::process::Command) {
+    let empty = nix::sys::signal::SigSet::empty();
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed; it makes one, pthread_sigmask(2) (sigprocmask), with
+    // a set built before the fork, and allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::signal::pthread_sigmask(nix::sys::signal::SigmaskHow::SIG_SETMASK, Some(&empty), None)
+                .map_err(std::io::Error::from)
+        });
+    }
+}
+
 /// Go's interpretation of a failed plugin's output.
 pub fn failure(stdout: &[u8], stderr: &[u8], status: &str) -> InvokeError {
     if stdout.is_empty() {

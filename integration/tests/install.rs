@@ -243,9 +243,11 @@ fn the_image_is_small_and_installs_braid_into_a_host() {
     let p = Podman::new("img");
     let tag = build_image(&p);
     let size: u64 = podman_ok(&p, &["image", "inspect", &tag, "--format", "{{.Size}}"]).trim().parse().unwrap();
-    // The four static binaries: the plugins (about 1 MB each) and the installer, whose
-    // Kubernetes client, TLS and runtime for --kubernetes-api are about 4.9 MB of it.
-    assert!(size < 10_000_000, "the image is {size} bytes");
+    // The six static binaries: the four plugins and braid-podresources (the kubelet's gRPC
+    // client, run only for networks backed by devices), about 1 MB each, and the installer, whose
+    // Kubernetes client, TLS and runtime for --kubernetes-api are about 5.3 MB of it: 10.0 MB
+    // since the fifth plugin-sized binary (issue 48), so the bound is 11 MB.
+    assert!(size < 11_000_000, "the image is {size} bytes");
     eprintln!("image {tag}: {size} bytes");
 
     let host = p.h.dir.path().join("host");

@@ -801,8 +801,10 @@ fn requests_of(c: &Cluster, node: &str, mark: usize) -> Vec<String> {
 }
 
 #[test]
-fn the_agent_sends_one_patch_per_pod_start_and_no_request_at_rest() {
-    let Some(c) = Cluster::lock("the_agent_sends_one_patch_per_pod_start_and_no_request_at_rest") else {
+fn the_agent_sends_one_patch_and_an_event_per_interface_per_pod_start_and_no_request_at_rest() {
+    let Some(c) =
+        Cluster::lock("the_agent_sends_one_patch_and_an_event_per_interface_per_pod_start_and_no_request_at_rest")
+    else {
         return;
     };
     // A short safety-net period (--status-rescan 2), so that several pass in the test; the
@@ -835,9 +837,14 @@ fn the_agent_sends_one_patch_per_pod_start_and_no_request_at_rest() {
         || c.agent_log("node1"),
     );
     // (Only this test's pods: a restarted agent also publishes what else is on the node once.)
-    let ours = format!(" pods in {}", ns.name);
-    let started: Vec<String> = requests_of(&c, "node1", mark).into_iter().filter(|r| r.contains(&ours)).collect();
-    assert_eq!(started, vec![format!("patch{ours}"); 3], "per pod start: one patch, nothing else");
+    // Per pod start: the network-status patch, then one AddedInterface Event per interface
+    // (eth0 and net1 here), sent after it; nothing else (3 pods may interleave: counted).
+    let ours = format!(" in {}", ns.name);
+    let mut started: Vec<String> = requests_of(&c, "node1", mark).into_iter().filter(|r| r.ends_with(&ours)).collect();
+    started.sort();
+    let mut want = vec![format!("create events{ours}"); 6];
+    want.extend(vec![format!("patch pods{ours}"); 3]);
+    assert_eq!(started, want, "per pod start: one patch and an Event per interface, nothing else");
     report(&format!("requests of node1's agent for 3 pod starts: {:?}", requests_of(&c, "node1", mark)));
 
     // At rest: five more rescan periods with 3 published pods — no request at all.
@@ -1214,10 +1221,22 @@ fn networks_added_removed_and_changed_on_a_running_pod_follow_its_annotation() {
     assert_eq!(added["net1"], start["net1"]);
     assert!(added["net2"].1.iter().all(|a| a.starts_with("198.18.82.")), "{added:?}");
     assert_eq!(c.files_on("node1", "/var/lib/cni/networks/blue").iter().filter(|f| f.starts_with("198.")).count(), 1);
-    // What the hot-plug cost in API requests: the one network-status patch, as a pod start.
+    // The added interface gets its AddedInterface Event (after the patch); eth0 and net1,
+    // announced at the pod's start, get none again.
+    let net2 = added["net2"].1[0].clone();
+    let announced = || -> Vec<String> {
+        let ev =
+            c.get(&["events", "-n", "braid-hot", "--field-selector", "involvedObject.name=vm,reason=AddedInterface"]);
+        ev["items"].as_array().unwrap().iter().filter_map(|e| e["message"].as_str().map(str::to_string)).collect()
+    };
+    let want = format!("Add net2 [{net2}] from braid-hot/blue");
+    c.wait("the AddedInterface Event of net2", || announced().contains(&want), || c.agent_log("node1"));
+    assert_eq!(announced().len(), 3, "eth0 and net1 at the start, net2 now: {:?}", announced());
+    // What the hot-plug cost in API requests: the one network-status patch, as a pod start, and
+    // the Event of the one interface it added.
     let ours: Vec<String> =
         requests_of(&c, "node1", mark).into_iter().filter(|r| r.ends_with(" in braid-hot")).collect();
-    assert_eq!(ours, ["patch pods in braid-hot"], "node1's agent for one hot-plug");
+    assert_eq!(ours, ["patch pods in braid-hot", "create events in braid-hot"], "node1's agent for one hot-plug");
 
     // Removed: net1 goes, its address is released; the others stay as they were.
     annotate(&c, "braid-hot", "vm", "blue");

@@ -222,7 +222,7 @@ pub fn fixed_cost(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
 /// `ifname` of the pod namespace (with its MAC, as `ptp` and `bridge` report it) on subnet
 /// 198.18.`subnet`.0/24, and whose DEL does nothing: braid's own work in a cycle, without the
 /// kernel's and a Go plugin's (the veth deletions alone spread a `ptp` cycle by ±12 %).
-fn canned(w: &World, name: &str, ifname: &str, subnet: u8) -> Value {
+pub(super) fn canned(w: &World, name: &str, ifname: &str, subnet: u8) -> Value {
     json!({"cniVersion": "1.0.0", "name": name, "type": "braid-fault", "result": {"cniVersion": "1.0.0",
         "interfaces": [{"name": ifname, "mac": format!("02:00:00:00:{subnet:02x}:02"), "sandbox": w.ctr.path()}],
         "ips": [{"address": format!("198.18.{subnet}.2/24"), "gateway": format!("198.18.{subnet}.1"), "interface": 0}],

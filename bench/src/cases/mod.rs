@@ -12,6 +12,8 @@
 //! * [`footprint`]: binary sizes and peak RSS.
 //! * [`kube`]: the node agent's network-status, from file to pod annotation, on the real node.
 //! * [`hotplug`]: a running pod's networks changed by its annotation, on the real node.
+//! * [`devices`]: a network that names a device-plugin resource beside one that names none
+//!   (the real kubelet's PodResources; no socket, no helper without one, under strace).
 //! * [`real_node`]: the one-node cluster those two share.
 //! * [`node`]: pod bursts on the real node, braid beside Multus thick and thin (run only when
 //!   named: `--only node`).
@@ -21,6 +23,7 @@
 
 pub mod attach;
 pub mod chains;
+pub mod devices;
 pub mod footprint;
 pub mod hotplug;
 pub mod kube;

@@ -20,8 +20,9 @@
 //!   processes' VmHWM, the DaemonSet pod's memory cgroup peak (page cache, pause container and
 //!   the delegates Multus's daemon runs included) and its container's OOM kills;
 //! * API requests per pod by the meta-plugin's ServiceAccount (the audit log's completed
-//!   requests over the burst); for braid, those other than the agent's network-status patch —
-//!   the requests on the pod-start path — must be none;
+//!   requests over the burst, braid's AddedInterface Events among them); for braid, those other
+//!   than the agent's network-status patch and its AddedInterface Events (both sent after the
+//!   pod's ADD, from its status file) — the requests on the pod-start path — must be none;
 //! * after deleting every pod: interfaces, host-local reservations, Multus's cache, braid's
 //!   status files left on the node.
 //!
@@ -326,11 +327,11 @@ fn summarise(
     );
     let all = |m: Meta| results.iter().filter(move |((i, _, _), _)| Meta::ALL[*i] == m).flat_map(|(_, v)| v.iter());
     let start_path: usize = all(Meta::Braid).map(|r| r.start_path_requests).sum();
-    let patches: usize = all(Meta::Braid).map(|r| r.requests - r.start_path_requests).sum();
+    let after: usize = all(Meta::Braid).map(|r| r.requests - r.start_path_requests).sum();
     let pods: usize = all(Meta::Braid).map(|r| r.ready_ms.len()).sum();
     verdicts.push(Verdict::plain(
-        "braid: API requests on the pod-start path (any but the agent's network-status patch)",
-        format!("{start_path} over {pods} pods ({patches} status patches beside)"),
+        "braid: API requests on the pod-start path (any but the agent's network-status patch and AddedInterface Events)",
+        format!("{start_path} over {pods} pods ({after} status patches and AddedInterface Events beside, after the ADD)"),
         "none",
         start_path == 0 && pods > 0,
     ));
@@ -568,8 +569,11 @@ fn burst(c: &Cluster, meta: Meta, n: usize, k: usize, seq: usize) -> Result<Burs
                 continue;
             }
             requests += 1;
+            // The agent's, after the ADD: the status patch, then one AddedInterface Event per
+            // interface (`braid-install --no-interface-events` turns those off).
             let status_patch = e["verb"] == "patch" && e["objectRef"]["resource"] == "pods";
-            if meta != Meta::Braid || !status_patch {
+            let event = e["verb"] == "create" && e["objectRef"]["resource"] == "events";
+            if meta != Meta::Braid || !(status_patch || event) {
                 start_path_requests += 1;
             }
         }

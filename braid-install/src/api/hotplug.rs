@@ -402,20 +402,8 @@ fn update(h: &Hotplug, key: &PodKey, pod: &Seen, sb: &Sandbox) -> Result<(), Str
 /// Makes `command`'s child start with no signal blocked: the agent blocks SIGTERM and SIGINT
 /// (read from a signalfd, [`crate::run`]), and a process inherits its parent's mask across
 /// `execve(2)` — Rust's `Command` does not reset it — so the update and every delegate it runs
-/// could not be stopped by either.
-pub fn empty_signal_mask(command: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
-    let empty = nix::sys::signal::SigSet::empty();
-    // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe calls are allowed; it makes one, pthread_sigmask(2) (sigprocmask), with
-    // a set built before the fork, and allocates nothing.
-    unsafe {
-        command.pre_exec(move || {
-            nix::sys::signal::pthread_sigmask(nix::sys::signal::SigmaskHow::SIG_SETMASK, Some(&empty), None)
-                .map_err(std::io::Error::from)
-        });
-    }
-}
+/// could not be stopped by either. The one implementation, shared with the delegator's helper.
+pub use cni_runtime::invoke::empty_signal_mask;
 
 /// A Warning Event on the pod: what `kubectl describe pod` shows. Created, never retried (the
 /// log line is the record).

@@ -7,7 +7,8 @@
 //!   and mirrored into networksDir ([`crate::nad_mirror`]); a NAD that cannot be mirrored gets
 //!   an Event ([`event`]);
 //! - [`status`]: the delegator's network-status files, watched (inotify) and published as the
-//!   pods' `k8s.v1.cni.cncf.io/network-status` annotation, for pods on this node only;
+//!   pods' `k8s.v1.cni.cncf.io/network-status` annotation, for pods on this node only, each
+//!   interface then announced by an `AddedInterface` Event ([`added`]);
 //! - [`hotplug`] (`--hotplug`): this node's pods watched, a running pod's networks brought to
 //!   its `k8s.v1.cni.cncf.io/networks` annotation when it changes.
 //!
@@ -15,6 +16,7 @@
 //! pods keep starting. Credentials are found the standard way (`kube::Config::infer`: the
 //! `KUBECONFIG` file when set, else the pod's in-cluster ServiceAccount token).
 
+pub mod added;
 pub mod call;
 pub mod event;
 pub mod hotplug;
@@ -56,6 +58,9 @@ pub struct Agent {
     pub metrics: Metrics,
     /// Network hot-plug (`--hotplug`), when on.
     pub hotplug: Option<hotplug::Hotplug>,
+    /// `AddedInterface` Events on pods once their status is published ([`added`]; off with
+    /// `--no-interface-events`).
+    pub interface_events: bool,
 }
 
 impl Agent {
@@ -75,6 +80,7 @@ impl Agent {
             api_timeout: o.api_timeout,
             status_rescan: o.status_rescan,
             metrics,
+            interface_events: o.interface_events,
             hotplug: o.hotplug.then(|| hotplug::Hotplug {
                 host_root: o.host_root.clone(),
                 cni_bin_dir: o.cni_bin_dir.clone(),

@@ -120,6 +120,8 @@ pub struct Document {
     pub pod_uid: Option<String>,
     /// The annotation's value: the NPWG document (a JSON list) as the delegator wrote it.
     pub status: String,
+    /// Its interfaces, as their `AddedInterface` Events report them ([`super::added`]).
+    pub interfaces: Vec<super::added::Added>,
 }
 
 /// The file as the delegator writes it: `{"networkStatus": [...], "podUID": "..."}`; or, from
@@ -131,20 +133,24 @@ pub fn document(bytes: &[u8]) -> Result<Document, String> {
         network_status: &'a serde_json::value::RawValue,
         #[serde(rename = "podUID", default)]
         pod_uid: Option<String>,
+        #[serde(default)]
+        addresses: Option<serde_json::Value>,
     }
     let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_string())?;
     let text = text.strip_suffix('\n').unwrap_or(text);
     let list = |raw: &str| match serde_json::from_str::<serde_json::Value>(raw) {
-        Ok(serde_json::Value::Array(_)) => Ok(raw.to_string()),
+        Ok(v @ serde_json::Value::Array(_)) => Ok((raw.to_string(), v)),
         Ok(_) => Err("not a JSON list (an NPWG network-status document is one)".to_string()),
         Err(e) => Err(format!("not JSON: {e}")),
     };
     if text.trim_start().starts_with('{') {
         let f: File = serde_json::from_str(text).map_err(|e| format!("not a network-status file: {e}"))?;
-        let status = list(f.network_status.get()).map_err(|e| format!("networkStatus: {e}"))?;
-        return Ok(Document { pod_uid: f.pod_uid.filter(|u| !u.is_empty()), status });
+        let (status, v) = list(f.network_status.get()).map_err(|e| format!("networkStatus: {e}"))?;
+        let interfaces = super::added::of_document(&v, f.addresses.as_ref());
+        return Ok(Document { pod_uid: f.pod_uid.filter(|u| !u.is_empty()), status, interfaces });
     }
-    Ok(Document { pod_uid: None, status: list(text)? })
+    let (status, v) = list(text)?;
+    Ok(Document { pod_uid: None, interfaces: super::added::of_document(&v, None), status })
 }
 
 /// What became of one attempt.
@@ -229,8 +235,13 @@ impl Queue {
     }
 }
 
+/// The `AddedInterface` Events this process created (or found created) per pod: names of
+/// [`super::added::name`].
+type Announced = std::rc::Rc<std::cell::RefCell<BTreeMap<PodKey, BTreeSet<String>>>>;
+
 /// Publishes until the process ends.
 pub async fn run(client: kube::Client, agent: Agent) {
+    let announced: Announced = Default::default();
     let mut failing = None;
     let inotify = Inotify::init().and_then(|i| {
         i.watches()
@@ -275,7 +286,9 @@ pub async fn run(client: kube::Client, agent: Agent) {
                 }
             }
             _ = rescan.tick() => {
-                queue.rescan(&index.rescan(&agent.status_dir), Instant::now());
+                let newest = index.rescan(&agent.status_dir);
+                queue.rescan(&newest, Instant::now());
+                announced.borrow_mut().retain(|p, _| newest.contains_key(p));
                 agent.metrics.status_rescans.inc();
             }
             _ = sleep_until(due), if due.is_some() => {}
@@ -293,11 +306,11 @@ pub async fn run(client: kube::Client, agent: Agent) {
             }
         }
         for (pod, attempt) in queue.due(Instant::now()) {
-            let (client, agent) = (client.clone(), agent.clone());
+            let (client, agent, announced) = (client.clone(), agent.clone(), announced.clone());
             let version = index.newest(&pod);
             running.push(async move {
                 let outcome = match &version {
-                    Some(v) => publish(&client, &agent, &pod, v).await,
+                    Some(v) => publish(&client, &agent, &pod, v, &announced).await,
                     None => Outcome::Done,
                 };
                 (pod, attempt, version, outcome)
@@ -314,8 +327,8 @@ async fn sleep_until(t: Option<Instant>) {
     }
 }
 
-/// One attempt for `pod`'s file `v`.
-async fn publish(client: &kube::Client, agent: &Agent, pod: &PodKey, v: &Version) -> Outcome {
+/// One attempt for `pod`'s file `v`; once published, its interfaces' `AddedInterface` Events.
+async fn publish(client: &kube::Client, agent: &Agent, pod: &PodKey, v: &Version, announced: &Announced) -> Outcome {
     let bytes = cni_runtime::files::read_regular(
         &v.path,
         cni_runtime::files::MAX_CONFIG_FILE,
@@ -364,6 +377,11 @@ async fn publish(client: &kube::Client, agent: &Agent, pod: &PodKey, v: &Version
             if let Ok(age) = SystemTime::now().duration_since(v.modified) {
                 agent.metrics.publish_latency.observe(age.as_secs_f64());
             }
+            if agent.interface_events {
+                // A static pod's sandbox UID is the kubelet's, not its mirror pod's: the Event
+                // then names the pod without a UID.
+                announce(client, agent, pod, v, &doc, (!mirror).then_some(uid.as_str()), announced).await;
+            }
             Outcome::Done
         }
         Err(f) if f.is_uid_refused() || (mirror && f.code() == Some(422)) => {
@@ -375,6 +393,33 @@ async fn publish(client: &kube::Client, agent: &Agent, pod: &PodKey, v: &Version
             Outcome::Done
         }
         Err(f) => failed(agent, pod, v, "patching", f),
+    }
+}
+
+/// The `AddedInterface` Events of `doc`'s interfaces that this process has not announced yet
+/// ([`super::added`]), one after the other (each bounded by `--api-timeout`).
+async fn announce(
+    client: &kube::Client,
+    agent: &Agent,
+    pod: &PodKey,
+    v: &Version,
+    doc: &Document,
+    uid: Option<&str>,
+    announced: &Announced,
+) {
+    use super::added;
+    let stem = v.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let sandbox = stem.splitn(3, '_').nth(2).unwrap_or_default().to_string();
+    let key = doc.pod_uid.clone().unwrap_or_default();
+    for a in &doc.interfaces {
+        let name = added::name(&pod.name, &key, &sandbox, a);
+        if announced.borrow().get(pod).is_some_and(|s| s.contains(&name)) {
+            continue;
+        }
+        let ev = added::event(&agent.node, &pod.namespace, &pod.name, uid, name.clone(), a);
+        if added::send(client, agent, &pod.namespace, ev).await == added::Sent::Reported {
+            announced.borrow_mut().entry(pod.clone()).or_default().insert(name);
+        }
     }
 }
 
@@ -441,14 +486,24 @@ mod tests {
     #[test]
     fn documents_of_both_forms() {
         let doc = |b: &[u8]| document(b).unwrap();
-        assert_eq!(doc(b"[{\"name\":\"x\"}]\n"), Document { pod_uid: None, status: "[{\"name\":\"x\"}]".into() });
+        assert_eq!(
+            doc(b"[{\"name\":\"x\"}]\n"),
+            Document { pod_uid: None, status: "[{\"name\":\"x\"}]".into(), interfaces: vec![] }
+        );
         assert_eq!(doc(b"[]").status, "[]");
         // The delegator's form: the list exactly as written, and the UID.
         let d = doc(b"{\"networkStatus\":[{\"name\":\"x\",\"ips\":[\"198.18.0.2\"]}],\"podUID\":\"u-1\"}\n");
         assert_eq!(
             d,
-            Document { pod_uid: Some("u-1".into()), status: "[{\"name\":\"x\",\"ips\":[\"198.18.0.2\"]}]".into() }
+            Document {
+                pod_uid: Some("u-1".into()),
+                status: "[{\"name\":\"x\",\"ips\":[\"198.18.0.2\"]}]".into(),
+                interfaces: vec![]
+            }
         );
+        // The delegator's addresses beside it: what the AddedInterface Events say.
+        let d = doc(b"{\"networkStatus\":[{\"name\":\"ns/x\",\"interface\":\"net1\",\"ips\":[\"198.18.0.2\"]}],\"addresses\":{\"net1\":[\"198.18.0.2/24\"]}}");
+        assert_eq!(super::super::added::message(&d.interfaces[0]), "Add net1 [198.18.0.2/24] from ns/x");
         assert_eq!(doc(b"{\"networkStatus\":[]}").pod_uid, None);
         assert!(document(b"{}\n").unwrap_err().contains("not a network-status file"));
         assert!(document(b"{\"networkStatus\":{}}").unwrap_err().contains("not a JSON list"));

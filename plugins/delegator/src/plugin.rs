@@ -28,6 +28,10 @@ pub(crate) struct Report {
     pub(crate) requested: Option<String>,
     /// The default routes a kept attachment's `default-route` replaced before (an update's).
     pub(crate) replaced: Option<status::Replaced>,
+    /// The pod's default network (`v1.multus-cni.io/default-network`) that took the cluster
+    /// network's place, `namespace/name`: recorded in the status file, so that an update
+    /// names the primary as ADD did.
+    pub(crate) default_network: Option<String>,
 }
 
 impl Plugin for Delegator {
@@ -46,15 +50,38 @@ impl Plugin for Delegator {
             .delegates
             .iter()
             .enumerate()
-            .map(|(i, d)| StatusNetwork { name: d.name().to_string(), default: i == 0, default_route: None })
+            .map(|(i, d)| StatusNetwork {
+                name: d.name().to_string(),
+                default: i == 0,
+                default_route: None,
+                device_info: None,
+            })
             .collect();
         let mut info = None;
         let mut requested = None;
         let mut devices = None;
+        // The selected delegates' resources, from the first selected delegate's index on.
+        let mut resources = (0, Vec::new());
+        let devinfo = Path::new(kubernetes::devices::DEVINFO_DIR);
+        let mut primary = None;
         if let Some(k) = &kube {
+            // The pod's own primary in the cluster network's place (its first delegate).
+            if let Some(p) = kubernetes::default_network::select(k, &config.conf, &args.args, &args.ifname)? {
+                if let (Some(d), Some(n)) = (config.delegates.first_mut(), networks.first_mut()) {
+                    primary = Some(format!(
+                        "default network {} (pod annotation {}) in place of {}",
+                        p.network.name,
+                        kubernetes::names::DEFAULT_NETWORK,
+                        d.name()
+                    ));
+                    *d = p.delegate;
+                    *n = p.network;
+                }
+            }
             let mut selection = kubernetes::select(k, &config.conf, &args.args, &config.delegates)?;
             // Only for networks that name a device-plugin resource: otherwise nothing runs.
-            devices = kubernetes::devices::assign(&k.kubelet, &args.args, &mut selection)?;
+            devices = kubernetes::devices::assign(&k.kubelet, &args.args, &args.container_id, devinfo, &mut selection)?;
+            resources = (config.delegates.len(), selection.resources);
             config.delegates.extend(selection.delegates);
             networks.extend(selection.networks);
             info = selection.info;
@@ -64,9 +91,25 @@ impl Plugin for Delegator {
         let mode = result_mode(&config.conf, config.delegates.len())?;
         let pod = Pod::from_args(&args.args);
         let status = kube.as_ref().and_then(|k| status::path(&k.status_dir, &pod, &args.container_id));
-        let report = Report { mode, networks, status, pod_uid: pod.uid, requested, replaced: None };
+        let default_network = primary.as_ref().map(|_| networks[0].name.clone());
+        let mut report =
+            Report { mode, networks, status, pod_uid: pod.uid, requested, replaced: None, default_network };
+        let staged = devices.is_some();
+        let forget = || kubernetes::devices::forget(devinfo, &args.container_id);
         let mut m = MetaCommand::new(config, args, &RULES)?;
+        // The device-info files last before the delegates run: every failure from here on
+        // removes them.
+        if staged {
+            let selected = m.config.delegates.iter().skip(resources.0).zip(&resources.1);
+            if let Err(e) = kubernetes::devices::stage(devinfo, selected) {
+                forget();
+                return Err(e);
+            }
+        }
         if let Some(line) = info {
+            m.log.info(line);
+        }
+        if let Some(line) = primary {
             m.log.info(line);
         }
         if let Some(line) = devices {
@@ -79,9 +122,17 @@ impl Plugin for Delegator {
             Ok(r) => r,
             Err(e) => {
                 remove_status(&report, &mut m);
+                if staged {
+                    forget();
+                }
                 return Err(e);
             }
         };
+        if staged {
+            for (n, d) in report.networks.iter_mut().zip(&m.config.delegates) {
+                n.device_info = kubernetes::devices::device_info(&d.runtime_config);
+            }
+        }
         let ifnames: Vec<String> = m.config.delegates.iter().map(|d| d.ifname.clone()).collect();
         let fresh = vec![true; ifnames.len()];
         match finish(&mut m, args, &report, &results, &ifnames, &fresh) {
@@ -93,6 +144,9 @@ impl Plugin for Delegator {
                     msg.push_str(&format!("; rollback incomplete, state kept for DEL: {}", d.msg));
                 }
                 remove_status(&report, &mut m);
+                if staged {
+                    forget();
+                }
                 let e = CniError { code: e.code, msg, details: e.details };
                 m.log.error(&e);
                 Err(e)
@@ -104,12 +158,13 @@ impl Plugin for Delegator {
         // The document's path comes from today's configuration and the runtime's CNI_ARGS (the
         // same on DEL for containerd and CRI-O); a configuration that no longer parses only
         // loses the document, never the DEL.
-        let status = args
-            .conf()
-            .ok()
-            .and_then(|c| kubernetes::Config::parse(c).ok().flatten())
-            .and_then(|k| status::path(&k.status_dir, &Pod::from_args(&args.args), &args.container_id));
+        let kube = args.conf().ok().and_then(|c| kubernetes::Config::parse(c).ok().flatten());
+        let status =
+            kube.as_ref().and_then(|k| status::path(&k.status_dir, &Pod::from_args(&args.args), &args.container_id));
         let deleted = MetaCommand::open(args, &RULES).and_then(|mut m| m.del());
+        if kube.is_some() && deleted.is_ok() {
+            kubernetes::devices::forget(Path::new(kubernetes::devices::DEVINFO_DIR), &args.container_id);
+        }
         let removed = status.map_or(Ok(()), |p| status::remove(&p));
         deleted.and(removed)
     }
@@ -264,13 +319,16 @@ pub(crate) fn write_status(
             None if status::needs_links(&atts) => m.pod.links()?,
             None => Vec::new(),
         };
+        let (doc, addresses) = status::with_addresses(&atts, &links);
         let record = status::Record {
             pod_uid: report.pod_uid.as_deref(),
             sandbox: Some((&args.netns, &args.ifname)),
             requested: report.requested.as_deref(),
+            default_network: report.default_network.as_deref(),
+            addresses: Some(&addresses),
             ..record
         };
-        status::write(path, &status::file(status::document(&atts, &links), record))?;
+        status::write(path, &status::file(doc, record))?;
     }
     Ok(())
 }

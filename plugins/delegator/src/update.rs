@@ -206,11 +206,13 @@ impl Plugin for Updater {
         let requested = selection.requested;
         let mut report = Report {
             mode: result_mode(&m.config.conf, held.updated.attachments.len())?,
-            networks: status_networks(&held.updated),
+            networks: status_networks(&held.updated, before.default_network.as_deref()),
             status: None,
             pod_uid: pod.uid,
             requested: requested.clone(),
             replaced: replaced.clone(),
+            // The primary ADD attached stays, as ADD named it: an update never swaps it.
+            default_network: before.default_network.clone(),
         };
         let done = match failure {
             Some(e) => Err(e),
@@ -248,7 +250,7 @@ impl Plugin for Updater {
                     unsettled: unsettled.as_ref().map(|_| (requested.as_deref(), why.as_str())),
                     ..status::Record::default()
                 };
-                report.networks = status_networks(&held.updated);
+                report.networks = status_networks(&held.updated, before.default_network.as_deref());
                 let (results, ifnames, _) = parts(&held.updated);
                 write_status(&mut m, args, &report, path, (&results, &ifnames), links, record)?;
             }
@@ -278,15 +280,26 @@ impl Plugin for Updater {
     }
 }
 
-/// The network-status entries of what the update left: the configured delegates by name, the
-/// selected ones by their selector.
-fn status_networks(u: &Updated) -> Vec<StatusNetwork> {
+/// The network-status entries of what the update left: the configured delegates by name (the
+/// first by `primary`, the pod's default network, when ADD put one in its place), the selected
+/// ones by their selector.
+fn status_networks(u: &Updated, primary: Option<&str>) -> Vec<StatusNetwork> {
     u.attachments
         .iter()
         .enumerate()
-        .map(|(i, a)| match &a.selector {
-            Some(s) => kubernetes::status_network(s),
-            None => StatusNetwork { name: a.name.clone(), default: i == 0, default_route: None },
+        .map(|(i, a)| match (&a.selector, primary) {
+            (Some(s), _) => StatusNetwork {
+                // A kept attachment's device-info stays what its file holds (a hot-plugged
+                // network is given no device: only ADD looks devices up).
+                device_info: a.capability_args.as_ref().and_then(kubernetes::devices::device_info),
+                ..kubernetes::status_network(s)
+            },
+            (None, Some(p)) if i == 0 => {
+                StatusNetwork { name: p.to_string(), default: true, default_route: None, device_info: None }
+            }
+            (None, _) => {
+                StatusNetwork { name: a.name.clone(), default: i == 0, default_route: None, device_info: None }
+            }
         })
         .collect()
 }
@@ -332,4 +345,31 @@ fn restore_default_routes(
         Err(e) => m.log.warn(format_args!("the default routes {} replaced are not put back: {e}", r.by)),
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// An update names the primary as ADD did: the pod's default network (recorded in the
+    /// status file) stays `namespace/name` with `default: true`; the selected ones by selector.
+    #[test]
+    fn the_default_network_keeps_its_name_across_an_update() {
+        let att = |name: &str, selector: Option<String>| -> braid_attach::plan::Attachment {
+            serde_json::from_value(serde_json::json!({"name": name, "config": {}, "selector": selector})).unwrap()
+        };
+        let u = Updated {
+            attachments: vec![att("ovn", None), att("blue", Some(r#"{"network":"team-a/blue"}"#.into()))],
+            results: Vec::new(),
+            added: vec![false, true],
+            removed: Vec::new(),
+            failure: None,
+        };
+        let named: Vec<(String, bool)> =
+            status_networks(&u, Some("kube-system/ovn")).into_iter().map(|n| (n.name, n.default)).collect();
+        assert_eq!(named, [("kube-system/ovn".to_string(), true), ("team-a/blue".to_string(), false)]);
+        let named: Vec<String> = status_networks(&u, None).into_iter().map(|n| n.name).collect();
+        assert_eq!(named, ["ovn", "team-a/blue"], "without an override: the cluster network's own name");
+    }
 }

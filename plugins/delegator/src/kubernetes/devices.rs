@@ -18,6 +18,17 @@
 //! `deviceID` keeps it, taken out of the pool first — but only if it is one of the pod's own
 //! devices of that resource: a pod may not pick a device the kubelet gave another pod.
 //!
+//! Device-info (NPWG device-info spec v1.1.0; Multus `pkg/multus` `CmdAdd`,
+//! `getDelegateDeviceInfo`; network-attachment-definition-client `pkg/utils/cniconfig.go`): a
+//! network given a device also gets the runtimeConfig `CNIDeviceInfoFile`, a file of its own
+//! under `/var/run/k8s.cni.cncf.io/devinfo/cni/`; before its ADD the device plugin's file for
+//! the device (`devinfo/dp/<resource>-<deviceID>-device.json`, which the SR-IOV network device
+//! plugin writes at Allocate) is copied there, the delegate may write its own there instead,
+//! and what the file holds after the ADD is the `device-info` of the network's entries in the
+//! pod's network-status. DEL removes the sandbox's files. Multus names the file
+//! `<network>-<containerID>_<ifname>`; braid puts the device ID where Multus puts the interface
+//! name, which braid chooses only during the ADD (`net<N>`, under the pod namespace's lock).
+//!
 //! Where braid differs from Multus, on purpose: Multus attaches a network with no `deviceID`
 //! when the pod has none (or too few) of its resource left, and when the kubelet cannot be
 //! asked it fails with a generic error; braid refuses the pod before anything runs, naming the
@@ -27,7 +38,7 @@
 
 use super::names::RESOURCE_NAME;
 use super::{Pod, Selection};
-use braid_attach::DelegateConfig;
+use braid_attach::{Delegate, DelegateConfig};
 use cni_types::error::{INVALID_NETWORK_CONFIG, TRY_AGAIN_LATER};
 use cni_types::{CniError, NetConfList};
 use serde_json::{Map, Value};
@@ -38,6 +49,13 @@ use std::time::{Duration, Instant};
 
 /// The helper's file name, looked for beside the delegator's own binary.
 pub const HELPER: &str = "braid-podresources";
+
+/// Where device plugins and CNI plugins leave device-info files (network-attachment-definition-client
+/// `pkg/utils/cniconfig.go` `baseDevInfoPath`): `dp/` the device plugins', `cni/` the CNI plugins'.
+pub const DEVINFO_DIR: &str = "/var/run/k8s.cni.cncf.io/devinfo";
+
+/// The runtimeConfig key (capability) naming a network's device-info file (Multus's).
+pub const DEVICE_INFO_FILE: &str = "CNIDeviceInfoFile";
 
 /// The kubelet's default pod-resources socket (kubelet `--pod-resources-directory`… its
 /// `podresources.Socket` under `/var/lib/kubelet/pod-resources`).
@@ -252,8 +270,15 @@ pub fn hand_out(selection: &Selection, pod: &str, answer: &Answer) -> Result<Vec
 }
 
 /// Gives the selection's device-backed networks their devices (nothing at all — no exec, no
-/// socket — when no selected network names a resource). Returns the line to log.
-pub fn assign(kubelet: &Kubelet, args: &str, selection: &mut Selection) -> Result<Option<String>, CniError> {
+/// socket — when no selected network names a resource), and each its device-info file in
+/// `devinfo` (`CNIDeviceInfoFile`; [`stage`] fills them). Returns the line to log.
+pub fn assign(
+    kubelet: &Kubelet,
+    args: &str,
+    container_id: &str,
+    devinfo: &Path,
+    selection: &mut Selection,
+) -> Result<Option<String>, CniError> {
     let Some(first) = selection.resources.iter().position(Option::is_some) else {
         return Ok(None);
     };
@@ -280,36 +305,111 @@ pub fn assign(kubelet: &Kubelet, args: &str, selection: &mut Selection) -> Resul
         inject(&mut d.config, &id).map_err(|e| {
             CniError::new(INVALID_NETWORK_CONFIG, format!("network {}: cannot take deviceID {id}: {e}", d.name()))
         })?;
+        let network = selection.networks.get(i).map_or("", |n| n.name.as_str());
+        let resource = selection.resources[i].as_deref().unwrap_or_default();
+        let file = devinfo.join("cni").join(file_name(&[network, "-", container_id, "_", &id]));
         d.runtime_config.insert("deviceID".into(), Value::String(id.clone()));
-        let n = selection.networks.get(i).map_or("", |n| n.name.as_str());
-        line.push_str(&format!(" {n} {}={id}", selection.resources[i].as_deref().unwrap_or_default()));
+        d.runtime_config.insert(DEVICE_INFO_FILE.into(), Value::String(file.display().to_string()));
+        line.push_str(&format!(" {network} {resource}={id}"));
     }
     Ok(Some(line))
 }
 
 /// `deviceID` and `pciBusID` into every plugin of the network (Multus writes both whatever the
-/// plugin: SR-IOV CNI reads `deviceID`, host-device `pciBusID`).
+/// plugin: SR-IOV CNI reads `deviceID`, host-device `pciBusID`). A list's plugins are edited in
+/// its bytes (what libcni semantics run), which are then read again.
 fn inject(config: &mut DelegateConfig, id: &str) -> Result<(), String> {
-    let set = |o: &mut Map<String, Value>| {
-        o.insert("deviceID".into(), Value::String(id.to_string()));
-        o.insert("pciBusID".into(), Value::String(id.to_string()));
-    };
+    const KEYS: [&str; 2] = ["deviceID", "pciBusID"];
     match config {
         DelegateConfig::Plugin(c) => {
-            c.set("deviceID", Value::String(id.to_string()));
-            c.set("pciBusID", Value::String(id.to_string()));
+            for k in KEYS {
+                c.set(k, id.into());
+            }
         }
         DelegateConfig::List(l) => {
             let mut v: Value = serde_json::from_slice(&l.bytes).map_err(|e| e.to_string())?;
-            for p in v.get_mut("plugins").and_then(Value::as_array_mut).into_iter().flatten() {
-                if let Value::Object(o) = p {
-                    set(o);
+            let plugins = v.get_mut("plugins").and_then(Value::as_array_mut).into_iter().flatten();
+            for p in plugins.filter_map(Value::as_object_mut) {
+                for k in KEYS {
+                    p.insert(k.into(), id.into());
                 }
             }
-            *l = NetConfList::parse(&serde_json::to_vec(&v).unwrap_or_default()).map_err(|e| e.to_string())?;
+            *l = NetConfList::parse(&serde_json::to_vec(&v).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
         }
     }
     Ok(())
+}
+
+/// A device-info file's name from its parts, each `/` a `-` (nad-client's `strings.ReplaceAll`).
+fn file_name(parts: &[&str]) -> String {
+    parts.concat().replace('/', "-")
+}
+
+/// The device plugin's device-info file of a device (nad-client `getDPDeviceInfoPath`).
+pub fn dp_file(devinfo: &Path, resource: &str, id: &str) -> PathBuf {
+    devinfo.join("dp").join(file_name(&[resource, "-", id, "-device.json"]))
+}
+
+/// Before the ADD: each device-backed network's `CNIDeviceInfoFile` gets the device plugin's
+/// file of its device, when the device plugin wrote one (Multus's `CopyDeviceInfoForCNIFromDP`;
+/// a missing one is no error there either: the delegate may write its own). Networks without a
+/// device are not looked at.
+pub fn stage<'a>(
+    devinfo: &Path,
+    selected: impl Iterator<Item = (&'a Delegate, &'a Option<String>)>,
+) -> Result<(), CniError> {
+    for (d, resource) in selected {
+        let (Some(resource), Some(id), Some(file)) =
+            (resource, d.runtime_config.get("deviceID").and_then(Value::as_str), device_info_file(&d.runtime_config))
+        else {
+            continue;
+        };
+        let from = dp_file(devinfo, resource, id);
+        let bytes = match std::fs::read(&from) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(devinfo_error(&from, "reading", &e)),
+        };
+        let dir = file.parent().unwrap_or(Path::new("/"));
+        std::fs::create_dir_all(dir).map_err(|e| devinfo_error(dir, "creating", &e))?;
+        cni_runtime::files::replace_volatile(&file, &bytes, 0o644)
+            .map_err(|e| devinfo_error(&file, "writing", &e.source))?;
+    }
+    Ok(())
+}
+
+fn devinfo_error(path: &Path, what: &str, e: &std::io::Error) -> CniError {
+    CniError::new(cni_types::error::IO_FAILURE, format!("device-info file {}: {what}: {e}", path.display()))
+}
+
+/// A network's `CNIDeviceInfoFile` (runtimeConfig), when it has one.
+pub fn device_info_file(runtime_config: &Map<String, Value>) -> Option<PathBuf> {
+    runtime_config.get(DEVICE_INFO_FILE).and_then(Value::as_str).map(PathBuf::from)
+}
+
+/// After the ADD: what the network's device-info file holds (a JSON object, the device-info
+/// spec's), for its network-status entries; `None` without a file, or with one that is no JSON
+/// object (Multus logs and leaves the entry without it too).
+pub fn device_info(runtime_config: &Map<String, Value>) -> Option<Value> {
+    let file = device_info_file(runtime_config)?;
+    let bytes = cni_runtime::files::read_regular(&file, 1 << 16, cni_runtime::files::Links::Refuse).ok()?;
+    serde_json::from_slice::<Value>(&bytes).ok().filter(Value::is_object)
+}
+
+/// DEL (and a failed ADD): the sandbox's device-info files, the ones [`assign`] named
+/// (`<network>-<containerID>_<deviceID>`; Multus's `CleanDeviceInfoForCNI`). The directory is
+/// absent on a node where no network was ever given a device: one failed open.
+pub fn forget(devinfo: &Path, container_id: &str) {
+    let dir = devinfo.join("cni");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    let mark = format!("-{container_id}_");
+    for e in entries.flatten() {
+        if e.file_name().to_str().is_some_and(|n| n.contains(&mark)) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// The helper beside the delegator's own binary.
@@ -320,8 +420,17 @@ fn helper() -> Result<PathBuf, String> {
 
 /// Runs the helper (bounded: its own bound on the kubelet, and a kill a second after that).
 fn ask(kubelet: &Kubelet, ns: &str, name: &str, resources: &[&str]) -> Result<Answer, String> {
-    let path = helper()?;
-    let mut child = Command::new(&path)
+    ask_at(&helper()?, kubelet, ns, name, resources)
+}
+
+/// [`ask`] with the helper at `path`. The helper starts with an empty signal mask: the
+/// delegator may run with SIGTERM and SIGINT blocked (a mask inherited across exec — the
+/// agent's updates are started with theirs emptied, but a runtime need not), and the helper
+/// must stay killable by them.
+fn ask_at(path: &Path, kubelet: &Kubelet, ns: &str, name: &str, resources: &[&str]) -> Result<Answer, String> {
+    let mut command = Command::new(path);
+    cni_runtime::invoke::empty_signal_mask(&mut command);
+    let mut child = command
         .arg(&kubelet.socket)
         .arg(ns)
         .arg(name)
@@ -389,7 +498,12 @@ mod tests {
                 d.runtime_config.insert("deviceID".into(), json!(id));
             }
             s.delegates.push(d);
-            s.networks.push(StatusNetwork { name: name.to_string(), default: false, default_route: None });
+            s.networks.push(StatusNetwork {
+                name: name.to_string(),
+                default: false,
+                default_route: None,
+                device_info: None,
+            });
             s.resources.push(resource.map(str::to_string));
         }
         s
@@ -453,10 +567,13 @@ mod tests {
     #[test]
     fn without_a_resource_nothing_runs() {
         // No helper exists where the unit tests run: asking would fail with code 11.
+        let nowhere = Path::new("/nonexistent/devinfo");
         let mut s = selection(&[("a/plain", None, None)]);
-        assert_eq!(assign(&Kubelet::default(), "K8S_POD_NAMESPACE=a;K8S_POD_NAME=p", &mut s).unwrap(), None);
+        let args = "K8S_POD_NAMESPACE=a;K8S_POD_NAME=p";
+        assert_eq!(assign(&Kubelet::default(), args, "c1", nowhere, &mut s).unwrap(), None);
+        assert!(s.delegates[0].runtime_config.is_empty(), "{:?}", s.delegates[0].runtime_config);
         let mut s = selection(&[("a/one", Some(VF), None)]);
-        let e = assign(&Kubelet::default(), "K8S_POD_NAMESPACE=a", &mut s).unwrap_err();
+        let e = assign(&Kubelet::default(), "K8S_POD_NAMESPACE=a", "c1", nowhere, &mut s).unwrap_err();
         assert!(e.code == INVALID_NETWORK_CONFIG && e.msg.contains("does not name the pod"), "{}", e.msg);
     }
 
@@ -480,6 +597,86 @@ mod tests {
         inject(&mut c, "mlx5_core.sf.4").unwrap();
         let DelegateConfig::Plugin(p) = &c else { unreachable!() };
         assert_eq!(p.get("pciBusID"), Some(&json!("mlx5_core.sf.4")));
+    }
+
+    /// A directory of the test's own, removed on drop.
+    struct Dir(PathBuf);
+    impl Dir {
+        fn new(what: &str) -> Dir {
+            let d = std::env::temp_dir().join(format!("braid-devices-{what}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            Dir(d)
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn device_info_comes_from_the_device_plugins_file_through_the_networks_own_and_del_removes_it() {
+        let d = Dir::new("devinfo");
+        let dp = dp_file(&d.0, VF, "0000:00:1f.2");
+        assert_eq!(dp, d.0.join("dp/braid.test-fakevf-0000:00:1f.2-device.json"));
+        let info = json!({"type": "pci", "version": "1.1.0", "pci": {"pci-address": "0000:00:1f.2"}});
+        std::fs::create_dir_all(dp.parent().unwrap()).unwrap();
+        std::fs::write(&dp, info.to_string()).unwrap();
+        // Two networks given devices (one with a device plugin file, one without), one plain.
+        let mut s = selection(&[("a/one", Some(VF), None), ("a/plain", None, None), ("a/two", Some(VF), None)]);
+        for (i, id) in [(0, "0000:00:1f.2"), (2, "0000:00:1f.3")] {
+            let file = d.0.join("cni").join(file_name(&[&s.networks[i].name, "-", "c1", "_", id]));
+            s.delegates[i].runtime_config.insert("deviceID".into(), json!(id));
+            s.delegates[i].runtime_config.insert(DEVICE_INFO_FILE.into(), json!(file.display().to_string()));
+        }
+        stage(&d.0, s.delegates.iter().zip(&s.resources)).unwrap();
+        let one = device_info_file(&s.delegates[0].runtime_config).unwrap();
+        assert_eq!(one, d.0.join("cni/a-one-c1_0000:00:1f.2"));
+        assert_eq!(device_info(&s.delegates[0].runtime_config), Some(info.clone()));
+        assert_eq!(device_info(&s.delegates[1].runtime_config), None, "a plain network has none");
+        assert_eq!(device_info(&s.delegates[2].runtime_config), None, "no device plugin file, no delegate's");
+        // What the delegate writes there is what network-status shows.
+        let own = json!({"type": "pci", "version": "1.1.0", "pci": {"pci-address": "0000:00:1f.3", "representor-device": "r3"}});
+        std::fs::write(device_info_file(&s.delegates[2].runtime_config).unwrap(), own.to_string()).unwrap();
+        assert_eq!(device_info(&s.delegates[2].runtime_config), Some(own));
+        // Another sandbox's file stays; the device plugin's stays (it is the plugin's).
+        let other = d.0.join("cni/a-one-c2_0000:00:1f.4");
+        std::fs::write(&other, "{}").unwrap();
+        forget(&d.0, "c1");
+        let mut left: Vec<String> = std::fs::read_dir(d.0.join("cni"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["a-one-c2_0000:00:1f.4"]);
+        assert!(dp.exists());
+        forget(&d.0.join("absent"), "c1");
+    }
+
+    #[test]
+    fn the_helper_starts_with_no_signal_blocked() {
+        // The helper stand-in reports its own blocked signals in the answer's `via`: awk reads
+        // /proc/self/status (a shell would not do: dash empties its mask when it starts).
+        let d = Dir::new("mask");
+        let helper = d.0.join(HELPER);
+        let script = r#"#!/usr/bin/awk -f
+BEGIN { while ((getline l < "/proc/self/status") > 0) if (l ~ /^SigBlk/) { split(l, a, "\t"); printf "{\"via\": \"%s\", \"devices\": {}}", a[2] } }
+"#;
+        std::fs::write(&helper, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let answer = std::thread::spawn(move || {
+            let mut mask = nix::sys::signal::SigSet::empty();
+            mask.add(nix::sys::signal::Signal::SIGTERM);
+            mask.add(nix::sys::signal::Signal::SIGINT);
+            mask.thread_block().unwrap();
+            ask_at(&helper, &Kubelet::default(), "a", "p", &[VF])
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+        assert_eq!(answer.via, "0000000000000000");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! (`FailedCreatePodSandBox`), naming the annotation, the element and the problem. All are
 //! code 7 (`INVALID_NETWORK_CONFIG`) and happen before the first delegate runs.
 
-use super::names::NETWORKS;
+use super::names::{DEFAULT_NETWORK, NETWORKS};
 use cni_types::error::INVALID_NETWORK_CONFIG;
 use cni_types::CniError;
 
@@ -31,6 +31,18 @@ pub enum SelectionError {
         /// What is wrong.
         #[source]
         problem: Problem,
+    },
+    /// The pod's default network (`v1.multus-cni.io/default-network`) is refused; `network` is
+    /// its `namespace/name` once known, `pod` the pod's `namespace/name`.
+    #[error("pod annotation {DEFAULT_NETWORK} of pod {pod}{}: {problem}", in_network(.network))]
+    DefaultNetwork {
+        /// The pod.
+        pod: String,
+        /// `namespace/name`, once resolved.
+        network: Option<String>,
+        /// What is wrong (boxed: every selection result carries this error's size).
+        #[source]
+        problem: Box<Problem>,
     },
 }
 
@@ -140,6 +152,32 @@ pub enum Problem {
         key: String,
         /// The definition file.
         path: String,
+    },
+    /// A default-network annotation that is not exactly one network.
+    #[error("must name exactly one network: {0}")]
+    NotOne(String),
+    /// The pod's namespace is unknown (no `K8S_POD_NAMESPACE` in `CNI_ARGS`).
+    #[error("the pod's namespace is unknown (no K8S_POD_NAMESPACE in CNI_ARGS)")]
+    NoPod,
+    /// A namespace whose networks may not be this pod's primary.
+    #[error(
+        "a network of namespace {namespace:?} cannot be the default network of a pod of namespace {pod:?}: only networks of {allowed:?} may (defaultNetworkNamespace, and defaultNetworkPodNamespace when the operator allows the pod's own)"
+    )]
+    NotAPrimary {
+        /// The namespace asked for.
+        namespace: String,
+        /// The pod's.
+        pod: String,
+        /// The namespaces it may take its primary from.
+        allowed: Vec<String>,
+    },
+    /// A request the default network cannot take.
+    #[error("{key}: {why}")]
+    PrimaryKey {
+        /// The element's key.
+        key: &'static str,
+        /// Why not.
+        why: String,
     },
     /// An interface name another attachment of the pod already has.
     #[error("interface {ifname} is already used by {by}")]

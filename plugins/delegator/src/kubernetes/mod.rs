@@ -9,11 +9,13 @@
 //! * [`resolve`]: an element's definition file, turned into a delegate.
 //! * [`status`]: the network-status document, written atomically, removed on DEL.
 //! * [`default_route`]: a selection's `default-route`, carried out in the pod namespace.
+//! * [`default_network`]: `v1.multus-cni.io/default-network`, the pod's primary replaced.
 //! * [`devices`]: a network backed by the kubelet's devices gets the pod's device ID.
 //! * [`error`]: why a selection is refused (code 7, before anything runs).
 //! * [`names`]: the annotation's and the capability's names.
 
 pub mod annotation;
+pub mod default_network;
 pub mod default_route;
 pub mod devices;
 pub mod error;
@@ -42,6 +44,12 @@ pub struct Config {
     /// `podResourcesSocket`, `podResourcesTimeout`: where a network that names a resource
     /// asks the kubelet for the pod's devices ([`devices`]).
     pub kubelet: devices::Kubelet,
+    /// `defaultNetworkNamespace`: where a bare `v1.multus-cni.io/default-network` name
+    /// resolves, and whose networks any pod may take as its primary ([`default_network`]).
+    pub default_network_namespace: String,
+    /// `defaultNetworkPodNamespace`: a pod may also take a network of its own namespace as
+    /// its primary (off: see [`default_network`] for why).
+    pub default_network_pod_namespace: bool,
 }
 
 impl Config {
@@ -72,8 +80,15 @@ impl Config {
                 return Err(SelectionError::Config(format!("globalNamespaces must be a list of namespaces, not {v}")))
             }
         };
-        const KNOWN: [&str; 5] =
-            ["networksDir", "globalNamespaces", "statusDir", "podResourcesSocket", "podResourcesTimeout"];
+        const KNOWN: [&str; 7] = [
+            "networksDir",
+            "globalNamespaces",
+            "statusDir",
+            "podResourcesSocket",
+            "podResourcesTimeout",
+            "defaultNetworkNamespace",
+            "defaultNetworkPodNamespace",
+        ];
         if let Some(k) = o.keys().find(|k| !KNOWN.contains(&k.as_str())) {
             return Err(SelectionError::Config(format!("unknown key {k:?} (known: {})", KNOWN.join(", "))));
         }
@@ -88,11 +103,31 @@ impl Config {
                 }
             },
         };
+        let default_network_namespace = match o.get("defaultNetworkNamespace") {
+            None | Some(Value::Null) => default_network::DEFAULT_NAMESPACE.to_string(),
+            Some(Value::String(s)) if is_dns_label(s) => s.clone(),
+            Some(v) => {
+                return Err(SelectionError::Config(format!(
+                    "defaultNetworkNamespace must be a namespace name (a DNS-1123 label), not {v}"
+                )))
+            }
+        };
+        let default_network_pod_namespace = match o.get("defaultNetworkPodNamespace") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(v) => {
+                return Err(SelectionError::Config(format!(
+                    "defaultNetworkPodNamespace must be true or false, not {v}"
+                )))
+            }
+        };
         Ok(Some(Config {
             networks_dir: path("networksDir", "/etc/cni/braid.d")?,
             global_namespaces,
             status_dir: path("statusDir", "/run/braid/network-status")?,
             kubelet: devices::Kubelet { socket: path("podResourcesSocket", devices::DEFAULT_SOCKET)?, timeout },
+            default_network_namespace,
+            default_network_pod_namespace,
         }))
     }
 }
@@ -137,6 +172,9 @@ pub struct StatusNetwork {
     pub default: bool,
     /// The gateways of `default-route`, when its element asked for it.
     pub default_route: Option<Vec<IpAddr>>,
+    /// `device-info` (NPWG device-info spec), for a network given a device: what its
+    /// device-info file held after the ADD ([`devices::device_info`]).
+    pub device_info: Option<Value>,
 }
 
 /// What the annotation selects: the delegates to append and how the status names them.
@@ -191,6 +229,7 @@ pub fn status_network(selector: &str) -> StatusNetwork {
         name: v.get("network").and_then(Value::as_str).unwrap_or_default().to_string(),
         default: false,
         default_route,
+        device_info: None,
     }
 }
 
@@ -263,6 +302,7 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -
             name: network.clone(),
             default: false,
             default_route: e.default_route.clone(),
+            device_info: None,
         });
     }
     Ok(out)

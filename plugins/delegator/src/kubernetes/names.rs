@@ -18,3 +18,7 @@ pub const NAD_SOURCE: &str = "braid.io/networkAttachmentDefinition";
 /// it (Multus's and the SR-IOV network device plugin's convention, not NPWG's); also the
 /// top-level key by which a ConfigMap definition names one.
 pub const RESOURCE_NAME: &str = "k8s.v1.cni.cncf.io/resourceName";
+
+/// The pod annotation that replaces the pod's primary (cluster) network with a network of its
+/// own (Multus's, not NPWG's: `pkg/k8sclient/k8sclient.go` `defaultNetAnnot`).
+pub const DEFAULT_NETWORK: &str = "v1.multus-cni.io/default-network";

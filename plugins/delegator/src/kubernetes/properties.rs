@@ -160,6 +160,8 @@ fn kconf(dir: &std::path::Path) -> Config {
         global_namespaces: vec!["default".into()],
         status_dir: dir.join("status"),
         kubelet: devices::Kubelet::default(),
+        default_network_namespace: "kube-system".into(),
+        default_network_pod_namespace: false,
     }
 }
 

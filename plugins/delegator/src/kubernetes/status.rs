@@ -55,8 +55,17 @@ pub fn needs_links(attachments: &[(&AnyResult, &str, &StatusNetwork)]) -> bool {
 /// The document: for each attachment (its result, interface name and network) one entry per
 /// interface of its result that lives in the pod namespace (one for `ifname` when its result
 /// lists none, as 0.1.0/0.2.0 results never do), MACs missing from results filled from `links`.
+#[cfg(test)]
 pub fn document(attachments: &[(&AnyResult, &str, &StatusNetwork)], links: &[Link]) -> Value {
+    with_addresses(attachments, links).0
+}
+
+/// [`document`], and beside it each listed interface's addresses with their prefix lengths
+/// (`{"net1": ["198.18.5.7/24"]}`; the document's `ips` have none): what the node agent's
+/// `AddedInterface` Events say, as Multus's do ("Add net1 [198.18.5.7/24] from ns/name").
+pub fn with_addresses(attachments: &[(&AnyResult, &str, &StatusNetwork)], links: &[Link]) -> (Value, Value) {
     let mut out = Vec::new();
+    let mut addresses = Map::new();
     for (result, ifname, network) in attachments {
         let r: CniResult = result.to_latest();
         let mut sandboxed: Vec<(usize, &str, &str)> = r
@@ -81,6 +90,9 @@ pub fn document(attachments: &[(&AnyResult, &str, &StatusNetwork)], links: &[Lin
         for (pos, (_, name, mac)) in sandboxed.iter().enumerate() {
             let ips: Vec<String> =
                 r.ips.iter().filter(|ip| target(ip) == Some(pos)).map(|ip| ip.address.addr().to_string()).collect();
+            let cidrs: Vec<String> =
+                r.ips.iter().filter(|ip| target(ip) == Some(pos)).map(|ip| ip.address.to_string()).collect();
+            addresses.insert(name.to_string(), cidrs.into());
             let mac = if mac.is_empty() {
                 links.iter().find(|l| l.name == *name).map(Link::mac_string).unwrap_or_default()
             } else {
@@ -96,6 +108,11 @@ pub fn document(attachments: &[(&AnyResult, &str, &StatusNetwork)], links: &[Lin
                 e.insert("mac".into(), mac.into());
             }
             e.insert("default".into(), network.default.into());
+            // On every entry of the network, as Multus puts it (nad-client
+            // `CreateNetworkStatuses`: one device, however many interfaces it shows).
+            if let Some(info) = &network.device_info {
+                e.insert("device-info".into(), info.clone());
+            }
             if pos == own {
                 if !r.dns.is_empty() {
                     let mut dns = Map::new();
@@ -121,7 +138,7 @@ pub fn document(attachments: &[(&AnyResult, &str, &StatusNetwork)], links: &[Lin
             out.push(Value::Object(e));
         }
     }
-    Value::Array(out)
+    (Value::Array(out), Value::Object(addresses))
 }
 
 fn io(path: &Path, what: &str, e: std::io::Error) -> CniError {
@@ -146,6 +163,11 @@ pub struct Record<'a> {
     pub unsettled: Option<(Option<&'a str>, &'a str)>,
     /// The default routes a network's `default-route` replaced (`defaultRouteReplaced`).
     pub replaced: Option<&'a Replaced>,
+    /// The pod's default network that took the cluster network's place (`defaultNetwork`,
+    /// `namespace/name`; [`super::default_network`]).
+    pub default_network: Option<&'a str>,
+    /// Each interface's addresses with prefix ([`with_addresses`]): `addresses`.
+    pub addresses: Option<&'a Value>,
 }
 
 /// The default routes that the network on interface `by` took over with its `default-route`
@@ -219,6 +241,12 @@ pub fn file(doc: Value, record: Record) -> Value {
     if let Some(r) = record.replaced.filter(|r| !r.routes.is_empty()) {
         o.insert("defaultRouteReplaced".into(), r.to_json());
     }
+    if let Some(n) = record.default_network {
+        o.insert("defaultNetwork".into(), n.into());
+    }
+    if let Some(a) = record.addresses {
+        o.insert("addresses".into(), a.clone());
+    }
     Value::Object(o)
 }
 
@@ -243,6 +271,8 @@ pub struct Recorded {
     pub unsettled: bool,
     /// `defaultRouteReplaced`.
     pub replaced: Option<Replaced>,
+    /// `defaultNetwork`.
+    pub default_network: Option<String>,
 }
 
 /// Reads [`Recorded`] from the status file at `path` (all empty when it cannot be read).
@@ -257,6 +287,7 @@ pub fn recorded(path: &Path) -> Recorded {
         requested: v.get("networks").and_then(Value::as_str).map(str::to_string),
         unsettled: v.get("unsettled").is_some(),
         replaced: v.get("defaultRouteReplaced").and_then(Replaced::from_json),
+        default_network: v.get("defaultNetwork").and_then(Value::as_str).map(str::to_string),
     }
 }
 

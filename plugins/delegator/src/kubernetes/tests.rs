@@ -53,6 +53,8 @@ fn kconf(dir: &Path) -> Config {
         global_namespaces: vec!["default".into()],
         status_dir: dir.join("status"),
         kubelet: devices::Kubelet::default(),
+        default_network_namespace: "kube-system".into(),
+        default_network_pod_namespace: false,
     }
 }
 
@@ -428,8 +430,14 @@ fn the_kubernetes_block() {
                 socket: "/var/lib/kubelet/pod-resources/kubelet.sock".into(),
                 timeout: std::time::Duration::from_secs(10)
             },
+            default_network_namespace: "kube-system".into(),
+            default_network_pod_namespace: false,
         })
     );
+    let c = Config::parse(&conf(json!({"defaultNetworkNamespace": "nets", "defaultNetworkPodNamespace": true})))
+        .unwrap()
+        .unwrap();
+    assert_eq!((c.default_network_namespace.as_str(), c.default_network_pod_namespace), ("nets", true));
     let c =
         Config::parse(&conf(json!({"podResourcesSocket": "/k.sock", "podResourcesTimeout": 2.5}))).unwrap().unwrap();
     assert_eq!(
@@ -446,6 +454,8 @@ fn the_kubernetes_block() {
         (json!(true), "kubernetes: must be an object, not true"),
         (json!({"networksDir": ""}), "networksDir must be a non-empty path"),
         (json!({"globalNamespaces": "default"}), "globalNamespaces must be a list"),
+        (json!({"defaultNetworkNamespace": "Kube_System"}), "defaultNetworkNamespace must be a namespace name"),
+        (json!({"defaultNetworkPodNamespace": "yes"}), "defaultNetworkPodNamespace must be true or false"),
         (json!({"globalNamespaces": ["Default"]}), "\"Default\" is not one"),
         (json!({"networkDir": "/x"}), "unknown key \"networkDir\""),
         (json!({"podResourcesSocket": 5}), "podResourcesSocket must be a non-empty path"),
@@ -485,11 +495,12 @@ fn status_documents_one_entry_per_sandbox_interface() {
     let r2 =
         AnyResult::create_from_value("0.2.0", &json!({"cniVersion": "0.2.0", "ip4": {"ip": "198.18.1.5/24"}})).unwrap();
     let networks = [
-        StatusNetwork { name: "cluster".into(), default: true, default_route: None },
+        StatusNetwork { name: "cluster".into(), default: true, default_route: None, device_info: None },
         StatusNetwork {
             name: "team-a/plain".into(),
             default: false,
             default_route: Some(vec!["198.18.1.1".parse().unwrap()]),
+            device_info: Some(json!({"type": "pci", "version": "1.1.0", "pci": {"pci-address": "0000:00:1f.2"}})),
         },
     ];
     let links = [cni_netlink::links::Link {
@@ -515,9 +526,16 @@ fn status_documents_one_entry_per_sandbox_interface() {
             {"name": "cluster", "interface": "eth0", "ips": ["198.18.0.5"], "mac": "02:00:00:00:00:02", "default": true,
              "dns": {"nameservers": ["198.18.0.53"], "search": ["svc"]}},
             {"name": "team-a/plain", "interface": "net1", "ips": ["198.18.1.5"], "mac": "02:00:00:00:00:09", "default": false,
-             "default-route": ["198.18.1.1"]}
+             "default-route": ["198.18.1.1"],
+             "device-info": {"type": "pci", "version": "1.1.0", "pci": {"pci-address": "0000:00:1f.2"}}}
         ])
     );
+    // Beside it, what the agent's AddedInterface Events say: each interface's addresses with prefix.
+    let (same, addresses) = status::with_addresses(&[(&r1, "eth0", &networks[0]), (&r2, "net1", &networks[1])], &links);
+    assert_eq!(same, doc);
+    let prefixed = |v: &Value| v.as_str().unwrap().contains('/');
+    assert!(addresses["eth0"].as_array().unwrap().iter().all(prefixed), "{addresses}");
+    assert_eq!(addresses.as_object().unwrap().len(), 2, "{addresses}");
     let d = Dir::new("status");
     let path = d.0.join("deep/team-a_web_c.json");
     status::write(
