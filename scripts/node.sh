@@ -324,6 +324,7 @@ import_image() {
   w="$(mktemp -d)"
   image "$tag" "$dir" "$entrypoint" "$w/image.tar"
   for n in $(seq 1 "$(nodes)"); do
+    if [ "$(runtime_of "$n")" = crio ]; then crio_import "$n" "$tag" "$w/image.tar" >/dev/null; continue; fi
     in_node "$n" "$b/ctr" --address /run/containerd/containerd.sock -n k8s.io images import "$w/image.tar" >/dev/null
   done
   rm -rf "$w"
@@ -438,7 +439,7 @@ cgroupDriver: cgroupfs
 cgroupRoot: /$(cgroup "$n")
 failCgroupV1: false
 failSwapOn: false
-containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+containerRuntimeEndpoint: unix://$(runtime_socket "$n")
 address: $(node_ip "$n")
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -455,7 +456,7 @@ rotateCertificates: false
 staticPodPath: "$r/manifests"
 EOF
   mkdir -p "$r/manifests"
-  define "containerd-node$n" "$n" "$b/containerd" --config "$r/containerd.toml"
+  if [ "$(runtime_of "$n")" = containerd ]; then define "containerd-node$n" "$n" "$b/containerd" --config "$r/containerd.toml"; fi
   define "kubelet-node$n" "$n" "$b/kubelet" --config="$r/kubelet.yaml" \
     --kubeconfig="$D/kubeconfigs/node$n" --hostname-override="node$n" --node-ip="$(node_ip "$n")" --v=2
   # conntrack limits are not namespaced: kube-proxy leaves them alone with these zeros.
@@ -464,14 +465,132 @@ EOF
     --conntrack-max-per-core=0 --conntrack-min=0 --conntrack-tcp-timeout-established=0 \
     --conntrack-tcp-timeout-close-wait=0 --metrics-bind-address=127.0.0.1:10249 \
     --healthz-bind-address=127.0.0.1:10256
-  start "containerd-node$n"
-  until_ok 60 in_node "$n" test -S /run/containerd/containerd.sock || die "containerd on node$n did not come up: $D/logs/containerd-node$n.log"
-  local t
-  for t in pause busybox braid; do
-    in_node "$n" "$b/ctr" --address /run/containerd/containerd.sock -n k8s.io images import "$D/images/$t.tar" >/dev/null
-  done
+  if [ "$(runtime_of "$n")" = crio ]; then
+    crio_node "$n"
+  else
+    start "containerd-node$n"
+    until_ok 60 in_node "$n" test -S /run/containerd/containerd.sock || die "containerd on node$n did not come up: $D/logs/containerd-node$n.log"
+    local t
+    for t in pause busybox braid; do
+      in_node "$n" "$b/ctr" --address /run/containerd/containerd.sock -n k8s.io images import "$D/images/$t.tar" >/dev/null
+    done
+  fi
   start "kubelet-node$n"
   start "kube-proxy-node$n"
+}
+
+# --- CRI-O (node2) ---------------------------------------------------------------------------
+
+# Which runtime node N runs: CRI-O on node2, containerd on every other node, so that every
+# two-node test meets both. BRAID_NODE2_RUNTIME=containerd keeps node2 on containerd.
+runtime_of() {
+  if [ "$1" = 2 ] && [ "${BRAID_NODE2_RUNTIME:-crio}" = crio ]; then echo crio; else echo containerd; fi
+}
+crio_dir() { cat "$D/crio-dir"; }
+runtime_socket() {
+  if [ "$(runtime_of "$1")" = crio ]; then echo /run/crio/crio.sock; else echo /run/containerd/containerd.sock; fi
+}
+
+# Imports an image archive (docker-archive) into node N's CRI-O storage with CRI-O's own
+# copyimg (the same containers/storage code crio reads it with).
+crio_import() {
+  local n="$1" tag="$2" tar="$3" r="$D/node$1"
+  in_node "$n" "$(crio_dir)/copyimg" --root "$r/crio/storage" --runroot /run/containers/storage \
+    --storage-driver overlay --signature-policy "$r/crio/policy.json" \
+    --image-name "$tag" --import-from "docker-archive:$tar"
+}
+
+# Node N's CRI-O: its storage, state and configuration below the node's directory and /run.
+crio_node() {
+  local n="$1" r="$D/node$1" t
+  mkdir -p "$r/crio/storage" "$r/crio/lib"
+  echo '{"default":[{"type":"insecureAcceptAnything"}]}' > "$r/crio/policy.json"
+  # Debian's runc behind a wrapper that does, in the bundle's config.json before `runc create`,
+  # the two things containerd does itself and CRI-O does not:
+  # - root here lacks CAP_SYS_RESOURCE, so runc fails every container whose oom_score_adj the
+  #   kubelet sets below the runtime's own (-997 for system-node-critical pods such as braid's
+  #   agent: "nsexec: failed to update /proc/self/oom_score_adj: Permission denied");
+  #   containerd's restrict_oom_score_adj raises such a score to its own, and so does this;
+  # - this kernel has no hugetlb cgroup hierarchy, and runc fails any container with
+  #   hugepageLimits then ("cannot set hugetlb limit: container could not join or create
+  #   cgroup"); the kubelet sends them for every page size, containerd drops them when the
+  #   controller is absent, and so does this;
+  # - a privileged container (braid's hot-plug agent) gets every capability CRI-O knows, and
+  #   runc fails to grant one the runtime itself lacks ("unable to apply caps: operation not
+  #   permitted": CAP_SYS_RESOURCE here); containerd gives a privileged container the
+  #   capabilities of its own bounding set, and so does this.
+  cat > "$r/crio/runc" <<EOF
+#!/bin/sh
+own="\$(cat /proc/self/oom_score_adj)"
+hugetlb=false; [ -d /sys/fs/cgroup/hugetlb ] || [ -e /sys/fs/cgroup/cgroup.controllers ] && hugetlb=true
+bnd="0x\$(sed -n 's/^CapBnd:[[:space:]]*//p' /proc/self/status)"
+have=
+i=0
+for c in CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID KILL SETGID SETUID SETPCAP LINUX_IMMUTABLE \
+    NET_BIND_SERVICE NET_BROADCAST NET_ADMIN NET_RAW IPC_LOCK IPC_OWNER SYS_MODULE SYS_RAWIO SYS_CHROOT \
+    SYS_PTRACE SYS_PACCT SYS_ADMIN SYS_BOOT SYS_NICE SYS_RESOURCE SYS_TIME SYS_TTY_CONFIG MKNOD LEASE \
+    AUDIT_WRITE AUDIT_CONTROL SETFCAP MAC_OVERRIDE MAC_ADMIN SYSLOG WAKE_ALARM BLOCK_SUSPEND AUDIT_READ \
+    PERFMON BPF CHECKPOINT_RESTORE; do
+  [ \$(( (bnd >> i) & 1 )) -eq 1 ] && have="\$have\${have:+,}\"CAP_\$c\""
+  i=\$((i + 1))
+done
+prev=
+for a in "\$@"; do
+  if [ "\$prev" = --bundle ] || [ "\$prev" = -b ]; then
+    $(command -v jq) -c --argjson own "\$own" --argjson hugetlb "\$hugetlb" --argjson have "[\$have]" \
+      '(if (.process.oomScoreAdj // \$own) < \$own then .process.oomScoreAdj = \$own else . end)
+       | (if \$hugetlb or (.linux.resources.hugepageLimits == null) then . else del(.linux.resources.hugepageLimits) end)
+       | (if .process.capabilities == null then . else .process.capabilities |= map_values(map(select(. as \$c | \$have | index(\$c)))) end)' \
+      "\$a/config.json" > "\$a/config.json.braid" && mv "\$a/config.json.braid" "\$a/config.json"
+  fi
+  prev="\$a"
+done
+exec $(command -v runc) "\$@"
+EOF
+  chmod 755 "$r/crio/runc"
+  cat > "$r/crio.conf" <<EOF
+[crio]
+root = "$r/crio/storage"
+runroot = "/run/containers/storage"
+storage_driver = "overlay"
+version_file = "/run/crio/version"
+version_file_persist = "$r/crio/lib/version"
+clean_shutdown_file = "$r/crio/lib/clean.shutdown"
+log_dir = "/var/log/crio/pods"
+[crio.api]
+listen = "/run/crio/crio.sock"
+[crio.runtime]
+default_runtime = "runc"
+cgroup_manager = "cgroupfs"
+conmon_cgroup = "pod"
+pinns_path = "$(crio_dir)/pinns"
+namespaces_dir = "/run/crio/ns"
+container_exits_dir = "/run/crio/exits"
+container_attach_socket_dir = "/run/crio"
+[crio.runtime.runtimes.runc]
+runtime_path = "$r/crio/runc"
+runtime_type = "oci"
+runtime_root = "/run/runc"
+monitor_path = "$(command -v conmon)"
+[crio.image]
+pause_image = "localhost/braid/pause:1"
+pause_command = "/pause"
+pinned_images = ["localhost/braid/pause:1"]
+signature_policy = "$r/crio/policy.json"
+[crio.network]
+network_dir = "/etc/cni/net.d/"
+plugin_dirs = ["/opt/cni/bin/"]
+[crio.nri]
+enable_nri = false
+[crio.metrics]
+enable_metrics = false
+EOF
+  for t in pause busybox braid; do
+    crio_import "$n" "$(cat "$D/images/$t.tag" 2>/dev/null || echo "localhost/braid/$t:1")" "$D/images/$t.tar" >/dev/null
+  done
+  define "crio-node$n" "$n" "$(crio_dir)/crio" --config "$r/crio.conf"
+  start "crio-node$n"
+  until_ok 60 in_node "$n" test -S /run/crio/crio.sock || die "CRI-O on node$n did not come up: $D/logs/crio-node$n.log"
 }
 
 # --- commands ------------------------------------------------------------------------------
@@ -483,7 +602,7 @@ up() {
   [ "$count" -ge 1 ] && [ "$count" -le 8 ] || die "up takes 1 to 8 nodes"
   [ ! -e "$D/nodes" ] || die "a cluster is up in $D already (scripts/node.sh down first)"
   local c
-  for c in nsenter unshare ip iptables openssl curl podman runc tar sha256sum; do
+  for c in nsenter unshare ip iptables openssl curl podman runc tar sha256sum jq; do
     command -v "$c" >/dev/null 2>&1 || die "missing $c (scripts/test.sh installs what the node needs)"
   done
   [ -x /bin/busybox ] || die "missing /bin/busybox (Debian's busybox-static)"
@@ -493,6 +612,11 @@ up() {
   log "the reference plugins (scripts/build-cni-plugins.sh; once per machine)"
   if [ -n "${BRAID_CNI_PLUGINS:-}" ]; then echo "$BRAID_CNI_PLUGINS"; else bash scripts/build-cni-plugins.sh | tail -n1; fi > "$D/cni-plugins-dir"
   [ -x "$(cni_plugins_dir)/bridge" ] || die "no reference plugins in $(cni_plugins_dir) (scripts/build-cni-plugins.sh)"
+  if [ "$count" -ge 2 ] && [ "$(runtime_of 2)" = crio ]; then
+    log "CRI-O for node2 (scripts/build-crio.sh; once per machine)"
+    bash scripts/build-crio.sh | tail -n1 > "$D/crio-dir"
+    command -v conmon >/dev/null 2>&1 || die "missing conmon (Debian's conmon; scripts/test.sh installs it)"
+  fi
   echo "$count" > "$D/nodes"
   trap 'echo "node.sh: up failed; logs in $D/logs (scripts/node.sh down removes it)" >&2' ERR
   log "certificates and tokens"
@@ -515,7 +639,7 @@ EOF
   log "control plane"
   control_plane
   for n in $(seq 1 "$count"); do
-    log "node$n: containerd, kubelet, kube-proxy"
+    log "node$n: $(runtime_of "$n"), kubelet, kube-proxy"
     node "$n"
   done
   for n in $(seq 1 "$count"); do
@@ -574,7 +698,7 @@ down() {
   [ -d "$D" ] || { log "nothing in $D"; return 0; }
   local part n i pids
   for part in "$D"/pids/deviceplugin-node* "$D"/pids/kubelet-node* "$D"/pids/kube-proxy-node* "$D"/pids/kube-scheduler "$D"/pids/kube-controller-manager \
-    "$D"/pids/kube-apiserver "$D"/pids/etcd "$D"/pids/containerd-node*; do
+    "$D"/pids/kube-apiserver "$D"/pids/etcd "$D"/pids/containerd-node* "$D"/pids/crio-node*; do
     if [ -e "$part" ]; then stop "$(basename "$part")"; fi
   done
   # Shims, containers, pods: every process still in a node's namespaces or cgroups.

@@ -14,6 +14,8 @@ command -v ip >/dev/null 2>&1 || need_pkgs+=(iproute2)
 command -v podman >/dev/null 2>&1 || need_pkgs+=(podman)
 command -v runc >/dev/null 2>&1 || need_pkgs+=(runc)
 command -v conmon >/dev/null 2>&1 || need_pkgs+=(conmon)
+# The real node's CRI-O (node2, scripts/node.sh): its runc wrapper edits bundles with jq.
+command -v jq >/dev/null 2>&1 || need_pkgs+=(jq)
 [ -x /usr/bin/catatonit ] || [ -x /usr/libexec/podman/catatonit ] || need_pkgs+=(catatonit)
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "ok installed" || need_pkgs+=(busybox-static)
 command -v containerd >/dev/null 2>&1 || need_pkgs+=(containerd)

@@ -1584,3 +1584,100 @@ fn a_static_pod_gets_its_network_status_on_its_mirror_pod_and_removing_its_manif
     assert_eq!(status_files(&c, "node1", &ns.name, mirror), Vec::<String>::new(), "status file left");
     (manifest_guard.0)();
 }
+
+/// The files of `net`'s host-local reservations on `node` held by `sandbox`.
+fn reservations_of(c: &Cluster, node: &str, net: &str, sandbox: &str) -> Vec<String> {
+    let dir = format!("/var/lib/cni/networks/{net}");
+    c.files_on(node, &dir)
+        .into_iter()
+        .filter(|f| f.starts_with("198."))
+        .filter(|f| c.read_on(node, &format!("{dir}/{f}")).is_some_and(|r| r.starts_with(sandbox)))
+        .collect()
+}
+
+/// node2 runs CRI-O (scripts/node.sh): a pod there gets its selected network from the
+/// annotation CRI-O passes (runtimeConfig, to the default network only), a network hot-plugged
+/// by editing it, and its network-status; CRI-O's CNI GC at its start-up — with the sandboxes it
+/// keeps as the valid attachments — releases an attachment CRI-O does not know (one made by
+/// hand with the node's delegator) and nothing of the live pod; the pod's deletion releases all.
+#[test]
+fn on_cri_o_annotations_hot_plug_and_the_start_up_gc_keep_the_live_pod_and_release_the_stale() {
+    let Some(c) =
+        Cluster::lock("on_cri_o_annotations_hot_plug_and_the_start_up_gc_keep_the_live_pod_and_release_the_stale")
+    else {
+        return;
+    };
+    assert!(c.nodes() >= 2, "needs two nodes");
+    assert!(
+        c.dir().join("pids/crio-node2").exists() || c.log_all("crio-node2").contains("crio"),
+        "node2 is not on CRI-O"
+    );
+    let _layout = with_hotplug(&c);
+    let ns = c.namespace("braid-crio");
+    c.apply(&nad(&ns.name, "red", Some(&bridge("red", "br-red-c", 115))));
+    c.apply(&nad(&ns.name, "blue", Some(&bridge("blue", "br-blue-c", 116))));
+    wait_mirrored(&c, "node2", &format!("{}/red", ns.name));
+    wait_mirrored(&c, "node2", &format!("{}/blue", ns.name));
+    c.apply(&pod(&ns.name, "p", "node2", Some("red")));
+    let red = format!("{}/red", ns.name);
+    let blue = format!("{}/blue", ns.name);
+    wait_networks(&c, &ns.name, "p", &[("eth0", "cluster"), ("net1", &red)]);
+    annotate(&c, &ns.name, "p", "red,blue");
+    let before = wait_networks(&c, &ns.name, "p", &[("eth0", "cluster"), ("net1", &red), ("net2", &blue)]);
+    let files = status_files(&c, "node2", &ns.name, "p");
+    let live = files[0].trim_end_matches(".json").rsplit('_').next().unwrap().to_string();
+    assert_eq!(reservations_of(&c, "node2", "red", &live).len(), 1);
+
+    // An attachment CRI-O does not know: the node's delegator run by hand in a namespace of
+    // node2's own, with braid's conflist as CRI-O would send it.
+    let stale = "5ca1ab1e".repeat(8);
+    let list: Value = serde_json::from_str(&c.read_on("node2", "/etc/cni/net.d/00-braid.conflist").unwrap()).unwrap();
+    let mut conf = list["plugins"][0].clone();
+    conf["name"] = list["name"].clone();
+    conf["cniVersion"] = list["cniVersion"].clone();
+    c.write_on("node2", "/tmp/braid-stale.json", &conf.to_string());
+    assert!(c.on_node("node2", "ip", &["netns", "add", "braid-stale"]).status.success());
+    let _netns = Defer(|| {
+        c.on_node("node2", "ip", &["netns", "del", "braid-stale"]);
+    });
+    let add = c.on_node(
+        "node2",
+        "sh",
+        &["-c", &format!(
+            "CNI_COMMAND=ADD CNI_CONTAINERID={stale} CNI_NETNS=/run/netns/braid-stale CNI_IFNAME=eth0 CNI_PATH=/opt/cni/bin \
+             CNI_ARGS='IgnoreUnknown=1;K8S_POD_NAMESPACE={};K8S_POD_NAME=gone;K8S_POD_INFRA_CONTAINER_ID={stale}' \
+             /opt/cni/bin/delegator < /tmp/braid-stale.json",
+            ns.name
+        )],
+    );
+    assert!(add.status.success(), "{}{}", String::from_utf8_lossy(&add.stdout), String::from_utf8_lossy(&add.stderr));
+    assert_eq!(reservations_of(&c, "node2", "cluster", &stale).len(), 1, "the stale attachment's address");
+    let state = || c.files_on("node2", "/var/lib/cni/braid").into_iter().filter(|f| f.contains(&stale)).count();
+    assert!(state() > 0, "the stale attachment's state");
+
+    // CRI-O restarted: its start-up GC.
+    c.node_sh(&["restart", "crio-node2"]);
+    c.wait(
+        "CRI-O's start-up GC releasing the stale attachment",
+        || state() == 0 && reservations_of(&c, "node2", "cluster", &stale).is_empty(),
+        || c.log("crio-node2"),
+    );
+    c.wait(
+        "CRI-O serving the pod again",
+        || c.kubectl(&["exec", "-n", &ns.name, "p", "--", "ls", "/"]).status.success(),
+        || c.log("crio-node2"),
+    );
+    assert_eq!(reservations_of(&c, "node2", "cluster", &live).len(), 1, "the live pod's cluster address kept");
+    assert_eq!(reservations_of(&c, "node2", "red", &live).len(), 1, "the live pod's red address kept");
+    assert_eq!(reservations_of(&c, "node2", "blue", &live).len(), 1, "the live pod's blue address kept");
+    assert_eq!(interfaces_inside(&c, &ns.name, "p"), before, "the live pod's interfaces untouched");
+    assert!(c.files_on("node2", "/var/lib/cni/braid").iter().any(|f| f.contains(&live)), "the live pod's state kept");
+
+    c.ok(&["delete", "pod", "p", "-n", &ns.name, "--wait=true", "--timeout=120s"]);
+    c.wait(
+        "the pod's DEL on CRI-O",
+        || ["cluster", "red", "blue"].iter().all(|n| reservations_of(&c, "node2", n, &live).is_empty()),
+        || c.log("crio-node2"),
+    );
+    assert!(!c.files_on("node2", "/var/lib/cni/braid").iter().any(|f| f.contains(&live)), "state left");
+}
