@@ -39,6 +39,43 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// The pod's network-status annotation, parsed (None until the agent has published it).
+    pub fn network_status(&self, ns: &str, name: &str) -> Option<Value> {
+        let path = format!("jsonpath={{.metadata.annotations.{}}}", NETWORK_STATUS.replace('.', "\\."));
+        let out = self.kubectl(&["get", "pod", name, "-n", ns, "-o", &path]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.success() && !text.trim().is_empty()).then(|| serde_json::from_str(&text).unwrap())
+    }
+
+    /// Waits for the pod to be Running (its network-status can come before its container has
+    /// started, and `kubectl exec` into a container not started yet fails).
+    pub fn wait_running(&self, ns: &str, name: &str) {
+        self.wait(
+            &format!("pod {ns}/{name} Running"),
+            || self.get(&["pod", name, "-n", ns])["status"]["phase"] == "Running",
+            || String::from_utf8_lossy(&self.kubectl(&["describe", "pod", name, "-n", ns]).stdout).into_owned(),
+        );
+    }
+
+    /// braid's hot-plug layout (`deploy/kubernetes-hotplug`) applied for one test; the API
+    /// layout and its grants as they were when the guard drops.
+    pub fn hotplug_layout(&self) -> Defer<impl FnMut() + '_> {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+        let rollout = ["rollout", "status", "daemonset/braid-install", "-n", "kube-system", "--timeout=240s"];
+        self.ok(&["apply", "-k", &repo.join("deploy/kubernetes-hotplug").display().to_string()]);
+        self.ok(&rollout);
+        Defer(move || {
+            let _ = self.kubectl(&["apply", "-k", &repo.join("deploy/kubernetes").display().to_string()]);
+            let _ = self.kubectl(&[
+                "delete",
+                "clusterrolebinding,clusterrole",
+                "braid-node-agent-hotplug",
+                "--ignore-not-found",
+            ]);
+            let _ = self.kubectl(&rollout);
+        })
+    }
+
     /// The cluster of `BRAID_NODE_DIR`, held for this test alone; `None` (after the SKIPPED
     /// line) where there is none and skipping is allowed.
     pub fn lock(test: &str) -> Option<Cluster> {
@@ -278,4 +315,13 @@ pub fn pod(ns: &str, name: &str, node: &str, networks: Option<&str>) -> String {
         }
     })
     .to_string()
+}
+
+/// Runs its closure when dropped: a test's clean-up that also runs when the test fails.
+pub struct Defer<F: FnMut()>(pub F);
+
+impl<F: FnMut()> Drop for Defer<F> {
+    fn drop(&mut self) {
+        (self.0)();
+    }
 }

@@ -5,6 +5,7 @@
 //! node's tests (`kube_node.rs`) drive the same through `kubectl annotate`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+use braid_integration::agent::wait_until;
 use braid_integration::{build_dir, require_root, unique, Harness, Netns};
 use cni_runtime::chain::RuntimeConf;
 use serde_json::{json, Value};
@@ -569,21 +570,16 @@ fn a_sandbox_deleted_during_an_update_with_vmtap_leaves_no_dan_file_or_tap() {
     let dan = dans.join(format!("{}.json", p.rt.container_id));
     assert!(dan.is_file());
     std::fs::write(&hang, "").unwrap();
-    let wait = |what: &str, until: &dyn Fn() -> bool| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while !until() {
-            assert!(std::time::Instant::now() < deadline, "never: {what}");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    };
     let (code, del) = p.run_update("red,held", |child| {
-        wait("the update's held network started its ADD", &|| {
-            std::fs::read_to_string(&calls).is_ok_and(|c| c.contains("\"command\":\"ADD\""))
-        });
+        wait_until(
+            "the update's held network started its ADD",
+            || std::fs::read_to_string(&calls).is_ok_and(|c| c.contains("\"command\":\"ADD\"")),
+            String::new,
+        );
         std::thread::scope(|s| {
             let del = s.spawn(|| p.h.del(&p.list, &p.rt));
             // vmtap's DEL started (and waits), or — without the lock — already removed the file.
-            wait("vmtap's DEL started", &|| vmtap_del_running() || !dan.exists());
+            wait_until("vmtap's DEL started", || vmtap_del_running() || !dan.exists(), String::new);
             std::fs::remove_file(&hang).unwrap();
             let out = child.wait_with_output().unwrap();
             (out.status.code(), del.join().unwrap())
@@ -636,20 +632,19 @@ fn a_del_under_way_with_a_nested_vmtap_never_waits_for_an_update_waiting_for_it(
         PathBuf::from(format!("/run/braid/netns-locks/netns-{}-{}.lock", m.dev(), m.ino()))
     };
     std::fs::write(&hang, "").unwrap();
-    let wait = |what: &str, until: &dyn Fn() -> bool| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while !until() {
-            assert!(std::time::Instant::now() < deadline, "never: {what}");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    };
     let (del, update) = std::thread::scope(|s| {
         let del = s.spawn(|| p.h.del(&p.list, &p.rt));
-        wait("the DEL of tapped's last plugin started", &|| {
-            std::fs::read_to_string(&calls).is_ok_and(|c| c.contains("\"command\":\"DEL\""))
-        });
+        wait_until(
+            "the DEL of tapped's last plugin started",
+            || std::fs::read_to_string(&calls).is_ok_and(|c| c.contains("\"command\":\"DEL\"")),
+            String::new,
+        );
         let update = p.run_update("tapped,red", |child| {
-            wait("the update holding the pod namespace's lock", &|| holds_flock(child.id(), &netns_lock));
+            wait_until(
+                "the update holding the pod namespace's lock",
+                || holds_flock(child.id(), &netns_lock),
+                String::new,
+            );
             std::fs::remove_file(&hang).unwrap();
             child.wait_with_output().unwrap()
         });

@@ -8,18 +8,11 @@
 //! Waits are upper bounds for a stuck cluster, never measurements.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use braid_integration::cluster::{Cluster, BUSYBOX, NETWORK_STATUS};
+use braid_integration::cluster::{Cluster, Defer, BUSYBOX, NETWORK_STATUS};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 const DEFAULT_NETWORK: &str = "v1.multus-cni.io/default-network";
-
-struct Defer<F: FnMut()>(F);
-impl<F: FnMut()> Drop for Defer<F> {
-    fn drop(&mut self) {
-        (self.0)();
-    }
-}
 
 /// A NAD `ns/name` of a bridge network of its own (no gateway) with host-local addresses from
 /// `198.18.<net>.0/24` on the bridge `brd<net>` (interface names have at most 15 characters); host-local keeps its leases in `/var/lib/cni/networks/<name>`.
@@ -87,17 +80,9 @@ fn wait_status(c: &Cluster, ns: &str, name: &str, ok: impl Fn(&Value) -> bool) -
     found.unwrap()
 }
 
-fn wait_running(c: &Cluster, ns: &str, name: &str) {
-    c.wait(
-        &format!("pod {ns}/{name} Running"),
-        || c.get(&["pod", name, "-n", ns])["status"]["phase"] == "Running",
-        || String::from_utf8_lossy(&c.kubectl(&["describe", "pod", name, "-n", ns]).stdout).into_owned(),
-    );
-}
-
 /// The pod's IPv4 addresses (with prefix) by interface, as `ip` inside it shows them.
 fn addresses_inside(c: &Cluster, ns: &str, name: &str) -> BTreeMap<String, Vec<String>> {
-    wait_running(c, ns, name);
+    c.wait_running(ns, name);
     let addr = c.ok(&["exec", "-n", ns, name, "--", "ip", "-o", "-4", "addr"]);
     let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for l in addr.lines() {
@@ -298,26 +283,12 @@ fn an_unknown_or_forbidden_default_network_refuses_the_pod_with_the_reason_and_l
     drop(other);
 }
 
-/// braid's hot-plug layout (`deploy/kubernetes-hotplug`) for one test; the plain API layout
-/// and its grants as they were afterwards.
-fn with_hotplug(c: &Cluster) -> Defer<impl FnMut() + '_> {
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    c.ok(&["apply", "-k", &repo.join("deploy/kubernetes-hotplug").display().to_string()]);
-    c.ok(&["rollout", "status", "daemonset/braid-install", "-n", "kube-system", "--timeout=240s"]);
-    Defer(move || {
-        let _ = c.kubectl(&["apply", "-k", &repo.join("deploy/kubernetes").display().to_string()]);
-        let _ =
-            c.kubectl(&["delete", "clusterrolebinding,clusterrole", "braid-node-agent-hotplug", "--ignore-not-found"]);
-        let _ = c.kubectl(&["rollout", "status", "daemonset/braid-install", "-n", "kube-system", "--timeout=240s"]);
-    })
-}
-
 #[test]
 fn a_hot_plug_never_swaps_the_primary_and_an_added_network_gets_its_event() {
     let Some(c) = Cluster::lock("a_hot_plug_never_swaps_the_primary") else {
         return;
     };
-    let _hotplug = with_hotplug(&c);
+    let _hotplug = c.hotplug_layout();
     let ns = c.namespace("braid-dflt-hp");
     let _a = nad_for_test(&c, "kube-system", "braid-primary-a", 123);
     let _b = nad_for_test(&c, "kube-system", "braid-primary-b", 124);

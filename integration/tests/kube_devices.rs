@@ -13,7 +13,7 @@
 //! Waits are upper bounds for a stuck cluster, never measurements.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use braid_integration::cluster::{Cluster, BUSYBOX, NETWORKS, NETWORK_STATUS};
+use braid_integration::cluster::{Cluster, Defer, BUSYBOX, NETWORKS};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
@@ -21,14 +21,6 @@ const VF: &str = "braid.test/fakevf";
 const RESOURCE_NAME: &str = "k8s.v1.cni.cncf.io/resourceName";
 const CHECKPOINT: &str = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint";
 const DEVINFO_CNI: &str = "/var/run/k8s.cni.cncf.io/devinfo/cni";
-
-/// Runs a closure on drop (a test's cleanup, also when it fails).
-struct Defer<F: FnMut()>(F);
-impl<F: FnMut()> Drop for Defer<F> {
-    fn drop(&mut self) {
-        (self.0)();
-    }
-}
 
 /// braid-fault (integration/src/bin) in node1's CNI bin dir.
 fn install_fault_plugin(c: &Cluster) {
@@ -133,26 +125,12 @@ fn allocated(c: &Cluster, uid: &str) -> Vec<String> {
     ids
 }
 
-fn status(c: &Cluster, ns: &str, name: &str) -> Option<Value> {
-    let out = c.kubectl(&[
-        "get",
-        "pod",
-        name,
-        "-n",
-        ns,
-        "-o",
-        &format!("jsonpath={{.metadata.annotations.{}}}", NETWORK_STATUS.replace('.', "\\.")),
-    ]);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    (out.status.success() && !text.trim().is_empty()).then(|| serde_json::from_str(&text).unwrap())
-}
-
 fn wait_status(c: &Cluster, ns: &str, name: &str) -> Value {
     let mut found = None;
     c.wait(
         &format!("network-status of {ns}/{name}"),
         || {
-            found = status(c, ns, name);
+            found = c.network_status(ns, name);
             found.is_some()
         },
         || {
@@ -164,14 +142,6 @@ fn wait_status(c: &Cluster, ns: &str, name: &str) -> Value {
         },
     );
     found.unwrap()
-}
-
-fn wait_running(c: &Cluster, ns: &str, name: &str) {
-    c.wait(
-        &format!("pod {ns}/{name} Running"),
-        || c.get(&["pod", name, "-n", ns])["status"]["phase"] == "Running",
-        || String::from_utf8_lossy(&c.kubectl(&["describe", "pod", name, "-n", ns]).stdout).into_owned(),
-    );
 }
 
 /// The sandbox (container ID) of the pod's status file on node1.
@@ -241,7 +211,7 @@ fn a_pod_given_a_device_gets_its_id_in_every_plugin_and_device_info_in_network_s
     assert_eq!(ids.len(), 1, "the kubelet allocated one device: {ids:?}");
     let id = &ids[0];
     // The device plugin's Allocate gave the pod the same one (its environment).
-    wait_running(&c, "braid-dev1", "one");
+    c.wait_running("braid-dev1", "one");
     let env = c.ok(&["exec", "-n", "braid-dev1", "one", "--", "sh", "-c", "echo $PCIDEVICE_BRAID_TEST_FAKEVF"]);
     assert_eq!(env.trim(), id, "the pod's PCIDEVICE_BRAID_TEST_FAKEVF");
     // Every plugin of the network was given it.
@@ -456,7 +426,7 @@ fn refused_device_networks_say_why_with_code_7_or_11_and_leave_nothing() {
         let msg = wait_refused(&c, "braid-dev3", pod);
         assert!(msg.contains(names) && msg.contains(why), "{pod}: {msg}");
         assert!(msg.contains(&format!("pod braid-dev3/{pod}")), "{pod}: {msg}");
-        assert_eq!(status(&c, "braid-dev3", pod), None, "{pod}: no network-status");
+        assert_eq!(c.network_status("braid-dev3", pod), None, "{pod}: no network-status");
         // The runtime's retries keep failing; by hand, the same refusal and its code.
         let id = format!("byhand{pod}");
         let (printed, links) = add_by_hand(&c, "braid-dev3", pod, networks, &id);
@@ -524,22 +494,6 @@ fn report(line: &str) {
     let _ = writeln!(std::io::stderr(), "REPORT {line}");
 }
 
-/// braid's hot-plug layout (`deploy/kubernetes-hotplug`) applied for one test; the API layout
-/// and its grants as they were afterwards (as `kube_node.rs` does it).
-fn with_hotplug(c: &Cluster) -> Defer<impl FnMut() + '_> {
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let layout = repo.join("deploy/kubernetes-hotplug");
-    c.ok(&["apply", "-k", &layout.display().to_string()]);
-    c.ok(&["rollout", "status", "daemonset/braid-install", "-n", "kube-system", "--timeout=240s"]);
-    Defer(move || {
-        let plain = repo.join("deploy/kubernetes");
-        let _ = c.kubectl(&["apply", "-k", &plain.display().to_string()]);
-        let _ =
-            c.kubectl(&["delete", "clusterrolebinding,clusterrole", "braid-node-agent-hotplug", "--ignore-not-found"]);
-        let _ = c.kubectl(&["rollout", "status", "daemonset/braid-install", "-n", "kube-system", "--timeout=240s"]);
-    })
-}
-
 #[test]
 fn a_hot_plug_update_keeps_the_device_info_of_the_device_network_it_keeps() {
     let Some(c) = Cluster::lock("a_hot_plug_update_keeps_the_device_info_of_the_device_network_it_keeps") else {
@@ -547,7 +501,7 @@ fn a_hot_plug_update_keeps_the_device_info_of_the_device_network_it_keeps() {
     };
     install_fault_plugin(&c);
     let _dp = device_plugin(&c);
-    let _hotplug = with_hotplug(&c);
+    let _hotplug = c.hotplug_layout();
     let (a, b) = logs("braid-dev4", "vf");
     let rm = || {
         let _ = c.on_node("node1", "rm", &["-f", &a, &b]);
@@ -573,13 +527,13 @@ fn a_hot_plug_update_keeps_the_device_info_of_the_device_network_it_keeps() {
     wait_status(&c, "braid-dev4", "hp");
     let ids = allocated(&c, &uid(&c, "braid-dev4", "hp"));
     assert_eq!(ids.len(), 1, "{ids:?}");
-    wait_running(&c, "braid-dev4", "hp");
+    c.wait_running("braid-dev4", "hp");
     c.ok(&["annotate", "pod", "hp", "-n", "braid-dev4", "--overwrite", &format!("{NETWORKS}=vf, plain")]);
     let mut st = Value::Null;
     c.wait(
         "network-status of braid-dev4/hp with plain added",
         || {
-            st = status(&c, "braid-dev4", "hp").unwrap_or_default();
+            st = c.network_status("braid-dev4", "hp").unwrap_or_default();
             st.as_array().is_some_and(|a| a.iter().any(|e| e["name"] == "braid-dev4/plain"))
         },
         || c.agent_log("node1"),

@@ -9,7 +9,7 @@
 //! (creation to network-status) is printed, not asserted.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use braid_integration::cluster::{pod, Cluster, NETWORK_STATUS};
+use braid_integration::cluster::{pod, Cluster, Defer, NETWORK_STATUS};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -36,35 +36,12 @@ fn bridge(name: &str, bridge: &str, net: u8) -> Value {
     })
 }
 
-/// The pod's network-status annotation, parsed (None until the agent has published it).
-fn status(c: &Cluster, ns: &str, name: &str) -> Option<Value> {
-    let out = c.kubectl(&[
-        "get",
-        "pod",
-        name,
-        "-n",
-        ns,
-        "-o",
-        &format!("jsonpath={{.metadata.annotations.{}}}", NETWORK_STATUS.replace('.', "\\.")),
-    ]);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    (out.status.success() && !text.trim().is_empty()).then(|| serde_json::from_str(&text).unwrap())
-}
-
-fn wait_running(c: &Cluster, ns: &str, name: &str) {
-    c.wait(
-        &format!("pod {ns}/{name} Running"),
-        || c.get(&["pod", name, "-n", ns])["status"]["phase"] == "Running",
-        || String::from_utf8_lossy(&c.kubectl(&["describe", "pod", name, "-n", ns]).stdout).into_owned(),
-    );
-}
-
 fn wait_status(c: &Cluster, ns: &str, name: &str, node: &str) -> Value {
     let mut found = None;
     c.wait(
         &format!("network-status of {ns}/{name}"),
         || {
-            found = status(c, ns, name);
+            found = c.network_status(ns, name);
             found.is_some()
         },
         || c.agent_log(node),
@@ -78,7 +55,7 @@ fn wait_status(c: &Cluster, ns: &str, name: &str, node: &str) -> Value {
 /// networking, which can be before its container has started, and `kubectl exec` into a container
 /// not started yet fails ("unable to upgrade connection: container not found").
 fn interfaces_inside(c: &Cluster, ns: &str, name: &str) -> BTreeMap<String, (String, Vec<String>)> {
-    wait_running(c, ns, name);
+    c.wait_running(ns, name);
     let link = c.ok(&["exec", "-n", ns, name, "--", "ip", "-o", "link"]);
     let addr = c.ok(&["exec", "-n", ns, name, "--", "ip", "-o", "-4", "addr"]);
     let mut m = BTreeMap::new();
@@ -172,8 +149,8 @@ fn nads_of_two_namespaces_and_the_configmap_give_pods_their_networks_and_network
         ));
     }
     for (name, _, expected) in &pods {
-        wait_running(&c, "braid-nets", name);
-        let st = status(&c, "braid-nets", name).unwrap();
+        c.wait_running("braid-nets", name);
+        let st = c.network_status("braid-nets", name).unwrap();
         let inside = interfaces_inside(&c, "braid-nets", name);
         assert_eq!(inside.keys().cloned().collect::<Vec<_>>(), ["eth0", "net1", "net2"], "{name}: {inside:?}");
         let names = status_matches_pod(&st, &inside);
@@ -189,14 +166,6 @@ fn nads_of_two_namespaces_and_the_configmap_give_pods_their_networks_and_network
 fn report(line: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "REPORT {line}");
-}
-
-/// Runs a closure on drop (a test's cleanup, also when it fails).
-struct Defer<F: FnMut()>(F);
-impl<F: FnMut()> Drop for Defer<F> {
-    fn drop(&mut self) {
-        (self.0)();
-    }
 }
 
 /// What `kubectl` says with these credentials instead of the admin's.
@@ -510,7 +479,7 @@ fn with_the_api_server_stopped_pods_start_from_the_node_mirror_and_get_their_sta
     // pod it was made for); the annotation is the document, on that pod.
     assert_eq!(st, doc["networkStatus"], "the published status is the node's document");
     assert_eq!(doc["podUID"], c.get(&["pod", "starting", "-n", &ns.name])["metadata"]["uid"]);
-    wait_running(&c, &ns.name, "starting");
+    c.wait_running(&ns.name, "starting");
 }
 
 #[test]
@@ -638,7 +607,7 @@ fn the_agent_killed_the_kubelet_restarted_and_containerd_restarted_lose_nothing(
         status_matches_pod(&st, &inside_new);
         // The pod that ran all along keeps its interfaces and its status.
         assert_eq!(interfaces_inside(&c, &ns.name, "running"), inside, "after {what}");
-        assert_eq!(status(&c, &ns.name, "running").as_ref(), Some(&running), "after {what}");
+        assert_eq!(c.network_status(&ns.name, "running").as_ref(), Some(&running), "after {what}");
         c.wait(
             "node1 Ready",
             || {
@@ -680,7 +649,7 @@ fn a_nad_changed_or_deleted_under_running_pods_changes_only_later_pods_and_their
     c.apply(&nad(&ns.name, "net", Some(&bridge("net", "br-life", 116))));
     mirrored(&|v| v.to_string().contains("198.18.116.0/24"));
     c.apply(&pod(&ns.name, "before", "node1", Some("net")));
-    wait_running(&c, &ns.name, "before");
+    c.wait_running(&ns.name, "before");
     let before = interfaces_inside(&c, &ns.name, "before");
     assert!(before["net1"].1.iter().any(|a| a.starts_with("198.18.116.")), "{before:?}");
 
@@ -688,7 +657,7 @@ fn a_nad_changed_or_deleted_under_running_pods_changes_only_later_pods_and_their
     c.apply(&nad(&ns.name, "net", Some(&bridge("net", "br-life", 117))));
     mirrored(&|v| v.to_string().contains("198.18.117.0/24"));
     c.apply(&pod(&ns.name, "after", "node1", Some("net")));
-    wait_running(&c, &ns.name, "after");
+    c.wait_running(&ns.name, "after");
     assert!(interfaces_inside(&c, &ns.name, "after")["net1"].1.iter().any(|a| a.starts_with("198.18.117.")));
     assert_eq!(interfaces_inside(&c, &ns.name, "before"), before, "the running pod was touched");
 
@@ -740,7 +709,7 @@ fn with_two_nodes_each_agent_publishes_only_its_own_pods_and_mirrors_every_nad()
     for n in 1..=2 {
         let name = format!("on-{n}");
         let st = wait_status(&c, &ns.name, &name, &format!("node{n}"));
-        wait_running(&c, &ns.name, &name);
+        c.wait_running(&ns.name, &name);
         status_matches_pod(&st, &interfaces_inside(&c, &ns.name, &name));
         // The pod's attachment came from its own node: the status file is on that node only.
         assert_eq!(status_files(&c, &format!("node{n}"), &ns.name, &name).len(), 1);
@@ -915,11 +884,11 @@ fn a_pod_recreated_under_the_same_name_never_gets_the_old_sandbox_status() {
         })
     };
     c.wait("the API server refusing the late patch", refused, || format!("{:#?}", requests_of(&c, "node1", mark)));
-    assert_eq!(status(&c, &ns.name, "db-0"), None, "the new pod got the old sandbox's status");
+    assert_eq!(c.network_status(&ns.name, "db-0"), None, "the new pod got the old sandbox's status");
     // Once the kubelet is back the old sandbox goes, the new one comes: its own status.
     c.node_sh(&["start", "kubelet-node1"]);
     let new = wait_status(&c, &ns.name, "db-0", "node1");
-    wait_running(&c, &ns.name, "db-0");
+    c.wait_running(&ns.name, "db-0");
     status_matches_pod(&new, &interfaces_inside(&c, &ns.name, "db-0"));
     c.wait(
         "only the new sandbox's file",
@@ -1087,10 +1056,6 @@ fn a_nad_wins_over_the_configmap_and_an_agent_restarted_without_the_api_keeps_ev
     let _ = c.on_node("node1", "rm", &["-f", &by_hand]);
 }
 
-fn repo() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
 /// The sandbox (container ID) whose status file `ns/pod` has on node1.
 fn sandbox_of(c: &Cluster, ns: &str, pod: &str) -> String {
     let files = status_files(c, "node1", ns, pod);
@@ -1119,21 +1084,6 @@ fn assert_torn_down(c: &Cluster, sandbox: &str, nets: &[&str]) {
     assert!(c.files_on("node1", "/var/lib/cni/braid").iter().all(|f| !f.contains(sandbox)));
 }
 
-/// braid's hot-plug layout (`deploy/kubernetes-hotplug`) applied for one test; the API layout
-/// and its grants as they were afterwards.
-fn with_hotplug(c: &Cluster) -> Defer<impl FnMut() + '_> {
-    let layout = repo().join("deploy/kubernetes-hotplug");
-    c.ok(&["apply", "-k", &layout.display().to_string()]);
-    c.ok(&["rollout", "status", "daemonset/braid-install", "-n", "kube-system", "--timeout=240s"]);
-    Defer(move || {
-        let plain = repo().join("deploy/kubernetes");
-        let _ = c.kubectl(&["apply", "-k", &plain.display().to_string()]);
-        let _ =
-            c.kubectl(&["delete", "clusterrolebinding,clusterrole", "braid-node-agent-hotplug", "--ignore-not-found"]);
-        let _ = c.kubectl(&["rollout", "status", "daemonset/braid-install", "-n", "kube-system", "--timeout=240s"]);
-    })
-}
-
 /// Sets the pod's networks annotation (`kubectl annotate … --overwrite`).
 fn annotate(c: &Cluster, ns: &str, pod: &str, networks: &str) {
     c.ok(&["annotate", "pod", pod, "-n", ns, "--overwrite", &format!("k8s.v1.cni.cncf.io/networks={networks}")]);
@@ -1144,7 +1094,7 @@ fn annotate(c: &Cluster, ns: &str, pod: &str, networks: &str) {
 fn wait_networks(c: &Cluster, ns: &str, pod: &str, want: &[(&str, &str)]) -> BTreeMap<String, (String, Vec<String>)> {
     let want = wait_status_networks(c, ns, pod, want);
     let inside = interfaces_inside(c, ns, pod);
-    let st = status(c, ns, pod).unwrap();
+    let st = c.network_status(ns, pod).unwrap();
     assert_eq!(status_matches_pod(&st, &inside), want);
     assert_eq!(inside.keys().cloned().collect::<Vec<_>>(), want.keys().cloned().collect::<Vec<_>>(), "{inside:?}");
     inside
@@ -1170,8 +1120,8 @@ fn wait_status_networks(c: &Cluster, ns: &str, pod: &str, want: &[(&str, &str)])
     };
     c.wait(
         &format!("network-status of {ns}/{pod} = {want:?}"),
-        || status(c, ns, pod).is_some_and(|st| names(&st) == want),
-        || format!("{:?}\n{}", status(c, ns, pod), c.agent_log("node1")),
+        || c.network_status(ns, pod).is_some_and(|st| names(&st) == want),
+        || format!("{:?}\n{}", c.network_status(ns, pod), c.agent_log("node1")),
     );
     want
 }
@@ -1181,7 +1131,7 @@ fn networks_added_removed_and_changed_on_a_running_pod_follow_its_annotation() {
     let Some(c) = Cluster::lock("networks_added_removed_and_changed_on_a_running_pod_follow_its_annotation") else {
         return;
     };
-    let _layout = with_hotplug(&c);
+    let _layout = c.hotplug_layout();
     let ns = c.namespace("braid-hot");
     // What the layout grants: reading pods besides the API layout's grants, and the admission
     // policy still holds the agent's token (from its new pod) to the network-status annotation.
@@ -1190,7 +1140,7 @@ fn networks_added_removed_and_changed_on_a_running_pod_follow_its_annotation() {
     let pods: Vec<String> = pods.iter().map(|l| grant(l)).collect();
     assert_eq!(pods, ["pods [] [] [get list patch watch]"], "{list}");
     c.apply(&pod("braid-hot", "other", "node1", None));
-    wait_running(&c, "braid-hot", "other");
+    c.wait_running("braid-hot", "other");
     let label = json!({"metadata": {"labels": {"x": "y"}}}).to_string();
     let (ok, said) = as_token(
         &c,
@@ -1273,7 +1223,7 @@ fn a_hot_plug_survives_the_agent_killed_the_api_cut_off_and_the_pods_deletion() 
     let Some(c) = Cluster::lock("a_hot_plug_survives_the_agent_killed_the_api_cut_off_and_the_pods_deletion") else {
         return;
     };
-    let _layout = with_hotplug(&c);
+    let _layout = c.hotplug_layout();
     let ns = c.namespace("braid-hot2");
     c.apply(&nad("braid-hot2", "red", Some(&bridge("red", "br-red2", 83))));
     c.apply(&nad("braid-hot2", "blue", Some(&bridge("blue", "br-blue2", 84))));
@@ -1353,7 +1303,7 @@ fn a_failed_edit_reverted_brings_back_what_it_removed_and_a_removed_default_rout
     ) else {
         return;
     };
-    let _layout = with_hotplug(&c);
+    let _layout = c.hotplug_layout();
     install_fault_plugin(&c);
     let ns = c.namespace("braid-hot3");
     c.apply(&nad("braid-hot3", "red", Some(&bridge("red", "br-red3", 86))));
@@ -1396,14 +1346,14 @@ fn a_failed_edit_reverted_brings_back_what_it_removed_and_a_removed_default_rout
         "the default route via red, inside the pod and in network-status",
         || {
             default_routes_inside(&c, "braid-hot3", "p") == ["net1 198.18.86.1"]
-                && status(&c, "braid-hot3", "p").is_some_and(|st| routed(&st))
+                && c.network_status("braid-hot3", "p").is_some_and(|st| routed(&st))
         },
-        || format!("{:?}\n{}", status(&c, "braid-hot3", "p"), c.agent_log("node1")),
+        || format!("{:?}\n{}", c.network_status("braid-hot3", "p"), c.agent_log("node1")),
     );
     annotate(&c, "braid-hot3", "p", "");
     wait_networks(&c, "braid-hot3", "p", &[("eth0", "cluster")]);
     assert_eq!(default_routes_inside(&c, "braid-hot3", "p"), cluster_route, "the replaced route is back");
-    let st = status(&c, "braid-hot3", "p").unwrap();
+    let st = c.network_status("braid-hot3", "p").unwrap();
     assert!(st.as_array().unwrap().iter().all(|e| e.get("default-route").is_none()), "{st}");
     let sandbox = sandbox_of(&c, "braid-hot3", "p");
     drop(ns);
@@ -1419,7 +1369,7 @@ fn an_agent_stopped_mid_update_lets_the_update_finish_and_nothing_is_cut_off() {
     let Some(c) = Cluster::lock("an_agent_stopped_mid_update_lets_the_update_finish_and_nothing_is_cut_off") else {
         return;
     };
-    let _layout = with_hotplug(&c);
+    let _layout = c.hotplug_layout();
     let ns = c.namespace("braid-hot4");
     c.apply(&nad("braid-hot4", "red", Some(&bridge("red", "br-red4", 88))));
     wait_mirrored(&c, "node1", "braid-hot4/red");
@@ -1472,7 +1422,7 @@ fn an_annotation_flood_on_the_nodes_pods_does_not_take_the_restarted_hot_plug_ag
     else {
         return;
     };
-    let _layout = with_hotplug(&c);
+    let _layout = c.hotplug_layout();
     let ns = c.namespace("braid-flood");
     const PODS: usize = 40;
     let fill = "x".repeat(200 * 1024);
@@ -1612,7 +1562,7 @@ fn on_cri_o_annotations_hot_plug_and_the_start_up_gc_keep_the_live_pod_and_relea
         c.dir().join("pids/crio-node2").exists() || c.log_all("crio-node2").contains("crio"),
         "node2 is not on CRI-O"
     );
-    let _layout = with_hotplug(&c);
+    let _layout = c.hotplug_layout();
     let ns = c.namespace("braid-crio");
     c.apply(&nad(&ns.name, "red", Some(&bridge("red", "br-red-c", 115))));
     c.apply(&nad(&ns.name, "blue", Some(&bridge("blue", "br-blue-c", 116))));
