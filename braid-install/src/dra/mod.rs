@@ -1,0 +1,2 @@
+//! braid as a DRA driver (`--dra`).
+pub mod plan;
