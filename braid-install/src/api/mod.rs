@@ -18,6 +18,7 @@
 
 pub mod added;
 pub mod call;
+pub mod claim_status;
 pub mod event;
 pub mod hotplug;
 pub mod nads;

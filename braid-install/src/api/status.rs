@@ -58,6 +58,11 @@ pub struct Document {
     pub status: String,
     /// Its interfaces, as their `AddedInterface` Events report them ([`super::added`]).
     pub interfaces: Vec<super::added::Added>,
+    /// The document, parsed.
+    pub value: serde_json::Value,
+    /// `claims`: the claim-backed attachments, reported on their ResourceClaims
+    /// ([`super::claim_status`]).
+    pub claims: Vec<super::claim_status::ClaimEntry>,
 }
 
 /// The file as the delegator writes it: `{"networkStatus": [...], "podUID": "..."}`; or, from
@@ -71,6 +76,8 @@ pub fn document(bytes: &[u8]) -> Result<Document, String> {
         pod_uid: Option<String>,
         #[serde(default)]
         addresses: Option<serde_json::Value>,
+        #[serde(default)]
+        claims: Vec<super::claim_status::ClaimEntry>,
     }
     let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_string())?;
     let text = text.strip_suffix('\n').unwrap_or(text);
@@ -83,10 +90,22 @@ pub fn document(bytes: &[u8]) -> Result<Document, String> {
         let f: File = serde_json::from_str(text).map_err(|e| format!("not a network-status file: {e}"))?;
         let (status, v) = list(f.network_status.get()).map_err(|e| format!("networkStatus: {e}"))?;
         let interfaces = super::added::of_document(&v, f.addresses.as_ref());
-        return Ok(Document { pod_uid: f.pod_uid.filter(|u| !u.is_empty()), status, interfaces });
+        return Ok(Document {
+            pod_uid: f.pod_uid.filter(|u| !u.is_empty()),
+            status,
+            interfaces,
+            value: v,
+            claims: f.claims,
+        });
     }
     let (status, v) = list(text)?;
-    Ok(Document { pod_uid: None, interfaces: super::added::of_document(&v, None), status })
+    Ok(Document {
+        pod_uid: None,
+        interfaces: super::added::of_document(&v, None),
+        status,
+        value: v,
+        claims: Vec::new(),
+    })
 }
 
 /// What became of one attempt.
@@ -313,6 +332,9 @@ async fn publish(client: &kube::Client, agent: &Agent, pod: &PodKey, v: &Version
             if let Ok(age) = SystemTime::now().duration_since(v.modified) {
                 agent.metrics.publish_latency.observe(age.as_secs_f64());
             }
+            if let Some(retry) = report_claims(client, agent, pod, &doc).await {
+                return retry;
+            }
             if agent.interface_events {
                 // A static pod's sandbox UID is the kubelet's, not its mirror pod's: the Event
                 // then names the pod without a UID.
@@ -330,6 +352,43 @@ async fn publish(client: &kube::Client, agent: &Agent, pod: &PodKey, v: &Version
         }
         Err(f) => failed(agent, pod, v, "patching", f),
     }
+}
+
+/// The claim-backed attachments of `doc` reported on their claims ([`super::claim_status`]):
+/// `Some(Retry)` when the API server failed in a way a retry may mend (the pod's patch is then
+/// sent again with the claims': the same merge patch, harmless).
+async fn report_claims(client: &kube::Client, agent: &Agent, pod: &PodKey, doc: &Document) -> Option<Outcome> {
+    use super::claim_status;
+    use k8s_openapi::api::resource::v1::ResourceClaim;
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    for group in claim_status::by_claim(&doc.claims) {
+        let Some(apply) = claim_status::apply(&group, &doc.value, &doc.interfaces, &now) else { continue };
+        let c = group[0];
+        let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &c.namespace);
+        let params = PatchParams::apply(&c.driver).force();
+        match call(agent, Verb::patch, "resourceclaims", api.patch_status(&c.name, &params, &Patch::Apply(&apply)))
+            .await
+        {
+            Ok(_) => crate::log(&format!(
+                "claim {}/{} of pod {pod}: status.devices reported ({})",
+                c.namespace,
+                c.name,
+                group.iter().map(|e| e.interface.as_str()).collect::<Vec<_>>().join(", ")
+            )),
+            Err(f) if f.code() == Some(404) || f.is_uid_refused() => crate::log(&format!(
+                "claim {}/{} of pod {pod}: gone or replaced, its status is not reported ({f})",
+                c.namespace, c.name
+            )),
+            Err(f) if f.retryable() => {
+                return Some(Outcome::Retry(format!("reporting claim {}/{} of pod {pod}: {f}", c.namespace, c.name)))
+            }
+            Err(f) => crate::log(&format!(
+                "claim {}/{} of pod {pod}: its status was refused ({f}); not retried",
+                c.namespace, c.name
+            )),
+        }
+    }
+    None
 }
 
 /// The `AddedInterface` Events of `doc`'s interfaces that this process has not announced yet
@@ -426,7 +485,13 @@ mod tests {
         let doc = |b: &[u8]| document(b).unwrap();
         assert_eq!(
             doc(b"[{\"name\":\"x\"}]\n"),
-            Document { pod_uid: None, status: "[{\"name\":\"x\"}]".into(), interfaces: vec![] }
+            Document {
+                pod_uid: None,
+                status: "[{\"name\":\"x\"}]".into(),
+                interfaces: vec![],
+                value: serde_json::json!([{"name": "x"}]),
+                claims: vec![]
+            }
         );
         assert_eq!(doc(b"[]").status, "[]");
         // The delegator's form: the list exactly as written, and the UID.
@@ -436,9 +501,14 @@ mod tests {
             Document {
                 pod_uid: Some("u-1".into()),
                 status: "[{\"name\":\"x\",\"ips\":[\"198.18.0.2\"]}]".into(),
-                interfaces: vec![]
+                interfaces: vec![],
+                value: serde_json::json!([{"name": "x", "ips": ["198.18.0.2"]}]),
+                claims: vec![]
             }
         );
+        // A claim-backed attachment: its claim, reported on the claim (super::claim_status).
+        let d = doc(br#"{"networkStatus":[],"claims":[{"namespace":"t","name":"c","uid":"u","request":"net","driver":"net.braid-cni.io","pool":"n","device":"d","shareID":"s","interface":"net1"}]}"#);
+        assert_eq!((d.claims[0].name.as_str(), d.claims[0].share_id.as_deref()), ("c", Some("s")));
         // The delegator's addresses beside it: what the AddedInterface Events say.
         let d = doc(b"{\"networkStatus\":[{\"name\":\"ns/x\",\"interface\":\"net1\",\"ips\":[\"198.18.0.2\"]}],\"addresses\":{\"net1\":[\"198.18.0.2/24\"]}}");
         assert_eq!(super::super::added::message(&d.interfaces[0]), "Add net1 [198.18.0.2/24] from ns/x");

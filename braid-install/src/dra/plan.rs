@@ -163,7 +163,11 @@ pub enum PlanError {
 
 /// `namespace/name` of the claim.
 fn claim_name(c: &ResourceClaim) -> String {
-    format!("{}/{}", c.metadata.namespace.as_deref().unwrap_or_default(), c.metadata.name.as_deref().unwrap_or_default())
+    format!(
+        "{}/{}",
+        c.metadata.namespace.as_deref().unwrap_or_default(),
+        c.metadata.name.as_deref().unwrap_or_default()
+    )
 }
 
 /// A request reference without its subrequest (`req/sub` → `req`), as the Go helper's
@@ -300,13 +304,7 @@ pub fn plan(
             element,
         });
     }
-    Ok(Plan {
-        namespace: claim_ns,
-        name: claim.metadata.name.clone().unwrap_or_default(),
-        uid,
-        pods,
-        devices,
-    })
+    Ok(Plan { namespace: claim_ns, name: claim.metadata.name.clone().unwrap_or_default(), uid, pods, devices })
 }
 
 #[cfg(test)]
@@ -386,7 +384,10 @@ mod tests {
         let e = run(&allocated(json!([result("other-secret-3")]), json!([]))).unwrap_err();
         assert!(matches!(e, PlanError::Namespace { .. }), "{e}");
         let text = e.to_string();
-        assert!(text.contains("tenant/web-net-x7k2p") && text.contains("other/secret") && text.contains("\"tenant\""), "{text}");
+        assert!(
+            text.contains("tenant/web-net-x7k2p") && text.contains("other/secret") && text.contains("\"tenant\""),
+            "{text}"
+        );
     }
 
     #[test]
