@@ -76,6 +76,59 @@ impl Cluster {
         })
     }
 
+    /// braid's DRA layout (`deploy/kubernetes-dra`: the agent with `--dra`, its grants, its
+    /// admission policy and DeviceClass) applied for one test; when the guard drops, the API
+    /// layout as it was, the DRA objects deleted and no ResourceSlice of braid's driver left.
+    pub fn dra_layout(&self) -> Defer<impl FnMut() + '_> {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+        let rollout = ["rollout", "status", "daemonset/braid-install", "-n", "kube-system", "--timeout=240s"];
+        let layout = repo.join("deploy/kubernetes-dra").display().to_string();
+        // What the layout adds beyond the API layout (`kind.group/name` of each object), to
+        // delete afterwards: its objects are cluster-scoped or braid's namespace's.
+        let names = |dir: &str| -> Vec<String> {
+            self.ok(&["apply", "-k", dir, "--dry-run=client", "-o", "name"]).lines().map(str::to_string).collect()
+        };
+        let base = names(&repo.join("deploy/kubernetes").display().to_string());
+        let added: Vec<String> = names(&layout).into_iter().filter(|n| !base.contains(n)).collect();
+        self.ok(&["apply", "-k", &layout]);
+        self.ok(&rollout);
+        Defer(move || {
+            let _ = self.kubectl(&["apply", "-k", &repo.join("deploy/kubernetes").display().to_string()]);
+            for name in &added {
+                let _ = self.kubectl(&["delete", name, "-n", "kube-system", "--ignore-not-found"]);
+            }
+            let _ = self.kubectl(&rollout);
+            let _ = self.kubectl(&["delete", "resourceslices", "--field-selector", "spec.driver=net.braid-cni.io"]);
+        })
+    }
+
+    /// What `kubectl` says with these credentials instead of the admin's: whether it
+    /// succeeded, and its output.
+    pub fn as_token(&self, token: &str, args: &[&str]) -> (bool, String) {
+        let mut a = vec!["--kubeconfig=/dev/null", "--server=https://198.18.0.1:6443"];
+        let ca = format!("--certificate-authority={}/pki/ca.crt", self.dir().display());
+        let tk = format!("--token={token}");
+        a.push(&ca);
+        a.push(&tk);
+        a.extend_from_slice(args);
+        let out = self.kubectl(&a);
+        (
+            out.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        )
+    }
+
+    /// The token the kubelet mounted into braid's agent pod on `node` (its projected volume):
+    /// bound to that pod and naming its node.
+    pub fn agent_token(&self, node: &str) -> String {
+        let (_, uid) = self.agent_pod(node);
+        let dir = format!("/var/lib/kubelet/pods/{uid}/volumes/kubernetes.io~projected");
+        let files = self.files_on(node, &dir);
+        let token =
+            files.iter().find(|f| f.ends_with("/token")).unwrap_or_else(|| panic!("no token in {dir}: {files:?}"));
+        self.read_on(node, &format!("{dir}/{token}")).unwrap().trim().to_string()
+    }
+
     /// The cluster of `BRAID_NODE_DIR`, held for this test alone; `None` (after the SKIPPED
     /// line) where there is none and skipping is allowed.
     pub fn lock(test: &str) -> Option<Cluster> {

@@ -168,27 +168,6 @@ fn report(line: &str) {
     let _ = writeln!(std::io::stderr(), "REPORT {line}");
 }
 
-/// What `kubectl` says with these credentials instead of the admin's.
-fn as_token(c: &Cluster, token: &str, args: &[&str]) -> (bool, String) {
-    let mut a = vec!["--kubeconfig=/dev/null", "--server=https://198.18.0.1:6443"];
-    let ca = format!("--certificate-authority={}/pki/ca.crt", c.dir().display());
-    let tk = format!("--token={token}");
-    a.push(&ca);
-    a.push(&tk);
-    a.extend_from_slice(args);
-    let out = c.kubectl(&a);
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-}
-
-/// The token the kubelet mounted into braid's agent pod on `node` (its projected volume).
-fn agent_token(c: &Cluster, node: &str) -> String {
-    let (_, uid) = c.agent_pod(node);
-    let dir = format!("/var/lib/kubelet/pods/{uid}/volumes/kubernetes.io~projected");
-    let files = c.files_on(node, &dir);
-    let token = files.iter().find(|f| f.ends_with("/token")).unwrap_or_else(|| panic!("no token in {dir}: {files:?}"));
-    c.read_on(node, &format!("{dir}/{token}")).unwrap().trim().to_string()
-}
-
 #[test]
 fn the_shipped_rbac_and_admission_policy_are_enforced_by_the_api_server() {
     let Some(c) = Cluster::lock("the_shipped_rbac_and_admission_policy_are_enforced_by_the_api_server") else {
@@ -211,9 +190,9 @@ fn the_shipped_rbac_and_admission_policy_are_enforced_by_the_api_server() {
     let ns = c.namespace("braid-policy");
     c.apply(&pod("braid-policy", "on-1", "node1", None));
     c.apply(&pod("braid-policy", "on-2", "node2", None));
-    let token = agent_token(&c, "node1");
+    let token = c.agent_token("node1");
     let patch = |pod: &str, p: Value| {
-        as_token(&c, &token, &["patch", "pod", pod, "-n", &ns.name, "--type=merge", "-p", &p.to_string()])
+        c.as_token(&token, &["patch", "pod", pod, "-n", &ns.name, "--type=merge", "-p", &p.to_string()])
     };
 
     // Set, change, remove: the one annotation, on its own node's pod.
@@ -253,8 +232,7 @@ fn the_shipped_rbac_and_admission_policy_are_enforced_by_the_api_server() {
     }
     // A token of the same ServiceAccount that names no node (not bound to a pod).
     let unbound = c.ok(&["create", "token", "braid", "-n", "kube-system"]).trim().to_string();
-    let (ok, said) = as_token(
-        &c,
+    let (ok, said) = c.as_token(
         &unbound,
         &[
             "patch",
@@ -1142,11 +1120,8 @@ fn networks_added_removed_and_changed_on_a_running_pod_follow_its_annotation() {
     c.apply(&pod("braid-hot", "other", "node1", None));
     c.wait_running("braid-hot", "other");
     let label = json!({"metadata": {"labels": {"x": "y"}}}).to_string();
-    let (ok, said) = as_token(
-        &c,
-        &agent_token(&c, "node1"),
-        &["patch", "pod", "other", "-n", "braid-hot", "--type=merge", "-p", &label],
-    );
+    let (ok, said) = c
+        .as_token(&c.agent_token("node1"), &["patch", "pod", "other", "-n", "braid-hot", "--type=merge", "-p", &label]);
     assert!(!ok && said.contains("ValidatingAdmissionPolicy 'braid-node-agent'"), "{said}");
     c.apply(&nad("braid-hot", "red", Some(&bridge("red", "br-red", 81))));
     c.apply(&nad("braid-hot", "blue", Some(&bridge("blue", "br-blue", 82))));

@@ -1,0 +1,323 @@
+//! braid as a DRA driver on the real cluster of `scripts/node.sh` (two nodes, the real
+//! kube-scheduler, kube-controller-manager's resourceclaim controller, each node's kubelet with
+//! its plugin manager): braid's agent with `--dra` (`deploy/kubernetes-dra`) registers with each
+//! kubelet, publishes each node's networks as a ResourceSlice, prepares the claims the kubelet
+//! hands it, and reports each claim-backed attachment on its claim.
+//!
+//! A network only node2 can attach: its plugin (`braid-dra-only`, a copy of the reference
+//! `bridge` under another name — what an SR-IOV CNI installed only on the nodes with the NICs
+//! is) is in node2's CNI bin dir alone, so only node2's slice offers it, and the scheduler puts
+//! a pod whose claim asks for it on node2.
+//!
+//! Waits are upper bounds for a stuck cluster, never measurements.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use braid_integration::cluster::{Cluster, Defer, BUSYBOX};
+use serde_json::{json, Value};
+
+const DRIVER: &str = "net.braid-cni.io";
+const ONLY: &str = "braid-dra-only";
+const CLAIMS: &str = "/var/lib/braid/claims";
+
+/// `braid-dra-only` in node2's CNI bin dir (the reference bridge plugin under that name),
+/// removed again when the guard drops.
+fn plugin_only_on_node2(c: &Cluster) -> Defer<impl FnMut() + '_> {
+    let out = c.on_node("node2", "cp", &["/opt/cni/bin/bridge", &format!("/opt/cni/bin/{ONLY}")]);
+    assert!(out.status.success(), "installing {ONLY} on node2: {out:?}");
+    Defer(move || {
+        let _ = c.on_node("node2", "rm", &["-f", &format!("/opt/cni/bin/{ONLY}")]);
+    })
+}
+
+/// A NAD `ns/name` of plugin `plugin` (a bridge) with addresses from 198.18.<net>.0/24.
+fn nad(c: &Cluster, ns: &str, name: &str, plugin: &str, net: u8) {
+    let config = json!({
+        "cniVersion": "1.0.0", "name": format!("{ns}-{name}"),
+        "plugins": [{"type": plugin, "bridge": format!("br-dra{net}"), "isGateway": false, "ipMasq": false,
+                     "ipam": {"type": "host-local", "ranges": [[{"subnet": format!("198.18.{net}.0/24")}]]}}]
+    });
+    c.apply(
+        &json!({
+            "apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"config": config.to_string()}
+        })
+        .to_string(),
+    );
+}
+
+/// The devices of braid's slices on `node`: (device name, its `network` attribute).
+fn offered(c: &Cluster, node: &str) -> Vec<(String, String)> {
+    let slices = c.get(&["resourceslices", "--field-selector", &format!("spec.nodeName={node},spec.driver={DRIVER}")]);
+    let mut out: Vec<(String, String)> = slices["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["spec"]["devices"].as_array().cloned().unwrap_or_default())
+        .map(|d| {
+            (
+                d["name"].as_str().unwrap_or_default().to_string(),
+                d["attributes"]["network"]["string"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn offers(c: &Cluster, node: &str, network: &str) -> bool {
+    offered(c, node).iter().any(|(_, n)| n == network)
+}
+
+/// A ResourceClaimTemplate `name` asking for braid's device of `network`, with `parameters`
+/// (braid's opaque selection keys) for its request `net`.
+fn template(ns: &str, name: &str, network: &str, parameters: Value) -> String {
+    json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"spec": {"devices": {
+            "requests": [{"name": "net", "exactly": {
+                "deviceClassName": DRIVER,
+                "selectors": [{"cel": {"expression": format!("device.attributes[\"{DRIVER}\"].network == \"{network}\"")}}]
+            }}],
+            "config": [{"requests": ["net"], "opaque": {"driver": DRIVER, "parameters": parameters}}]
+        }}}
+    })
+    .to_string()
+}
+
+/// A pod `ns/name` (no node: the scheduler places it) whose claim `net` comes from `template`.
+fn claim_pod(ns: &str, name: &str, template: &str) -> String {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "resourceClaims": [{"name": "net", "resourceClaimTemplateName": template}],
+            "containers": [{"name": "main", "image": BUSYBOX, "imagePullPolicy": "Never",
+                            "command": ["sleep", "100000"]}]
+        }
+    })
+    .to_string()
+}
+
+/// The claim the resourceclaim controller made for the pod's claim `net`.
+fn claim_of(c: &Cluster, ns: &str, pod: &str) -> Option<Value> {
+    let p = c.get(&["pod", pod, "-n", ns]);
+    let name = p["status"]["resourceClaimStatuses"].as_array()?.iter().find(|s| s["name"] == "net")?
+        ["resourceClaimName"]
+        .as_str()?
+        .to_string();
+    Some(c.get(&["resourceclaim", &name, "-n", ns]))
+}
+
+fn describe(c: &Cluster, ns: &str, pod: &str) -> String {
+    String::from_utf8_lossy(&c.kubectl(&["describe", "pod", pod, "-n", ns]).stdout).into_owned()
+}
+
+#[test]
+fn a_network_only_node2_has_puts_the_pod_there_with_the_interface_its_claim_reports_and_del_leaves_nothing() {
+    let Some(c) = Cluster::lock(
+        "a_network_only_node2_has_puts_the_pod_there_with_the_interface_its_claim_reports_and_del_leaves_nothing",
+    ) else {
+        return;
+    };
+    assert!(c.nodes() >= 2, "this test needs two nodes (scripts/node.sh up 2)");
+    let _only = plugin_only_on_node2(&c);
+    let _dra = c.dra_layout();
+    let ns = c.namespace("braid-dra1");
+    nad(&c, &ns.name, "side", ONLY, 130);
+    nad(&c, &ns.name, "both", "bridge", 131);
+    let (side, both) = ("braid-dra1/side", "braid-dra1/both");
+    c.wait(
+        "node2's slice offering both networks",
+        || offers(&c, "node2", side) && offers(&c, "node2", both),
+        || format!("{:?}\n{}", offered(&c, "node2"), c.agent_log("node2")),
+    );
+    c.wait(
+        "node1's slice offering the network of the bridge",
+        || offers(&c, "node1", both),
+        || format!("{:?}\n{}", offered(&c, "node1"), c.agent_log("node1")),
+    );
+    assert!(!offers(&c, "node1", side), "node1 has no {ONLY}, yet offers {side}: {:?}", offered(&c, "node1"));
+
+    c.apply(&template(&ns.name, "side", side, json!({"interface": "side0"})));
+    c.apply(&claim_pod(&ns.name, "web", "side"));
+    c.wait_running(&ns.name, "web");
+    let pod = c.get(&["pod", "web", "-n", &ns.name]);
+    assert_eq!(pod["spec"]["nodeName"], "node2", "the scheduler placed the pod where its network is");
+
+    // The interface, seen inside the pod, with its address from the network's range.
+    let addr = c.ok(&["exec", "-n", &ns.name, "web", "--", "ip", "-o", "-4", "addr", "show", "dev", "side0"]);
+    let ip = addr
+        .split_whitespace()
+        .skip_while(|w| *w != "inet")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no IPv4 address on side0: {addr}"))
+        .to_string();
+    assert!(ip.starts_with("198.18.130."), "{ip}");
+
+    // The claim reports it: braid's device, Ready, with the interface's name, address and MAC.
+    let reported = |claim: &Value| claim["status"]["devices"].as_array().is_some_and(|d| !d.is_empty());
+    c.wait(
+        "the claim's status.devices",
+        || reported(&claim_of(&c, &ns.name, "web").unwrap_or_default()),
+        || format!("{:?}\n{}", claim_of(&c, &ns.name, "web"), c.agent_log("node2")),
+    );
+    let claim = claim_of(&c, &ns.name, "web").unwrap();
+    let devices = claim["status"]["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 1, "{claim}");
+    let d = &devices[0];
+    let allocated = &claim["status"]["allocation"]["devices"]["results"][0];
+    assert_eq!((&d["driver"], &d["pool"], &d["device"]), (&json!(DRIVER), &json!("node2"), &allocated["device"]));
+    assert_eq!(d["shareID"], allocated["shareID"], "{claim}");
+    assert_eq!(d["networkData"]["interfaceName"], "side0", "{claim}");
+    assert_eq!(d["networkData"]["ips"], json!([ip]), "{claim}");
+    let mac = c.ok(&["exec", "-n", &ns.name, "web", "--", "cat", "/sys/class/net/side0/address"]);
+    assert_eq!(d["networkData"]["hardwareAddress"], mac.trim(), "{claim}");
+    let ready: Vec<&Value> = d["conditions"].as_array().unwrap().iter().filter(|k| k["type"] == "Ready").collect();
+    assert_eq!(ready.len(), 1, "{claim}");
+    assert_eq!(ready[0]["status"], "True", "{claim}");
+
+    // network-status lists it like an annotation-selected network.
+    let st = c
+        .network_status(&ns.name, "web")
+        .unwrap_or_else(|| panic!("no network-status: {}", describe(&c, &ns.name, "web")));
+    let entries: Vec<&Value> = st.as_array().unwrap().iter().filter(|e| e["name"] == side).collect();
+    assert_eq!(entries.len(), 1, "{st}");
+    assert_eq!(entries[0]["interface"], "side0", "{st}");
+    assert_eq!(entries[0]["ips"], json!([ip.split('/').next().unwrap()]), "{st}");
+
+    // The node-local record the ADD read, for this pod; gone with the pod, as its attachment.
+    let uid = pod["metadata"]["uid"].as_str().unwrap().to_string();
+    let claim_uid = claim["metadata"]["uid"].as_str().unwrap().to_string();
+    assert_eq!(c.files_on("node2", CLAIMS), [format!("{uid}/{claim_uid}.json")]);
+    c.ok(&["delete", "pod", "web", "-n", &ns.name, "--wait=true"]);
+    c.wait(
+        "the claim's record removed (NodeUnprepareResources)",
+        || c.files_on("node2", CLAIMS).is_empty(),
+        || c.agent_log("node2"),
+    );
+    assert!(
+        c.files_on("node2", "/var/lib/cni/braid").iter().all(|f| !f.contains(&uid)),
+        "braid's state of the pod is gone: {:?}",
+        c.files_on("node2", "/var/lib/cni/braid")
+    );
+    let held: Vec<String> = c
+        .files_on("node2", "/var/lib/cni/networks/braid-dra1-side")
+        .into_iter()
+        .filter(|f| f.starts_with("198."))
+        .collect();
+    assert!(held.is_empty(), "host-local still holds {held:?}");
+}
+
+#[test]
+fn a_claim_for_a_network_no_node_has_leaves_the_pod_pending_with_the_schedulers_reason() {
+    let Some(c) = Cluster::lock("a_claim_for_a_network_no_node_has_leaves_the_pod_pending_with_the_schedulers_reason")
+    else {
+        return;
+    };
+    let _dra = c.dra_layout();
+    let ns = c.namespace("braid-dra2");
+    // A network whose plugin no node has: on no slice.
+    nad(&c, &ns.name, "nowhere", "braid-dra-nowhere", 132);
+    c.wait(
+        "the mirror of braid-dra2/nowhere on node1",
+        || c.files_on("node1", "/etc/cni/braid.d").contains(&"braid-dra2/nowhere.conflist".to_string()),
+        || c.agent_log("node1"),
+    );
+    c.apply(&template(&ns.name, "nowhere", "braid-dra2/nowhere", json!({})));
+    c.apply(&claim_pod(&ns.name, "lost", "nowhere"));
+    let mut said = String::new();
+    c.wait(
+        "the scheduler's FailedScheduling event",
+        || {
+            let ev = c.get(&[
+                "events",
+                "-n",
+                &ns.name,
+                "--field-selector",
+                "involvedObject.name=lost,reason=FailedScheduling",
+            ]);
+            said = ev["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|e| e["message"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n");
+            !said.is_empty()
+        },
+        || describe(&c, &ns.name, "lost"),
+    );
+    assert!(said.contains("cannot allocate all claims"), "{said}");
+    let pod = c.get(&["pod", "lost", "-n", &ns.name]);
+    assert_eq!(pod["status"]["phase"], "Pending", "{pod}");
+    assert!(pod["spec"]["nodeName"].is_null(), "no node: {pod}");
+    // No sandbox was ever tried: no kubelet refused one.
+    let failed = c.get(&["events", "-n", &ns.name, "--field-selector", "reason=FailedCreatePodSandBox"]);
+    assert_eq!(failed["items"], json!([]), "{failed}");
+}
+
+#[test]
+fn an_agent_may_write_only_its_own_nodes_slices_and_claims() {
+    let Some(c) = Cluster::lock("an_agent_may_write_only_its_own_nodes_slices_and_claims") else {
+        return;
+    };
+    assert!(c.nodes() >= 2, "this test needs two nodes (scripts/node.sh up 2)");
+    let _only = plugin_only_on_node2(&c);
+    let _dra = c.dra_layout();
+    let ns = c.namespace("braid-dra3");
+    nad(&c, &ns.name, "side", ONLY, 133);
+    c.wait(
+        "node2's slice offering braid-dra3/side",
+        || offers(&c, "node2", "braid-dra3/side"),
+        || c.agent_log("node2"),
+    );
+    c.apply(&template(&ns.name, "side", "braid-dra3/side", json!({})));
+    c.apply(&claim_pod(&ns.name, "web", "side"));
+    c.wait_running(&ns.name, "web");
+    let claim = claim_of(&c, &ns.name, "web").unwrap();
+    let name = claim["metadata"]["name"].as_str().unwrap().to_string();
+    let allocated = claim["status"]["allocation"]["devices"]["results"][0].clone();
+    let device_status = |message: &str| {
+        let mut d = json!({"driver": DRIVER, "pool": allocated["pool"], "device": allocated["device"],
+                           "conditions": [{"type": "Ready", "status": "False", "reason": "Forged", "message": message,
+                                           "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+        if !allocated["shareID"].is_null() {
+            d["shareID"] = allocated["shareID"].clone();
+        }
+        json!({"status": {"devices": [d]}}).to_string()
+    };
+    let patch = |token: &str, p: String| {
+        c.as_token(
+            token,
+            &["patch", "resourceclaim", &name, "-n", &ns.name, "--subresource=status", "--type=merge", "-p", &p],
+        )
+    };
+    // node1's agent: the claim is allocated on node2 — refused.
+    let (ok, said) = patch(&c.agent_token("node1"), device_status("from node1"));
+    assert!(!ok, "node1's agent wrote a claim of node2: {said}");
+    assert!(said.contains("Forbidden") || said.contains("forbidden"), "{said}");
+    // node2's agent may set braid's device status, but not the allocation or reservations.
+    let token2 = c.agent_token("node2");
+    let (ok, said) = patch(&token2, device_status("from node2"));
+    assert!(ok, "node2's agent may write its claim's device status: {said}");
+    let (ok, said) = patch(&token2, json!({"status": {"reservedFor": null}}).to_string());
+    assert!(!ok, "node2's agent changed the claim's reservedFor: {said}");
+    // Slices: node1's agent may not write one for node2.
+    let forged = json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": "forged-node2"},
+        "spec": {"driver": DRIVER, "nodeName": "node2", "pool": {"name": "node2", "generation": 1, "resourceSliceCount": 1},
+                 "devices": []}
+    });
+    let file = c.dir().join("forged-slice.json");
+    std::fs::write(&file, forged.to_string()).unwrap();
+    let _rm = Defer(|| {
+        let _ = std::fs::remove_file(c.dir().join("forged-slice.json"));
+        let _ = c.kubectl(&["delete", "resourceslice", "forged-node2", "--ignore-not-found"]);
+    });
+    let (ok, said) = c.as_token(&c.agent_token("node1"), &["create", "-f", file.to_str().unwrap()]);
+    assert!(!ok, "node1's agent created a slice of node2: {said}");
+}
