@@ -2,6 +2,8 @@
 //! them: a gRPC client (tonic) over the unix sockets, in a temporary directory laid out as the
 //! agent sees the node (`<root>/host/var/lib/kubelet/...`). No root needed.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
 use braid_install::dra::proto::{self, Claim};
 use braid_install::dra::server::{self, Config, Driver, Results, Server};
 use hyper_util::rt::TokioIo;
@@ -100,7 +102,8 @@ impl Driver for Fake {
                 .into_iter()
                 .filter(|c| c.name != "lost")
                 .map(|c| {
-                    let error = if c.name.starts_with("bad") { format!("cannot remove {}", c.name) } else { String::new() };
+                    let error =
+                        if c.name.starts_with("bad") { format!("cannot remove {}", c.name) } else { String::new() };
                     (c.uid, proto::NodeUnprepareResourceResponse { error })
                 })
                 .collect();

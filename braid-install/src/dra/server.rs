@@ -17,6 +17,12 @@
 //!   30 s (`defaultWipingDelay`) without a connected, registered instance it deletes the node's
 //!   ResourceSlices of the driver.
 //!
+//! **Known gap**: the v1.36.3 kubelet dials the registration socket by its bare path (grpc-go
+//! `DialContext`, `operation_generator.go` `dial`), so its `:authority` is the percent-encoded
+//! path, which h2 (under hyper) rejects as malformed (`PROTOCOL_ERROR`): registration fails
+//! until that is solved (braid-install/README.md, "DRA driver: the kubelet's sockets"). The DRA
+//! socket is dialed as `unix:<path>` (authority `localhost`) and works.
+//!
 //! gRPC here is tonic's server half (`tonic::server::Grpc` and prost's codec, no tonic
 //! transport, no router) over hyper's HTTP/2 server connection, on the agent's current-thread
 //! runtime.
@@ -343,7 +349,11 @@ where
 }
 
 /// One request, by its path; a method of the other socket's service is `UNIMPLEMENTED`.
-async fn route<D: Driver>(state: Arc<State<D>>, socket: Socket, req: hyper::Request<Incoming>) -> hyper::Response<BoxBody> {
+async fn route<D: Driver>(
+    state: Arc<State<D>>,
+    socket: Socket,
+    req: hyper::Request<Incoming>,
+) -> hyper::Response<BoxBody> {
     match (socket, req.uri().path()) {
         (Socket::Registration, proto::GET_INFO) => {
             let info = state.info.clone();
@@ -359,7 +369,8 @@ async fn route<D: Driver>(state: Arc<State<D>>, socket: Socket, req: hyper::Requ
             Grpc::new(codec).unary(Unary(method), req).await
         }
         (Socket::Dra, proto::NODE_PREPARE_RESOURCES) => {
-            let codec = ProstCodec::<proto::NodePrepareResourcesResponse, proto::NodePrepareResourcesRequest>::default();
+            let codec =
+                ProstCodec::<proto::NodePrepareResourcesResponse, proto::NodePrepareResourcesRequest>::default();
             let method = move |r: proto::NodePrepareResourcesRequest| {
                 let state = state.clone();
                 async move { state.prepare(r.claims).await }
@@ -376,7 +387,8 @@ async fn route<D: Driver>(state: Arc<State<D>>, socket: Socket, req: hyper::Requ
             Grpc::new(codec).unary(Unary(method), req).await
         }
         (socket, path) => {
-            Status::unimplemented(format!("{path} is not served on braid's DRA {} socket", socket.name())).into_http()
+            Status::unimplemented(format!("{path} is not served on the {} socket of braid's DRA driver", socket.name()))
+                .into_http()
         }
     }
 }
@@ -399,7 +411,8 @@ async fn connection<D: Driver>(
         let state = state.clone();
         async move { Ok::<_, Infallible>(route(state, socket, req).await) }
     });
-    let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(stream), service);
+    let conn =
+        hyper::server::conn::http2::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     tokio::select! {
         // A kubelet that closes or resets its connection is no news.
