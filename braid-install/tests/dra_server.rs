@@ -171,7 +171,7 @@ async fn get_info_names_the_driver_and_the_dra_socket_as_the_kubelet_sees_it() {
             supported_versions: vec!["v1.DRAPlugin".into()],
         }
     );
-    assert_eq!(reg, root.kubelet().join("plugins_registry/net.braid-cni.io-reg.sock"));
+    assert_eq!(reg, root.kubelet().join("plugins_registry/net.braid-cni.io-reg@braid.sock"));
     assert_eq!(dra, root.kubelet().join("plugins/net.braid-cni.io/dra.sock"));
     assert_eq!((mode(&reg), mode(&dra)), (0o600, 0o600));
     assert_eq!(mode(dra.parent().unwrap()), 0o750);

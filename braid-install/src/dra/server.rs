@@ -3,7 +3,7 @@
 //! `pkg/kubelet/pluginmanager`, `pkg/kubelet/cm/dra/plugin`) and as the Go helper
 //! k8s.io/dynamic-resource-allocation v0.36.3 `kubeletplugin` serves them:
 //!
-//! - the **registration socket** `<kubeletDir>/plugins_registry/<driver>-reg.sock`, service
+//! - the **registration socket** `<kubeletDir>/plugins_registry/<driver>-reg@braid.sock`, service
 //!   `pluginregistration.Registration`. The kubelet's plugin watcher finds it by inotify (or by
 //!   walking the directory when the kubelet starts, so a kubelet restart needs nothing from the
 //!   driver), calls `GetInfo` (1 s deadline), validates the answer and calls
@@ -17,11 +17,17 @@
 //!   30 s (`defaultWipingDelay`) without a connected, registered instance it deletes the node's
 //!   ResourceSlices of the driver.
 //!
-//! **Known gap**: the v1.36.3 kubelet dials the registration socket by its bare path (grpc-go
-//! `DialContext`, `operation_generator.go` `dial`), so its `:authority` is the percent-encoded
-//! path, which h2 (under hyper) rejects as malformed (`PROTOCOL_ERROR`): registration fails
-//! until that is solved (braid-install/README.md, "DRA driver: the kubelet's sockets"). The DRA
-//! socket is dialed as `unix:<path>` (authority `localhost`) and works.
+//! **Why the registration socket's name has an `@`.** The v1.36.3 kubelet dials the
+//! registration socket by its bare path (grpc-go `DialContext`,
+//! `pkg/kubelet/pluginmanager/operationexecutor/operation_generator.go` `dial`), so grpc-go
+//! sends the path as `:authority`, percent-encoded (`encodeAuthority`: `/` becomes `%2F`, `@`
+//! and `.` stay). The `http` crate under h2 takes a `%` only in an authority's userinfo
+//! (`Authority::parse`), so h2 resets such a stream (`PROTOCOL_ERROR`, hyperium/h2 #442 and
+//! #487, kubernetes #109081) before any Rust code sees it. With an `@` in the file name
+//! (`<driver>-reg@braid.sock`) everything before it — the encoded directories — is userinfo
+//! and `braid.sock` the host: a valid authority. The kubelet's plugin watcher takes any socket
+//! file in the directory, whatever its name. The DRA socket is dialed as `unix:<path>`
+//! (authority `localhost`) and needs nothing.
 //!
 //! gRPC here is tonic's server half (`tonic::server::Grpc` and prost's codec, no tonic
 //! transport, no router) over hyper's HTTP/2 server connection, on the agent's current-thread
@@ -86,10 +92,11 @@ pub trait Driver: Send + Sync + 'static {
 }
 
 /// The registration socket of `driver`, as the node (the kubelet) sees it:
-/// `<kubelet_dir>/plugins_registry/<driver>-reg.sock` (`draplugin.go`: `KubeletRegistryDir`,
-/// `<driver name>-reg.sock`).
+/// `<kubelet_dir>/plugins_registry/<driver>-reg@braid.sock` — the Go helper's
+/// `<driver name>-reg.sock` (`draplugin.go`, `KubeletRegistryDir`) with the `@` the module doc
+/// explains: without it no kubelet could register a driver served by h2.
 pub fn registration_socket(kubelet_dir: &Path, driver: &str) -> PathBuf {
-    kubelet_dir.join("plugins_registry").join(format!("{driver}-reg.sock"))
+    kubelet_dir.join("plugins_registry").join(format!("{driver}-reg@braid.sock"))
 }
 
 /// The DRA socket of `driver`, as the node (the kubelet) sees it:
@@ -519,4 +526,43 @@ async fn accept<D: Driver>(
 /// Binds both sockets and serves until `stop` ([`Server::bind`], then [`Server::run`]).
 pub async fn serve<D: Driver>(config: Config, driver: Arc<D>, stop: watch::Receiver<bool>) -> Result<(), DraError> {
     Server::bind(config, driver)?.run(stop).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// grpc-go's `encodeAuthority` (clientconn.go, v1.79.3): what the kubelet's registration
+    /// dial sends as `:authority` for a bare socket path.
+    fn grpc_go_authority(endpoint: &str) -> String {
+        let keep = |c: u8| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, b'-' | b'_' | b'.' | b'~')
+                || matches!(c, b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=')
+                || matches!(c, b':' | b'[' | b']' | b'@')
+        };
+        endpoint.bytes().map(|c| if keep(c) { (c as char).to_string() } else { format!("%{c:02X}") }).collect()
+    }
+
+    /// What h2 checks before it hands a request on (`server.rs`: `Authority::from_maybe_shared`,
+    /// else `PROTOCOL_ERROR`).
+    fn h2_takes(authority: &str) -> bool {
+        tonic::codegen::http::uri::Authority::from_maybe_shared(authority.to_string()).is_ok()
+    }
+
+    #[test]
+    fn the_kubelets_authority_for_the_registration_socket_is_one_h2_takes() {
+        let sock = registration_socket(Path::new("/var/lib/kubelet"), "net.braid-cni.io");
+        assert_eq!(sock, Path::new("/var/lib/kubelet/plugins_registry/net.braid-cni.io-reg@braid.sock"));
+        let authority = grpc_go_authority(sock.to_str().unwrap_or_default());
+        assert_eq!(authority, "%2Fvar%2Flib%2Fkubelet%2Fplugins_registry%2Fnet.braid-cni.io-reg@braid.sock");
+        assert!(h2_takes(&authority), "{authority}");
+        // The Go helper's name, `<driver>-reg.sock`: refused, the failure this name avoids.
+        let plain = grpc_go_authority("/var/lib/kubelet/plugins_registry/net.braid-cni.io-reg.sock");
+        assert!(!h2_takes(&plain), "{plain}");
+        // A kubelet with another root dir, and the longest driver name: still taken.
+        let long = format!("{}.example.com", "d".repeat(50));
+        let sock = registration_socket(Path::new("/srv/k8s/kubelet-root"), &long);
+        assert!(h2_takes(&grpc_go_authority(sock.to_str().unwrap_or_default())));
+    }
 }
