@@ -163,8 +163,8 @@ pub fn read_pod(claims_dir: &Path, pod_uid: &str) -> Result<Vec<ClaimRecord>, Er
         };
         let path = entry.path();
         let bytes = files::read_regular(&path, MAX_RECORD, Links::Refuse).map_err(io(&path, "reading"))?;
-        let record: ClaimRecord = serde_json::from_slice(&bytes)
-            .map_err(|e| Error::Malformed { path: path.clone(), why: e.to_string() })?;
+        let record: ClaimRecord =
+            serde_json::from_slice(&bytes).map_err(|e| Error::Malformed { path: path.clone(), why: e.to_string() })?;
         if record.claim.uid != claim_uid {
             return Err(Error::Malformed {
                 path,
@@ -403,9 +403,8 @@ mod tests {
         std::fs::write(claims.join("stray"), "x").unwrap();
         assert_eq!(remove_claim(&claims, "c-1").unwrap(), ["pod-1", "pod-2"]);
         assert!(!claims.join("pod-1").exists(), "left empty: removed");
-        let names = |pod: &str| -> Vec<String> {
-            read_pod(&claims, pod).unwrap().into_iter().map(|r| r.claim.name).collect()
-        };
+        let names =
+            |pod: &str| -> Vec<String> { read_pod(&claims, pod).unwrap().into_iter().map(|r| r.claim.name).collect() };
         assert_eq!(names("pod-2"), ["own"]);
         assert_eq!(names("pod-3"), ["other"]);
         assert_eq!(remove_claim(&claims, "c-1").unwrap(), Vec::<String>::new(), "again: nothing, no error");

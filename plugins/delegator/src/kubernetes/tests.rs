@@ -52,6 +52,7 @@ fn kconf(dir: &Path) -> Config {
         networks_dir: dir.to_path_buf(),
         global_namespaces: vec!["default".into()],
         status_dir: dir.join("status"),
+        claims_dir: dir.join("claims"),
         kubelet: devices::Kubelet::default(),
         default_network_namespace: "kube-system".into(),
         default_network_pod_namespace: false,
@@ -426,6 +427,7 @@ fn the_kubernetes_block() {
             networks_dir: "/etc/cni/braid.d".into(),
             global_namespaces: vec!["default".into()],
             status_dir: "/run/braid/network-status".into(),
+            claims_dir: "/var/lib/braid/claims".into(),
             kubelet: devices::Kubelet {
                 socket: "/var/lib/kubelet/pod-resources/kubelet.sock".into(),
                 timeout: std::time::Duration::from_secs(10)
@@ -495,12 +497,13 @@ fn status_documents_one_entry_per_sandbox_interface() {
     let r2 =
         AnyResult::create_from_value("0.2.0", &json!({"cniVersion": "0.2.0", "ip4": {"ip": "198.18.1.5/24"}})).unwrap();
     let networks = [
-        StatusNetwork { name: "cluster".into(), default: true, default_route: None, device_info: None },
+        StatusNetwork { name: "cluster".into(), default: true, default_route: None, device_info: None, claim: None },
         StatusNetwork {
             name: "team-a/plain".into(),
             default: false,
             default_route: Some(vec!["198.18.1.1".parse().unwrap()]),
             device_info: Some(json!({"type": "pci", "version": "1.1.0", "pci": {"pci-address": "0000:00:1f.2"}})),
+            claim: None,
         },
     ];
     let links = [cni_netlink::links::Link {
