@@ -43,9 +43,9 @@ pub enum SelectionError {
         request: String,
         /// `namespace/name`, once resolved.
         network: Option<String>,
-        /// What is wrong.
+        /// What is wrong (boxed: every selection result carries this error's size).
         #[source]
-        problem: Problem,
+        problem: Box<Problem>,
     },
     /// The pod's claim records cannot be read (`retry`: the file system refused, code 11; else
     /// a malformed record, code 7). The message names the file.

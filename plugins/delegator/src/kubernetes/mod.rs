@@ -249,9 +249,12 @@ pub fn status_network(selector: &str) -> StatusNetwork {
     }
 }
 
-/// The pod's `k8s.v1.cni.cncf.io/networks` from the runtime's annotations: its elements, its
-/// value (`None`: absent) and, when the runtime passed no annotations, the line to log.
-fn annotated(conf: &NetConf) -> Result<(Vec<annotation::Element>, Option<String>, Option<String>), SelectionError> {
+/// The annotation's elements, its value (`None`: absent) and, when the runtime passed no
+/// annotations, the line to log.
+type Annotated = (Vec<annotation::Element>, Option<String>, Option<String>);
+
+/// The pod's `k8s.v1.cni.cncf.io/networks` from the runtime's annotations.
+fn annotated(conf: &NetConf) -> Result<Annotated, SelectionError> {
     let annotations = match conf.runtime_config_raw().and_then(|rc| rc.get(POD_ANNOTATIONS)) {
         None | Some(Value::Null) => {
             let info = format!(
@@ -301,7 +304,7 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -
                 claim: format!("{}/{}", r.claim.namespace, r.claim.name),
                 request: n.request.clone(),
                 network: network.cloned(),
-                problem,
+                problem: Box::new(problem),
             },
         };
         let e = e.map_err(|p| fail(None, p))?;
