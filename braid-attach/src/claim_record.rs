@@ -29,7 +29,7 @@
 //! UUIDs; nothing with a `/`, a `.` or more than 64 bytes is one).
 
 use cni_runtime::files::{self, Links};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -41,8 +41,7 @@ pub const DEFAULT_DIR: &str = "/var/lib/braid/claims";
 const MAX_RECORD: u64 = 1 << 20;
 
 /// Which claim: its reference as the kubelet passes it (`NodePrepareResources`' `Claim`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Claim {
     /// `metadata.namespace` (the pod's).
     pub namespace: String,
@@ -54,8 +53,7 @@ pub struct Claim {
 
 /// One network of the claim: the request and device it was allocated, and the selection
 /// element to attach it with.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Network {
     /// The claim's request (`status.allocation.devices.results[].request`).
     pub request: String,
@@ -66,20 +64,76 @@ pub struct Network {
     /// Its device (one per network, [`Claim`]s share it).
     pub device: String,
     /// The allocation's `shareID`, when the device is shared.
-    #[serde(rename = "shareID", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "shareID", skip_serializing_if = "Option::is_none")]
     pub share_id: Option<String>,
     /// The NPWG selection element the delegator attaches.
     pub element: Map<String, Value>,
 }
 
-/// A claim prepared for a pod.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A claim prepared for a pod. Written with serde ([`write`]); read by [`ClaimRecord::parse`]
+/// (not a derived `Deserialize`: the delegator reads records on every ADD, and the derived
+/// visitors of three structs were 8 KB of its 1.2 MB size budget).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ClaimRecord {
     /// The claim.
     pub claim: Claim,
     /// Its networks, in the order the delegator attaches them.
     pub networks: Vec<Network>,
+}
+
+/// `o`'s keys are all of `keys` (those before `optional` required) and nothing else.
+fn only(o: &Map<String, Value>, at: &str, keys: &[&str], optional: usize) -> Result<(), String> {
+    if let Some(k) = o.keys().find(|k| !keys.contains(&k.as_str())) {
+        return Err(format!("{at}: unknown key {k:?}"));
+    }
+    match keys[..optional].iter().find(|k| !o.contains_key(**k)) {
+        Some(k) => Err(format!("{at}: no {k:?}")),
+        None => Ok(()),
+    }
+}
+
+fn object<'a>(v: &'a Value, at: &str) -> Result<&'a Map<String, Value>, String> {
+    v.as_object().ok_or_else(|| format!("{at} must be an object"))
+}
+
+fn text(o: &Map<String, Value>, at: &str, key: &str) -> Result<String, String> {
+    match o.get(key) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        _ => Err(format!("{at}.{key} must be a string")),
+    }
+}
+
+impl ClaimRecord {
+    /// The record in `bytes`: exactly the keys of the module's JSON (an unknown one — a typo —
+    /// is refused rather than dropped), each of its type; why not otherwise.
+    pub fn parse(bytes: &[u8]) -> Result<ClaimRecord, String> {
+        let v: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let o = object(&v, "the record")?;
+        only(o, "the record", &["claim", "networks"], 2)?;
+        let c = object(&o["claim"], "claim")?;
+        only(c, "claim", &["namespace", "name", "uid"], 3)?;
+        let claim = Claim {
+            namespace: text(c, "claim", "namespace")?,
+            name: text(c, "claim", "name")?,
+            uid: text(c, "claim", "uid")?,
+        };
+        let list = o["networks"].as_array().ok_or("networks must be a list")?;
+        let mut networks = Vec::with_capacity(list.len());
+        for (i, n) in list.iter().enumerate() {
+            let at = format!("networks[{i}]");
+            let n = object(n, &at)?;
+            only(n, &at, &["request", "driver", "pool", "device", "element", "shareID"], 5)?;
+            networks.push(Network {
+                request: text(n, &at, "request")?,
+                driver: text(n, &at, "driver")?,
+                pool: text(n, &at, "pool")?,
+                device: text(n, &at, "device")?,
+                share_id: n.get("shareID").map(|_| text(n, &at, "shareID")).transpose()?,
+                element: object(&n["element"], &format!("{at}.element"))?.clone(),
+            });
+        }
+        Ok(ClaimRecord { claim, networks })
+    }
 }
 
 /// Why a record could not be read, written or removed.
@@ -163,18 +217,24 @@ pub fn read_pod(claims_dir: &Path, pod_uid: &str) -> Result<Vec<ClaimRecord>, Er
         };
         let path = entry.path();
         let bytes = files::read_regular(&path, MAX_RECORD, Links::Refuse).map_err(io(&path, "reading"))?;
-        let record: ClaimRecord =
-            serde_json::from_slice(&bytes).map_err(|e| Error::Malformed { path: path.clone(), why: e.to_string() })?;
+        let record = ClaimRecord::parse(&bytes).map_err(|why| Error::Malformed { path: path.clone(), why })?;
         if record.claim.uid != claim_uid {
             return Err(Error::Malformed {
                 path,
                 why: format!("claim.uid {:?} is not the file's name", record.claim.uid),
             });
         }
-        out.push(record);
+        // In place by (name, UID): a pod has a handful of claims, and a sort's code is kilobytes
+        // of the delegator's size budget.
+        let at = out.iter().position(|r| order(r) > order(&record)).unwrap_or(out.len());
+        out.insert(at, record);
     }
-    out.sort_by(|a, b| (&a.claim.name, &a.claim.uid).cmp(&(&b.claim.name, &b.claim.uid)));
     Ok(out)
+}
+
+/// The order of a pod's records: by claim name, then UID.
+fn order(r: &ClaimRecord) -> (&str, &str) {
+    (&r.claim.name, &r.claim.uid)
 }
 
 /// Creates `dir` (0755) when it is missing, and makes its new entry in `parent` durable.
@@ -304,16 +364,34 @@ mod tests {
     #[test]
     fn the_design_documents_json_reads_and_writes_as_is() {
         let text = r#"{"claim":{"namespace":"t","name":"web-net-x7k2p","uid":"c-1"},"networks":[{"request":"net","driver":"net.braid-cni.io","pool":"node2","device":"t-side-1a2b3c4d","shareID":"s-1","element":{"name":"side","namespace":"t","interface":"net9","ips":["198.18.9.5/24"],"default-route":["198.18.9.1"],"cni-args":{"a":"b"}}},{"request":"other","driver":"net.braid-cni.io","pool":"node2","device":"d","element":{"name":"x"}}]}"#;
-        let r: ClaimRecord = serde_json::from_str(text).unwrap();
+        let r = ClaimRecord::parse(text.as_bytes()).unwrap();
         assert_eq!(r.claim, Claim { namespace: "t".into(), name: "web-net-x7k2p".into(), uid: "c-1".into() });
         assert_eq!(r.networks[0].share_id.as_deref(), Some("s-1"));
         assert_eq!(r.networks[1].share_id, None);
         assert_eq!(r.networks[0].element["ips"], json!(["198.18.9.5/24"]));
         let back = serde_json::to_value(&r).unwrap();
         assert_eq!(back, serde_json::from_str::<Value>(text).unwrap(), "written back as read, no shareID where none");
-        // A typo is not silently a record without the field.
-        let typo = text.replacen("\"pool\"", "\"poll\"", 1);
-        assert!(serde_json::from_str::<ClaimRecord>(&typo).unwrap_err().to_string().contains("poll"));
+        // A typo is not silently a record without the field; every key of its type.
+        for (from, to, why) in [
+            ("\"pool\"", "\"poll\"", "networks[0]: unknown key \"poll\""),
+            ("\"uid\":\"c-1\"", "\"uid\":1", "claim.uid must be a string"),
+            ("\"shareID\":\"s-1\"", "\"shareID\":null", "networks[0].shareID must be a string"),
+            ("\"request\":\"other\",", "", "networks[1]: no \"request\""),
+            ("{\"name\":\"x\"}", "[]", "networks[1].element must be an object"),
+        ] {
+            let bad = text.replacen(from, to, 1);
+            assert_ne!(bad, text);
+            assert_eq!(ClaimRecord::parse(bad.as_bytes()).unwrap_err(), why, "{bad}");
+        }
+        assert!(ClaimRecord::parse(b"{").is_err());
+        let claim = r#"{"namespace":"t","name":"b","uid":"c-2"}"#;
+        let not_a_list = format!(r#"{{"claim":{claim},"networks":7}}"#);
+        assert_eq!(ClaimRecord::parse(not_a_list.as_bytes()).unwrap_err(), "networks must be a list");
+        assert_eq!(ClaimRecord::parse(b"[]").unwrap_err(), "the record must be an object");
+        assert_eq!(
+            ClaimRecord::parse(br#"{"claim":{"namespace":"t","name":"b","uid":"c-2"}}"#).unwrap_err(),
+            "the record: no \"networks\""
+        );
     }
 
     #[test]

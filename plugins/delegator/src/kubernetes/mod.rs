@@ -294,10 +294,11 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -
     let mut autos = configured.iter().filter(|d| d.auto_ifname).count();
     // Who asked for `default-route` first (the annotation's parser allows one among its own).
     let mut default_route: Option<String> = None;
-    let claimed = records.iter().flat_map(|r| r.networks.iter().map(move |n| (r, n)));
-    let annotated = elements.into_iter().enumerate().map(|(index, e)| (Ok(e), None, index));
-    let claimed = claimed.map(|(r, n)| (annotation::element(&n.element), Some((r, n)), 0));
-    for (e, from, index) in annotated.chain(claimed) {
+    let mut all: Vec<_> = elements.into_iter().enumerate().map(|(index, e)| (Ok(e), None, index)).collect();
+    for r in &records {
+        all.extend(r.networks.iter().map(|n| (annotation::element(&n.element), Some((r, n)), 0)));
+    }
+    for (e, from, index) in all {
         let fail = |network: Option<&String>, problem| match from {
             None => SelectionError::Element { index, network: network.cloned(), problem },
             Some((r, n)) => SelectionError::Claim {
