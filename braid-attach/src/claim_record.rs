@@ -17,7 +17,7 @@
 //! form); the delegator validates it exactly as an annotation's. `shareID` is the allocation's
 //! (DRAConsumableCapacity: one device shared by many claims) and absent when it has none.
 //!
-//! **On disk, durably** (temporary file, fsync, rename, directory fsync: [`write`]), not under
+//! **On disk, durably** (temporary file, fsync, rename, directory fsync: [`write()`]), not under
 //! `/run`: after a node reboot the kubelet's checkpoint says the claim is prepared and never
 //! calls `NodePrepareResources` again (kubelet `pkg/kubelet/cm/dra/manager.go`
 //! `PrepareResources`: prepared claims of the checkpoint are skipped), yet the pod's new
@@ -70,7 +70,7 @@ pub struct Network {
     pub element: Map<String, Value>,
 }
 
-/// A claim prepared for a pod. Written with serde ([`write`]); read by [`ClaimRecord::parse`]
+/// A claim prepared for a pod. Written with serde ([`write()`]); read by [`ClaimRecord::parse`]
 /// (not a derived `Deserialize`: the delegator reads records on every ADD, and the derived
 /// visitors of three structs were 8 KB of its 1.2 MB size budget).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -199,7 +199,7 @@ pub fn path(claims_dir: &Path, pod_uid: &str, claim_uid: &str) -> Result<PathBuf
 
 /// Every record of the pod, sorted by claim name (then UID); none when its directory does not
 /// exist — one failed `open(2)` for a pod without claims. Only `<claimUID>.json` files count
-/// (a [`write`]'s temporary file is hidden and ends otherwise); a file that does not parse as a
+/// (a [`write()`]'s temporary file is hidden and ends otherwise); a file that does not parse as a
 /// record, or whose claim UID differs from its name, is an error naming it.
 pub fn read_pod(claims_dir: &Path, pod_uid: &str) -> Result<Vec<ClaimRecord>, Error> {
     let dir = claims_dir.join(uid("pod UID", pod_uid)?);
