@@ -6,6 +6,8 @@
 //!
 //! * [`config`]: the configuration every meta-plugin shares (`delegates`, `stateDir`,
 //!   `timeout`, …) and what each plugin decides about it.
+//! * [`claim_record`]: the node-local record of a ResourceClaim's networks for a pod, which
+//!   the node agent's DRA driver writes and the delegator's ADD reads.
 //! * [`command`]: the one setup both plugins run for every command, handing it to the engine.
 //! * [`delegate`]: the delegate model — one plugin or a conflist, with its interface, its
 //!   runtime requests and `CNI_ARGS` — and what a plan records of it.
@@ -35,6 +37,7 @@ pub mod add;
 mod ahead;
 pub mod attach;
 mod bounded;
+pub mod claim_record;
 pub mod command;
 pub mod config;
 pub mod deadline;

@@ -59,7 +59,8 @@ impl Pod {
                 "timeout": 10,
                 "delegates": [{"cniVersion": "1.0.0", "name": "cluster", "type": "bridge",
                                "bridge": unique("br"), "isGateway": true, "ipam": h.host_local(90)}],
-                "kubernetes": {"networksDir": h.dir.path().join("networks"), "statusDir": h.dir.path().join("status")}
+                "kubernetes": {"networksDir": h.dir.path().join("networks"), "statusDir": h.dir.path().join("status"),
+                               "claimsDir": h.dir.path().join("claims")}
             }]
         });
         let list_path = h.dir.path().join("00-braid.conflist");
@@ -147,6 +148,30 @@ impl Pod {
         assert!(self.h.state_files().is_empty(), "{:?}", self.h.dir.files());
         assert!(!self.h.dir.path().join("status").read_dir().unwrap().any(|e| e.is_ok()), "status file left");
     }
+}
+
+/// The pod's (`K8S_POD_UID=uid-1`) record of ResourceClaim `braid-hot/web-net` (UID
+/// `claim-1`), as braid's DRA driver writes it at NodePrepareResources: green on `side0` and
+/// blue on a name braid chooses.
+fn claim_record(p: &Pod) -> braid_attach::claim_record::ClaimRecord {
+    use braid_attach::claim_record::{Claim, ClaimRecord, Network};
+    let net = |request: &str, element: Value| Network {
+        request: request.into(),
+        driver: "net.braid-cni.io".into(),
+        pool: "node1".into(),
+        device: format!("braid-hot-{request}-1a2b3c4d"),
+        share_id: Some(format!("share-{request}")),
+        element: element.as_object().unwrap().clone(),
+    };
+    let record = ClaimRecord {
+        claim: Claim { namespace: "braid-hot".into(), name: "web-net".into(), uid: "claim-1".into() },
+        networks: vec![
+            net("side", json!({"name": "green", "interface": "side0"})),
+            net("more", json!({"name": "blue"})),
+        ],
+    };
+    braid_attach::claim_record::write(&p.h.dir.path().join("claims"), "uid-1", &record).unwrap();
+    record
 }
 
 fn names(links: &[(String, u64)]) -> Vec<&str> {
@@ -657,4 +682,83 @@ fn a_del_under_way_with_a_nested_vmtap_never_waits_for_an_update_waiting_for_it(
     assert!(p.h.reservations().is_empty(), "{:?}", p.h.dir.files());
     assert!(p.h.state_files().is_empty(), "{:?}", p.h.dir.files());
     println!("the update after the DEL: exit {:?}: {msg}", update.status.code());
+}
+
+#[test]
+fn a_claims_networks_are_attached_listed_kept_by_every_update_and_released_by_del() {
+    if !require_root("a_claims_networks_are_attached_listed_kept_by_every_update_and_released_by_del") {
+        return;
+    }
+    let mut p = Pod::new("hpc");
+    claim_record(&p);
+    // A network of the annotation's only (ptp cannot attach one network twice to a pod: its
+    // route to the gateway would be there twice).
+    let violet =
+        json!({"cniVersion": "1.0.0", "name": "violet", "plugins": [{"type": "ptp", "ipam": p.h.host_local(94)}]});
+    std::fs::write(p.h.dir.path().join("networks/braid-hot/violet.conflist"), violet.to_string()).unwrap();
+    p.add("red");
+    let start = p.links();
+    // After the annotation's red (net1): the claim's green on its own name, blue on the next net<N>.
+    assert_eq!(names(&start), ["eth0", "net1", "net2", "side0"]);
+    assert_eq!((p.reserved(91), p.reserved(92), p.reserved(93)), (1, 1, 1));
+    let addr = |ifname: &str| -> Vec<String> {
+        p.ctr.ip_json(&["-4", "addr", "show", "dev", ifname]).as_array().unwrap()[0]["addr_info"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["local"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(addr("side0")[0].starts_with("198.18.93."), "{:?}", addr("side0"));
+    let st = p.status_file();
+    let listed = vec![
+        ("eth0".to_string(), "cluster".to_string()),
+        ("net1".into(), "braid-hot/red".into()),
+        ("side0".into(), "braid-hot/green".into()),
+        ("net2".into(), "braid-hot/blue".into()),
+    ];
+    assert_eq!(status_names(&st), listed);
+    assert_eq!(st["networks"], "red");
+    let claims = json!([
+        {"namespace": "braid-hot", "name": "web-net", "uid": "claim-1", "request": "side", "driver": "net.braid-cni.io",
+         "pool": "node1", "device": "braid-hot-side-1a2b3c4d", "shareID": "share-side", "interface": "side0"},
+        {"namespace": "braid-hot", "name": "web-net", "uid": "claim-1", "request": "more", "driver": "net.braid-cni.io",
+         "pool": "node1", "device": "braid-hot-more-1a2b3c4d", "shareID": "share-more", "interface": "net2"}
+    ]);
+    assert_eq!(st["claims"], claims);
+    // The document's entries are NPWG-shaped: nothing of the claim in them.
+    assert!(st["networkStatus"].as_array().unwrap().iter().all(|e| e.get("claim").is_none()), "{st}");
+
+    // The annotation changed (violet added, red moved to red0: detached and attached again):
+    // the claim's attachments are kept as they were, the same kernel interfaces.
+    let (code, r) = p.update("violet,red@red0");
+    assert_eq!(code, 0, "{r}");
+    let after = p.links();
+    assert_eq!(names(&after), ["eth0", "net1", "net2", "red0", "side0"]);
+    let kept = |links: &[(String, u64)]| -> Vec<(String, u64)> {
+        links.iter().filter(|(n, _)| n == "side0" || n == "net2").cloned().collect()
+    };
+    assert_eq!(kept(&after), kept(&start), "the claim's interfaces untouched");
+    assert_eq!((p.reserved(91), p.reserved(92), p.reserved(93), p.reserved(94)), (1, 1, 1, 1));
+    let st = p.status_file();
+    assert_eq!(st["claims"], claims);
+    assert_eq!(st["networks"], "violet,red@red0");
+
+    // Nothing in the annotation any more: the claim's networks stay.
+    let (code, r) = p.update("");
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(names(&p.links()), ["eth0", "net2", "side0"]);
+    assert_eq!(kept(&p.links()), kept(&start));
+    assert_eq!(p.status_file()["claims"], claims);
+    assert_eq!((p.reserved(91), p.reserved(92), p.reserved(93), p.reserved(94)), (0, 1, 1, 0));
+
+    // An annotation element asking for the claim's interface is refused, naming it; nothing changes.
+    let (code, e) = p.update("red@side0");
+    assert_eq!((code, e["code"].as_u64()), (1, Some(7)), "{e}");
+    let msg = e["msg"].as_str().unwrap();
+    assert!(msg.contains("resource claim braid-hot/web-net, request side (network braid-hot/green): interface side0 is already used by element 0 (network braid-hot/red)"), "{msg}");
+    assert_eq!(kept(&p.links()), kept(&start));
+
+    // DEL releases the claim's attachments with the rest (links, addresses, state: Pod::del).
+    p.del();
 }

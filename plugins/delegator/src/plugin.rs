@@ -55,6 +55,7 @@ impl Plugin for Delegator {
                 default: i == 0,
                 default_route: None,
                 device_info: None,
+                claim: None,
             })
             .collect();
         let mut info = None;
@@ -320,7 +321,9 @@ pub(crate) fn write_status(
             None => Vec::new(),
         };
         let (doc, addresses) = status::with_addresses(&atts, &links);
+        let claims: Vec<_> = atts.iter().filter_map(|(_, ifname, n)| Some((n.claim.as_ref()?, *ifname))).collect();
         let record = status::Record {
+            claims: &claims,
             pod_uid: report.pod_uid.as_deref(),
             sandbox: Some((&args.netns, &args.ifname)),
             requested: report.requested.as_deref(),

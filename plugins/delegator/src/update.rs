@@ -189,6 +189,13 @@ impl Plugin for Updater {
             )
         })?;
         let selection = kubernetes::select(&kube, &config.conf, &args.args, &config.delegates)?;
+        // The claims' networks by selector: the status file's `claims` of what the update leaves.
+        let claims: Vec<(String, kubernetes::claims::ClaimNetwork)> = selection
+            .delegates
+            .iter()
+            .zip(&selection.networks)
+            .filter_map(|(d, n)| Some((d.selector.clone()?, n.claim.clone()?)))
+            .collect();
         let mut all = config.delegates.clone();
         all.extend(selection.delegates.iter().cloned());
         braid_attach::delegates::validate(&all)?;
@@ -206,7 +213,7 @@ impl Plugin for Updater {
         let requested = selection.requested;
         let mut report = Report {
             mode: result_mode(&m.config.conf, held.updated.attachments.len())?,
-            networks: status_networks(&held.updated, before.default_network.as_deref()),
+            networks: status_networks(&held.updated, before.default_network.as_deref(), &claims),
             status: None,
             pod_uid: pod.uid,
             requested: requested.clone(),
@@ -250,7 +257,7 @@ impl Plugin for Updater {
                     unsettled: unsettled.as_ref().map(|_| (requested.as_deref(), why.as_str())),
                     ..status::Record::default()
                 };
-                report.networks = status_networks(&held.updated, before.default_network.as_deref());
+                report.networks = status_networks(&held.updated, before.default_network.as_deref(), &claims);
                 let (results, ifnames, _) = parts(&held.updated);
                 write_status(&mut m, args, &report, path, (&results, &ifnames), links, record)?;
             }
@@ -282,8 +289,13 @@ impl Plugin for Updater {
 
 /// The network-status entries of what the update left: the configured delegates by name (the
 /// first by `primary`, the pod's default network, when ADD put one in its place), the selected
-/// ones by their selector.
-fn status_networks(u: &Updated, primary: Option<&str>) -> Vec<StatusNetwork> {
+/// ones by their selector (a claim's with its claim, from `claims`: the selectors of the claims'
+/// networks the selection made).
+fn status_networks(
+    u: &Updated,
+    primary: Option<&str>,
+    claims: &[(String, kubernetes::claims::ClaimNetwork)],
+) -> Vec<StatusNetwork> {
     u.attachments
         .iter()
         .enumerate()
@@ -292,14 +304,23 @@ fn status_networks(u: &Updated, primary: Option<&str>) -> Vec<StatusNetwork> {
                 // A kept attachment's device-info stays what its file holds (a hot-plugged
                 // network is given no device: only ADD looks devices up).
                 device_info: a.capability_args.as_ref().and_then(kubernetes::devices::device_info),
+                claim: claims.iter().find(|(c, _)| c == s).map(|(_, c)| c.clone()),
                 ..kubernetes::status_network(s)
             },
-            (None, Some(p)) if i == 0 => {
-                StatusNetwork { name: p.to_string(), default: true, default_route: None, device_info: None }
-            }
-            (None, _) => {
-                StatusNetwork { name: a.name.clone(), default: i == 0, default_route: None, device_info: None }
-            }
+            (None, Some(p)) if i == 0 => StatusNetwork {
+                name: p.to_string(),
+                default: true,
+                default_route: None,
+                device_info: None,
+                claim: None,
+            },
+            (None, _) => StatusNetwork {
+                name: a.name.clone(),
+                default: i == 0,
+                default_route: None,
+                device_info: None,
+                claim: None,
+            },
         })
         .collect()
 }
@@ -367,9 +388,9 @@ mod tests {
             failure: None,
         };
         let named: Vec<(String, bool)> =
-            status_networks(&u, Some("kube-system/ovn")).into_iter().map(|n| (n.name, n.default)).collect();
+            status_networks(&u, Some("kube-system/ovn"), &[]).into_iter().map(|n| (n.name, n.default)).collect();
         assert_eq!(named, [("kube-system/ovn".to_string(), true), ("team-a/blue".to_string(), false)]);
-        let named: Vec<String> = status_networks(&u, None).into_iter().map(|n| n.name).collect();
+        let named: Vec<String> = status_networks(&u, None, &[]).into_iter().map(|n| n.name).collect();
         assert_eq!(named, ["ovn", "team-a/blue"], "without an override: the cluster network's own name");
     }
 }

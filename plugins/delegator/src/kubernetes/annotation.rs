@@ -74,24 +74,24 @@ fn parse_text(value: &str) -> Result<Vec<Element>, SelectionError> {
             None => (None, reference.to_string()),
         };
         let e = Element { name, namespace, interface, ..Element::default() };
-        check_names(index, &e)?;
+        check_names(&e).map_err(|p| at(index, p))?;
         out.push(e);
     }
     Ok(out)
 }
 
-fn check_names(index: usize, e: &Element) -> Result<(), SelectionError> {
+fn check_names(e: &Element) -> Result<(), Problem> {
     if !is_dns_label(&e.name) {
-        return Err(at(index, Problem::NotALabel { key: "name", value: e.name.clone() }));
+        return Err(Problem::NotALabel { key: "name", value: e.name.clone() });
     }
     if let Some(ns) = &e.namespace {
         if !is_dns_label(ns) {
-            return Err(at(index, Problem::NotALabel { key: "namespace", value: ns.clone() }));
+            return Err(Problem::NotALabel { key: "namespace", value: ns.clone() });
         }
     }
     if let Some(i) = &e.interface {
         if let Err(err) = cni_types::validate::interface_name(i) {
-            return Err(at(index, Problem::BadInterface { value: i.clone(), why: err.msg }));
+            return Err(Problem::BadInterface { value: i.clone(), why: err.msg });
         }
     }
     Ok(())
@@ -111,7 +111,7 @@ fn parse_json(value: &str) -> Result<Vec<Element>, SelectionError> {
         let Value::Object(o) = item else {
             return Err(at(index, Problem::NotAnObject(cni_types::gojson::type_name(item))));
         };
-        let e = element(index, o)?;
+        let e = element(o).map_err(|p| at(index, p))?;
         if e.default_route.is_some() {
             if let Some(first) = default_route_at {
                 return Err(at(index, Problem::SecondDefaultRoute { first }));
@@ -123,37 +123,34 @@ fn parse_json(value: &str) -> Result<Vec<Element>, SelectionError> {
     Ok(out)
 }
 
-fn string<'a>(index: usize, key: &'static str, v: &'a Value) -> Result<&'a str, SelectionError> {
-    v.as_str().ok_or_else(|| at(index, Problem::WrongType { key, expected: "a string", found: v.to_string() }))
+fn string<'a>(key: &'static str, v: &'a Value) -> Result<&'a str, Problem> {
+    v.as_str().ok_or_else(|| Problem::WrongType { key, expected: "a string", found: v.to_string() })
 }
 
-fn element(index: usize, o: &Map<String, Value>) -> Result<Element, SelectionError> {
+/// One selection element of the JSON form, validated: an annotation's, or the `element` of a
+/// claim record ([`braid_attach::claim_record`]), which take the same keys.
+pub fn element(o: &Map<String, Value>) -> Result<Element, Problem> {
     let mut e = Element::default();
-    let bad = |problem| at(index, problem);
     for (key, v) in o {
         match key.as_str() {
-            "name" => e.name = string(index, "name", v)?.to_string(),
-            "namespace" => e.namespace = Some(string(index, "namespace", v)?.to_string()),
-            "interface" => e.interface = Some(string(index, "interface", v)?.to_string()),
+            "name" => e.name = string("name", v)?.to_string(),
+            "namespace" => e.namespace = Some(string("namespace", v)?.to_string()),
+            "interface" => e.interface = Some(string("interface", v)?.to_string()),
             "mac" => {
-                let s = string(index, "mac", v)?;
+                let s = string("mac", v)?;
                 if !Mac::parse(s).is_ok_and(|m| m.as_bytes().len() == 6) {
-                    return Err(bad(Problem::BadValue {
-                        key: "mac",
-                        value: v.to_string(),
-                        want: "a 6-byte MAC address",
-                    }));
+                    return Err(Problem::BadValue { key: "mac", value: v.to_string(), want: "a 6-byte MAC address" });
                 }
                 e.runtime.insert("mac".into(), v.clone());
             }
             "infiniband-guid" => {
-                let s = string(index, "infiniband-guid", v)?;
+                let s = string("infiniband-guid", v)?;
                 if !Mac::parse(s).is_ok_and(|m| m.as_bytes().len() == 8) {
-                    return Err(bad(Problem::BadValue {
+                    return Err(Problem::BadValue {
                         key: "infiniband-guid",
                         value: v.to_string(),
                         want: "an 8-byte GUID (xx:xx:xx:xx:xx:xx:xx:xx)",
-                    }));
+                    });
                 }
                 e.runtime.insert("infinibandGUID".into(), v.clone());
             }
@@ -163,30 +160,29 @@ fn element(index: usize, o: &Map<String, Value>) -> Result<Element, SelectionErr
                         .all(|ip| ip.as_str().is_some_and(|s| IpNet::parse(s).is_ok() || s.parse::<IpAddr>().is_ok()))
                 });
                 if !ok {
-                    return Err(bad(Problem::BadValue {
+                    return Err(Problem::BadValue {
                         key: "ips",
                         value: v.to_string(),
                         want: "a list of IP addresses, each with an optional /prefix",
-                    }));
+                    });
                 }
                 e.runtime.insert("ips".into(), v.clone());
             }
             "portMappings" => {
-                let pm = port_mappings(v)
-                    .map_err(|want| bad(Problem::BadValue { key: "portMappings", value: v.to_string(), want }))?;
+                let pm = port_mappings(v).map_err(|want| Problem::BadValue {
+                    key: "portMappings",
+                    value: v.to_string(),
+                    want,
+                })?;
                 e.runtime.insert("portMappings".into(), pm);
             }
             "bandwidth" => {
-                bandwidth(v).map_err(|want| bad(Problem::BadValue { key: "bandwidth", value: v.to_string(), want }))?;
+                bandwidth(v).map_err(|want| Problem::BadValue { key: "bandwidth", value: v.to_string(), want })?;
                 e.runtime.insert("bandwidth".into(), v.clone());
             }
             "deviceID" => {
-                if device_id(string(index, "deviceID", v)?).is_none() {
-                    return Err(bad(Problem::BadValue {
-                        key: "deviceID",
-                        value: v.to_string(),
-                        want: DEVICE_ID_FORMS,
-                    }));
+                if device_id(string("deviceID", v)?).is_none() {
+                    return Err(Problem::BadValue { key: "deviceID", value: v.to_string(), want: DEVICE_ID_FORMS });
                 }
                 e.runtime.insert("deviceID".into(), v.clone());
             }
@@ -194,11 +190,7 @@ fn element(index: usize, o: &Map<String, Value>) -> Result<Element, SelectionErr
                 Value::Object(m) => e.cni_args = Some(m.clone()),
                 Value::Null => {}
                 other => {
-                    return Err(bad(Problem::WrongType {
-                        key: "cni-args",
-                        expected: "an object",
-                        found: other.to_string(),
-                    }))
+                    return Err(Problem::WrongType { key: "cni-args", expected: "an object", found: other.to_string() })
                 }
             },
             "default-route" => {
@@ -208,23 +200,23 @@ fn element(index: usize, o: &Map<String, Value>) -> Result<Element, SelectionErr
                 match gws {
                     Some(g) => e.default_route = Some(g),
                     None => {
-                        return Err(bad(Problem::BadValue {
+                        return Err(Problem::BadValue {
                             key: "default-route",
                             value: v.to_string(),
                             want: "a list of gateway IP addresses",
-                        }))
+                        })
                     }
                 }
             }
-            "ipam-claim-reference" | "interfaceRequest" => return Err(bad(Problem::Unsupported(key.clone()))),
+            "ipam-claim-reference" | "interfaceRequest" => return Err(Problem::Unsupported(key.clone())),
             k if k.contains('.') => {}
-            k => return Err(bad(Problem::UnknownKey(k.to_string()))),
+            k => return Err(Problem::UnknownKey(k.to_string())),
         }
     }
     if !o.contains_key("name") {
-        return Err(bad(Problem::MissingName));
+        return Err(Problem::MissingName);
     }
-    check_names(index, &e)?;
+    check_names(&e)?;
     Ok(e)
 }
 

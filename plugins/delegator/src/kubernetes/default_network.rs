@@ -129,7 +129,7 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, ifname: &str) -> Result<Op
     d.own_runtime_config_only = false;
     Ok(Some(Primary {
         delegate: d,
-        network: StatusNetwork { name: network, default: true, default_route: None, device_info: None },
+        network: StatusNetwork { name: network, default: true, default_route: None, device_info: None, claim: None },
     }))
 }
 
@@ -174,6 +174,7 @@ mod tests {
             networks_dir: d.0.clone(),
             global_namespaces: vec!["default".into()],
             status_dir: d.0.join("status"),
+            claims_dir: d.0.join("claims"),
             kubelet: devices::Kubelet::default(),
             default_network_namespace: DEFAULT_NAMESPACE.into(),
             default_network_pod_namespace: own,
@@ -209,7 +210,13 @@ mod tests {
             let p = select(&k, &conf(Some(value)), ARGS, "eth0").unwrap().unwrap();
             assert_eq!(
                 p.network,
-                StatusNetwork { name: "kube-system/ovn".into(), default: true, default_route: None, device_info: None }
+                StatusNetwork {
+                    name: "kube-system/ovn".into(),
+                    default: true,
+                    default_route: None,
+                    device_info: None,
+                    claim: None
+                }
             );
             assert_eq!((p.delegate.ifname.as_str(), p.delegate.auto_ifname), ("eth0", false));
             assert_eq!(p.delegate.name(), "ovn");

@@ -503,6 +503,7 @@ mod tests {
                 default: false,
                 default_route: None,
                 device_info: None,
+                claim: None,
             });
             s.resources.push(resource.map(str::to_string));
         }

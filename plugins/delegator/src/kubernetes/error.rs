@@ -1,9 +1,10 @@
 //! Why a pod's network selection was refused: messages an operator reads in a kubelet event
-//! (`FailedCreatePodSandBox`), naming the annotation, the element and the problem. All are
-//! code 7 (`INVALID_NETWORK_CONFIG`) and happen before the first delegate runs.
+//! (`FailedCreatePodSandBox`), naming the annotation (or the ResourceClaim), the element and the
+//! problem. All are code 7 (`INVALID_NETWORK_CONFIG`) — but a claim record the file system would
+//! not give, code 11 — and happen before the first delegate runs.
 
 use super::names::{DEFAULT_NETWORK, NETWORKS};
-use cni_types::error::INVALID_NETWORK_CONFIG;
+use cni_types::error::{INVALID_NETWORK_CONFIG, TRY_AGAIN_LATER};
 use cni_types::CniError;
 
 /// A refused selection.
@@ -31,6 +32,31 @@ pub enum SelectionError {
         /// What is wrong.
         #[source]
         problem: Problem,
+    },
+    /// A network of one of the pod's ResourceClaims (its claim record's element) is refused;
+    /// `claim` is the claim's `namespace/name`, `network` its `namespace/name` once known.
+    #[error("resource claim {claim}, request {request}{}: {problem}", in_network(.network))]
+    Claim {
+        /// The claim.
+        claim: String,
+        /// The claim's request the network was allocated for.
+        request: String,
+        /// `namespace/name`, once resolved.
+        network: Option<String>,
+        /// What is wrong (boxed: every selection result carries this error's size).
+        #[source]
+        problem: Box<Problem>,
+    },
+    /// The pod's claim records cannot be read (`retry`: the file system refused, code 11; else
+    /// a malformed record, code 7). The message names the file.
+    #[error("pod {pod_uid}: {why}")]
+    ClaimRecords {
+        /// `K8S_POD_UID`.
+        pod_uid: String,
+        /// Why, naming the file.
+        why: String,
+        /// Whether trying again may help.
+        retry: bool,
     },
     /// The pod's default network (`v1.multus-cni.io/default-network`) is refused; `network` is
     /// its `namespace/name` once known, `pod` the pod's `namespace/name`.
@@ -110,6 +136,12 @@ pub enum Problem {
     SecondDefaultRoute {
         /// The element that has it first.
         first: usize,
+    },
+    /// `default-route` of a claim's network when another network of the pod has it.
+    #[error("default-route is already requested by {by}: at most one network of a pod may carry it")]
+    DefaultRouteTaken {
+        /// The network that has it first.
+        by: String,
     },
     /// A namespace this pod may not select networks from.
     #[error(
@@ -191,6 +223,10 @@ pub enum Problem {
 
 impl From<SelectionError> for CniError {
     fn from(e: SelectionError) -> CniError {
-        CniError::new(INVALID_NETWORK_CONFIG, e.to_string())
+        let code = match e {
+            SelectionError::ClaimRecords { retry: true, .. } => TRY_AGAIN_LATER,
+            _ => INVALID_NETWORK_CONFIG,
+        };
+        CniError::new(code, e.to_string())
     }
 }

@@ -3,9 +3,12 @@
 //! declares the capability `io.kubernetes.cri.pod-annotations`; the networks that
 //! `k8s.v1.cni.cncf.io/networks` selects are read from node-local files
 //! (`<networksDir>/<namespace>/<name>.conflist`), appended after the configured delegates, and
-//! the pod's NPWG network-status is written to `statusDir`. See the README's Kubernetes section.
+//! the pod's NPWG network-status is written to `statusDir`; the networks of the pod's
+//! ResourceClaims (braid's DRA driver's records, [`claims`]) follow the annotation's. See the
+//! README's Kubernetes section.
 //!
 //! * [`annotation`]: the annotation's two forms, validated.
+//! * [`claims`]: the networks of the pod's ResourceClaims, from the node's claim records.
 //! * [`resolve`]: an element's definition file, turned into a delegate.
 //! * [`status`]: the network-status document, written atomically, removed on DEL.
 //! * [`default_route`]: a selection's `default-route`, carried out in the pod namespace.
@@ -15,6 +18,7 @@
 //! * [`names`]: the annotation's and the capability's names.
 
 pub mod annotation;
+pub mod claims;
 pub mod default_network;
 pub mod default_route;
 pub mod devices;
@@ -41,6 +45,8 @@ pub struct Config {
     pub global_namespaces: Vec<String>,
     /// `statusDir`: where the pods' network-status documents are written.
     pub status_dir: PathBuf,
+    /// `claimsDir`: the node's claim records ([`claims`]).
+    pub claims_dir: PathBuf,
     /// `podResourcesSocket`, `podResourcesTimeout`: where a network that names a resource
     /// asks the kubelet for the pod's devices ([`devices`]).
     pub kubelet: devices::Kubelet,
@@ -80,10 +86,11 @@ impl Config {
                 return Err(SelectionError::Config(format!("globalNamespaces must be a list of namespaces, not {v}")))
             }
         };
-        const KNOWN: [&str; 7] = [
+        const KNOWN: [&str; 8] = [
             "networksDir",
             "globalNamespaces",
             "statusDir",
+            "claimsDir",
             "podResourcesSocket",
             "podResourcesTimeout",
             "defaultNetworkNamespace",
@@ -125,6 +132,7 @@ impl Config {
             networks_dir: path("networksDir", "/etc/cni/braid.d")?,
             global_namespaces,
             status_dir: path("statusDir", "/run/braid/network-status")?,
+            claims_dir: path("claimsDir", braid_attach::claim_record::DEFAULT_DIR)?,
             kubelet: devices::Kubelet { socket: path("podResourcesSocket", devices::DEFAULT_SOCKET)?, timeout },
             default_network_namespace,
             default_network_pod_namespace,
@@ -175,12 +183,15 @@ pub struct StatusNetwork {
     /// `device-info` (NPWG device-info spec), for a network given a device: what its
     /// device-info file held after the ADD ([`devices::device_info`]).
     pub device_info: Option<Value>,
+    /// The ResourceClaim request the attachment is for: the status file's `claims`.
+    pub claim: Option<claims::ClaimNetwork>,
 }
 
-/// What the annotation selects: the delegates to append and how the status names them.
+/// What the annotation and the pod's claims select: the delegates to append and how the status
+/// names them.
 #[derive(Debug, Default)]
 pub struct Selection {
-    /// The selected networks' delegates, in annotation order.
+    /// The selected networks' delegates: the annotation's in its order, then the claims'.
     pub delegates: Vec<Delegate>,
     /// Their network-status names, in the same order.
     pub networks: Vec<StatusNetwork>,
@@ -199,10 +210,14 @@ pub struct Selection {
 /// an attachment is kept while an element asks for exactly this, and replaced when an element
 /// changes (another interface name, other `ips`, …). The definition's content is not part of
 /// it: a NAD changed under a running pod never re-plumbs it (as at ADD: definitions are read
-/// when a network is attached).
-pub fn selector(network: &str, e: &annotation::Element) -> String {
+/// when a network is attached). A claim's network has `claim` ([`claims::key`]): no annotation
+/// element ever asks for its attachment, which an update keeps while the claim's record is there.
+pub fn selector(network: &str, e: &annotation::Element, claim: Option<&str>) -> String {
     let mut o = serde_json::Map::new();
     o.insert("network".into(), network.into());
+    if let Some(c) = claim {
+        o.insert("claim".into(), c.into());
+    }
     if let Some(i) = &e.interface {
         o.insert("interface".into(), i.clone().into());
     }
@@ -230,36 +245,45 @@ pub fn status_network(selector: &str) -> StatusNetwork {
         default: false,
         default_route,
         device_info: None,
+        claim: None,
     }
 }
 
-/// The networks the pod's annotation selects, validated and resolved; `configured` are the
-/// configured delegates (their fixed interface names are taken). Nothing runs here.
-pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -> Result<Selection, SelectionError> {
-    let annotations = conf.runtime_config_raw().and_then(|rc| rc.get(POD_ANNOTATIONS));
-    let annotations = match annotations {
+/// The annotation's elements, its value (`None`: absent) and, when the runtime passed no
+/// annotations, the line to log.
+type Annotated = (Vec<annotation::Element>, Option<String>, Option<String>);
+
+/// The pod's `k8s.v1.cni.cncf.io/networks` from the runtime's annotations.
+fn annotated(conf: &NetConf) -> Result<Annotated, SelectionError> {
+    let annotations = match conf.runtime_config_raw().and_then(|rc| rc.get(POD_ANNOTATIONS)) {
         None | Some(Value::Null) => {
-            return Ok(Selection {
-                info: Some(format!(
-                    "runtimeConfig has no {POD_ANNOTATIONS} (a runtime older than containerd 1.5 or CRI-O 1.29, podman, or the capability is not declared on this plugin): configured delegates only"
-                )),
-                ..Selection::default()
-            })
+            let info = format!(
+                "runtimeConfig has no {POD_ANNOTATIONS} (a runtime older than containerd 1.5 or CRI-O 1.29, podman, or the capability is not declared on this plugin): no annotation networks"
+            );
+            return Ok((Vec::new(), None, Some(info)));
         }
         Some(Value::Object(a)) => a,
         Some(v) => return Err(SelectionError::Annotations(format!("got {v}"))),
     };
-    let value = match annotations.get(NETWORKS) {
-        None | Some(Value::Null) => return Ok(Selection::default()),
-        Some(Value::String(s)) => s,
-        Some(v) => return Err(SelectionError::Annotations(format!("{NETWORKS} is {v}"))),
-    };
-    let requested = Some(value.clone());
-    let elements = annotation::parse(value)?;
-    if elements.is_empty() {
-        return Ok(Selection { requested, ..Selection::default() });
+    match annotations.get(NETWORKS) {
+        None | Some(Value::Null) => Ok((Vec::new(), None, None)),
+        Some(Value::String(s)) => Ok((annotation::parse(s)?, Some(s.clone()), None)),
+        Some(v) => Err(SelectionError::Annotations(format!("{NETWORKS} is {v}"))),
     }
+}
+
+/// The networks the pod's annotation selects, then those of its ResourceClaims' records
+/// ([`claims`]: by claim name, each record's networks in order), validated and resolved alike;
+/// `configured` are the configured delegates (their fixed interface names are taken). Nothing
+/// runs here.
+pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -> Result<Selection, SelectionError> {
+    let (elements, requested, info) = annotated(conf)?;
     let pod = Pod::from_args(args);
+    let records = claims::read(&k.claims_dir, &pod)?;
+    let mut out = Selection { requested, info: info.filter(|_| records.is_empty()), ..Selection::default() };
+    if elements.is_empty() && records.is_empty() {
+        return Ok(out);
+    }
     let pod_ns = pod.namespace.ok_or(SelectionError::NoPodNamespace)?;
     let mut taken: Vec<(String, String)> = configured
         .iter()
@@ -268,11 +292,33 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -
         .map(|(i, d)| (d.ifname.clone(), format!("configured delegate {i} (network {:?})", d.name())))
         .collect();
     let mut autos = configured.iter().filter(|d| d.auto_ifname).count();
-    let mut out = Selection { requested, ..Selection::default() };
-    for (index, e) in elements.iter().enumerate() {
+    // Who asked for `default-route` first (the annotation's parser allows one among its own).
+    let mut default_route: Option<String> = None;
+    let mut all: Vec<_> = elements.into_iter().enumerate().map(|(index, e)| (Ok(e), None, index)).collect();
+    for r in &records {
+        all.extend(r.networks.iter().map(|n| (annotation::element(&n.element), Some((r, n)), 0)));
+    }
+    for (e, from, index) in all {
+        let fail = |network: Option<&String>, problem| match from {
+            None => SelectionError::Element { index, network: network.cloned(), problem },
+            Some((r, n)) => SelectionError::Claim {
+                claim: format!("{}/{}", r.claim.namespace, r.claim.name),
+                request: n.request.clone(),
+                network: network.cloned(),
+                problem: Box::new(problem),
+            },
+        };
+        let e = e.map_err(|p| fail(None, p))?;
         let namespace = e.namespace.clone().unwrap_or_else(|| pod_ns.clone());
         let network = format!("{namespace}/{}", e.name);
-        let fail = |problem| SelectionError::Element { index, network: Some(network.clone()), problem };
+        let fail = |problem| fail(Some(&network), problem);
+        let who = match from {
+            None => format!("element {index} (network {network})"),
+            Some((r, n)) => format!(
+                "resource claim {}/{} request {} (network {network})",
+                r.claim.namespace, r.claim.name, n.request
+            ),
+        };
         if namespace != pod_ns && !k.global_namespaces.contains(&namespace) {
             return Err(fail(Problem::Namespace {
                 namespace: namespace.clone(),
@@ -280,12 +326,18 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -
                 global: k.global_namespaces.clone(),
             }));
         }
+        if e.default_route.is_some() {
+            if let (Some(by), Some(_)) = (&default_route, from) {
+                return Err(fail(Problem::DefaultRouteTaken { by: by.clone() }));
+            }
+            default_route.get_or_insert_with(|| who.clone());
+        }
         let (ifname, auto) = match &e.interface {
             Some(i) => {
                 if let Some((_, by)) = taken.iter().find(|(t, _)| t == i) {
                     return Err(fail(Problem::InterfaceTaken { ifname: i.clone(), by: by.clone() }));
                 }
-                taken.push((i.clone(), format!("element {index} (network {network})")));
+                taken.push((i.clone(), who));
                 (i.clone(), false)
             }
             None => {
@@ -294,15 +346,24 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -
             }
         };
         let (mut d, resource) =
-            resolve::delegate(&k.networks_dir, &namespace, e, conf.version(), ifname, auto).map_err(&fail)?;
-        d.selector = Some(selector(&network, e));
+            resolve::delegate(&k.networks_dir, &namespace, &e, conf.version(), ifname, auto).map_err(&fail)?;
+        let claim = from.map(|(r, n)| claims::ClaimNetwork {
+            claim: r.claim.clone(),
+            request: n.request.clone(),
+            driver: n.driver.clone(),
+            pool: n.pool.clone(),
+            device: n.device.clone(),
+            share_id: n.share_id.clone(),
+        });
+        d.selector = Some(selector(&network, &e, claim.as_ref().map(|c| claims::key(&c.claim, &c.request)).as_deref()));
         out.delegates.push(d);
         out.resources.push(resource);
         out.networks.push(StatusNetwork {
-            name: network.clone(),
+            name: network,
             default: false,
             default_route: e.default_route.clone(),
             device_info: None,
+            claim,
         });
     }
     Ok(out)

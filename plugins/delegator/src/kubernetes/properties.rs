@@ -159,6 +159,7 @@ fn kconf(dir: &std::path::Path) -> Config {
         networks_dir: dir.to_path_buf(),
         global_namespaces: vec!["default".into()],
         status_dir: dir.join("status"),
+        claims_dir: dir.join("claims"),
         kubelet: devices::Kubelet::default(),
         default_network_namespace: "kube-system".into(),
         default_network_pod_namespace: false,

@@ -9,6 +9,22 @@
 //! whose `metadata.uid` differs). Delegators before this wrote the bare list; the agent still
 //! reads that form.
 //!
+//! With attachments of the pod's ResourceClaims ([`super::claims`]) the file has `claims`, one
+//! entry per claim-backed attachment in attachment order — what the node agent needs to write
+//! each claim's `status.devices` entry (KEP-4817: `driver`, `pool`, `device`, `shareID`, and
+//! `networkData` from the network-status entries of `interface`):
+//!
+//! ```json
+//! "claims": [{"namespace": "t", "name": "web-net-x7k2p", "uid": "…", "request": "net",
+//!             "driver": "net.braid-cni.io", "pool": "node2", "device": "t-side-1a2b3c4d",
+//!             "shareID": "…", "interface": "net2"}]
+//! ```
+//!
+//! `shareID` only when the allocation has one; `interface` is the attachment's interface in the
+//! pod (its network-status entries' `interface`). Absent when the pod has no claim-backed
+//! attachment. The document itself lists them like any other selected network (`name` is the
+//! network's `namespace/name`).
+//!
 //! Written atomically (a temporary file in the same directory, renamed over), mode 0644 in a
 //! 0755 directory, and not fsynced ([`cni_runtime::files::replace_volatile`]): it describes a
 //! live sandbox, which a reboot ends — the runtime then starts the pod's sandbox anew, and its
@@ -18,6 +34,7 @@
 //! the pod (names, IPs, MACs, DNS) and nothing secret, and a node agent that publishes it need
 //! not run as root.
 
+use super::claims::ClaimNetwork;
 use super::default_route::Removed;
 use super::{Pod, StatusNetwork};
 use cni_netlink::links::Link;
@@ -171,6 +188,8 @@ pub struct Record<'a> {
     pub default_network: Option<&'a str>,
     /// Each interface's addresses with prefix ([`with_addresses`]): `addresses`.
     pub addresses: Option<&'a Value>,
+    /// The claim-backed attachments, each with its interface: `claims` (when any).
+    pub claims: &'a [(&'a ClaimNetwork, &'a str)],
 }
 
 /// The default routes that the network on interface `by` took over with its `default-route`
@@ -221,7 +240,8 @@ impl Replaced {
 }
 
 /// The file's content: `{"networkStatus": <doc>, "podUID": …, "sandbox": {"netns": …,
-/// "ifname": …}, "networks": …}`, each of the last three only when known.
+/// "ifname": …}, "networks": …, …, "claims": […]}`, each but the first only when known (see
+/// the module for `claims`).
 pub fn file(doc: Value, record: Record) -> Value {
     let mut o = Map::new();
     o.insert("networkStatus".into(), doc);
@@ -249,6 +269,28 @@ pub fn file(doc: Value, record: Record) -> Value {
     }
     if let Some(a) = record.addresses {
         o.insert("addresses".into(), a.clone());
+    }
+    if !record.claims.is_empty() {
+        let claims = record.claims.iter().map(|(c, ifname)| {
+            let mut e = Map::new();
+            for (k, v) in [
+                ("namespace", &c.claim.namespace),
+                ("name", &c.claim.name),
+                ("uid", &c.claim.uid),
+                ("request", &c.request),
+                ("driver", &c.driver),
+                ("pool", &c.pool),
+                ("device", &c.device),
+            ] {
+                e.insert(k.into(), v.as_str().into());
+            }
+            if let Some(id) = &c.share_id {
+                e.insert("shareID".into(), id.as_str().into());
+            }
+            e.insert("interface".into(), (*ifname).into());
+            Value::Object(e)
+        });
+        o.insert("claims".into(), claims.collect());
     }
     Value::Object(o)
 }

@@ -52,6 +52,7 @@ fn kconf(dir: &Path) -> Config {
         networks_dir: dir.to_path_buf(),
         global_namespaces: vec!["default".into()],
         status_dir: dir.join("status"),
+        claims_dir: dir.join("claims"),
         kubelet: devices::Kubelet::default(),
         default_network_namespace: "kube-system".into(),
         default_network_pod_namespace: false,
@@ -426,6 +427,7 @@ fn the_kubernetes_block() {
             networks_dir: "/etc/cni/braid.d".into(),
             global_namespaces: vec!["default".into()],
             status_dir: "/run/braid/network-status".into(),
+            claims_dir: "/var/lib/braid/claims".into(),
             kubelet: devices::Kubelet {
                 socket: "/var/lib/kubelet/pod-resources/kubelet.sock".into(),
                 timeout: std::time::Duration::from_secs(10)
@@ -444,6 +446,7 @@ fn the_kubernetes_block() {
         c.kubelet,
         devices::Kubelet { socket: "/k.sock".into(), timeout: std::time::Duration::from_millis(2500) }
     );
+    assert_eq!(Config::parse(&conf(json!({"claimsDir": "/c"}))).unwrap().unwrap().claims_dir, Path::new("/c"));
     let c =
         Config::parse(&conf(json!({"networksDir": "/n", "globalNamespaces": [], "statusDir": "/s"}))).unwrap().unwrap();
     assert_eq!(
@@ -461,6 +464,7 @@ fn the_kubernetes_block() {
         (json!({"podResourcesSocket": 5}), "podResourcesSocket must be a non-empty path"),
         (json!({"podResourcesTimeout": 0}), "podResourcesTimeout must be a number of seconds above 0"),
         (json!({"podResourcesTimeout": "10"}), "podResourcesTimeout must be a number of seconds above 0"),
+        (json!({"claimsDir": ""}), "claimsDir must be a non-empty path"),
     ] {
         let e = Config::parse(&conf(bad.clone())).unwrap_err().to_string();
         assert!(e.contains(want), "{bad}: {e}");
@@ -495,12 +499,13 @@ fn status_documents_one_entry_per_sandbox_interface() {
     let r2 =
         AnyResult::create_from_value("0.2.0", &json!({"cniVersion": "0.2.0", "ip4": {"ip": "198.18.1.5/24"}})).unwrap();
     let networks = [
-        StatusNetwork { name: "cluster".into(), default: true, default_route: None, device_info: None },
+        StatusNetwork { name: "cluster".into(), default: true, default_route: None, device_info: None, claim: None },
         StatusNetwork {
             name: "team-a/plain".into(),
             default: false,
             default_route: Some(vec!["198.18.1.1".parse().unwrap()]),
             device_info: Some(json!({"type": "pci", "version": "1.1.0", "pci": {"pci-address": "0000:00:1f.2"}})),
+            claim: None,
         },
     ];
     let links = [cni_netlink::links::Link {
@@ -583,4 +588,193 @@ fn a_definition_names_its_resource_by_its_nad_or_by_its_own_key() {
     assert!(refusal(&d.0, "copied").contains("its name is"));
     let m = refusal(&d.0, "bad");
     assert!(m.contains("must be a resource name") && m.contains("\"no-slash\""), "{m}");
+}
+
+const ARGS_UID: &str = "IgnoreUnknown=1;K8S_POD_NAMESPACE=team-a;K8S_POD_NAME=web-0;K8S_POD_UID=pod-1";
+
+/// Writes the record of claim `name` (UID `uid`) for pod `pod-1`: one network per
+/// `(request, element)`.
+fn claim(dir: &Path, name: &str, uid: &str, nets: &[(&str, Value)]) {
+    use braid_attach::claim_record::{write, Claim, ClaimRecord, Network};
+    let networks = nets
+        .iter()
+        .map(|(request, element)| Network {
+            request: request.to_string(),
+            driver: "net.braid-cni.io".into(),
+            pool: "node2".into(),
+            device: format!("dev-{request}"),
+            share_id: (*request != "noshare").then(|| format!("share-{uid}")),
+            element: element.as_object().unwrap().clone(),
+        })
+        .collect();
+    let record =
+        ClaimRecord { claim: Claim { namespace: "team-a".into(), name: name.into(), uid: uid.into() }, networks };
+    write(&dir.join("claims"), "pod-1", &record).unwrap();
+}
+
+fn select_claims(dir: &Path, annotations: Option<Value>) -> Result<Selection, SelectionError> {
+    select(&kconf(dir), &delegator(annotations), ARGS_UID, &cluster())
+}
+
+#[test]
+fn claims_networks_follow_the_annotations_by_claim_name_and_continue_its_interface_names() {
+    let d = Dir::new("claims");
+    let _n = networks(&d.0);
+    claim(&d.0, "zeta", "c-1", &[("a", json!({"name": "plain"}))]);
+    claim(
+        &d.0,
+        "alpha",
+        "c-2",
+        &[
+            ("r1", json!({"name": "global", "namespace": "default", "interface": "side0", "ips": ["198.18.9.5/24"]})),
+            ("noshare", json!({"name": "plain", "cni-args": {"x": "y"}})),
+        ],
+    );
+    let s = select_claims(&d.0, Some(json!({ NETWORKS: "plain,local@lan0" }))).unwrap();
+    let got: Vec<_> = s
+        .networks
+        .iter()
+        .zip(&s.delegates)
+        .map(|(n, d)| {
+            let c = n.claim.as_ref().map(|c| format!("{}/{}:{}", c.claim.name, c.request, c.device));
+            (n.name.as_str(), d.ifname.as_str(), d.auto_ifname, c)
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("team-a/plain", "net1", true, None),
+            ("team-a/local", "lan0", false, None),
+            ("default/global", "side0", false, Some("alpha/r1:dev-r1".into())),
+            ("team-a/plain", "net2", true, Some("alpha/noshare:dev-noshare".into())),
+            ("team-a/plain", "net3", true, Some("zeta/a:dev-a".into())),
+        ]
+    );
+    let c = s.networks[2].claim.as_ref().unwrap();
+    assert_eq!((c.claim.uid.as_str(), c.driver.as_str(), c.pool.as_str()), ("c-2", "net.braid-cni.io", "node2"));
+    assert_eq!(
+        (c.share_id.as_deref(), s.networks[3].claim.as_ref().unwrap().share_id.as_deref()),
+        (Some("share-c-2"), None)
+    );
+    // Requests as an annotation element's: ips to the network's plugins, cni-args into args.cni.
+    assert_eq!(s.delegates[2].runtime_config["ips"], json!(["198.18.9.5/24"]));
+    let DelegateConfig::Plugin(p) = &s.delegates[3].config else { panic!("one plugin") };
+    assert_eq!(p.get("args"), Some(&json!({"cni": {"x": "y"}})));
+    // Selectors: a claim's names its claim and request, so no annotation element asks for it.
+    let sel = |i: usize| -> Value { serde_json::from_str(s.delegates[i].selector.as_deref().unwrap()).unwrap() };
+    assert_eq!(sel(0), json!({"network": "team-a/plain"}));
+    assert_eq!(sel(3), json!({"network": "team-a/plain", "claim": "c-2/noshare", "cni-args": {"x": "y"}}));
+    assert_eq!(sel(4), json!({"network": "team-a/plain", "claim": "c-1/a"}));
+    assert_eq!(status_network(s.delegates[4].selector.as_deref().unwrap()).name, "team-a/plain");
+    assert_eq!(s.requested.as_deref(), Some("plain,local@lan0"));
+    assert_eq!(s.resources, [None, None, None, None, None]);
+}
+
+#[test]
+fn a_pod_without_annotations_still_gets_its_claims_and_one_without_a_uid_none() {
+    let d = Dir::new("claims-only");
+    let _n = networks(&d.0);
+    claim(&d.0, "c", "c-1", &[("r", json!({"name": "plain"}))]);
+    for annotations in [None, Some(json!({})), Some(json!({ NETWORKS: "" })), Some(json!({ NETWORKS: "[]" }))] {
+        let s = select_claims(&d.0, annotations.clone()).unwrap();
+        let names: Vec<_> = s.networks.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["team-a/plain"], "{annotations:?}");
+        assert!(s.info.is_none(), "no \"configured delegates only\" line: {:?}", s.info);
+        assert_eq!(s.delegates[0].ifname, "net1");
+    }
+    // Without K8S_POD_UID (or with one that is no UID) no claim directory is looked at.
+    let s = select(&kconf(&d.0), &delegator(None), ARGS, &cluster()).unwrap();
+    assert!(s.delegates.is_empty() && s.info.is_some());
+    let bad = ARGS_UID.replace("pod-1", "../claims/pod-1");
+    assert!(select(&kconf(&d.0), &delegator(None), &bad, &cluster()).unwrap().delegates.is_empty());
+    // Another pod: its own directory, none.
+    let other = ARGS_UID.replace("pod-1", "pod-2");
+    assert!(select(&kconf(&d.0), &delegator(None), &other, &cluster()).unwrap().delegates.is_empty());
+    // A claim needs the pod's namespace as an annotation does.
+    let e = select(&kconf(&d.0), &delegator(None), "K8S_POD_UID=pod-1", &cluster()).unwrap_err();
+    assert_eq!(e, SelectionError::NoPodNamespace);
+}
+
+fn claim_refusal(d: &Dir, annotation: &str, element: Value) -> cni_types::CniError {
+    claim(&d.0, "web-net", "c-9", &[("net", element)]);
+    let e = select_claims(&d.0, Some(json!({ NETWORKS: annotation }))).unwrap_err();
+    e.into()
+}
+
+#[test]
+fn a_claims_network_is_refused_as_an_annotation_element_is_naming_the_claim() {
+    let d = Dir::new("claims-refused");
+    let _n = networks(&d.0);
+    let claimed = "resource claim team-a/web-net, request net";
+    for (annotation, element, want) in [
+        ("", json!({"name": "secret", "namespace": "team-b"}), format!("{claimed} (network team-b/secret): namespace \"team-b\" is not allowed: a pod of namespace \"team-a\" may select networks of its own namespace and of globalNamespaces [\"default\"] only")),
+        ("plain@x1", json!({"name": "local", "interface": "x1"}), format!("{claimed} (network team-a/local): interface x1 is already used by element 0 (network team-a/plain)")),
+        ("", json!({"name": "plain", "interface": "eth0"}), format!("{claimed} (network team-a/plain): interface eth0 is already used by configured delegate 0")),
+        ("", json!({"name": "nosuch"}), format!("{claimed} (network team-a/nosuch): unknown network: no ")),
+        ("", json!({"name": "plain", "mac": "02:00:00:00:00:01"}), format!("{claimed} (network team-a/plain): mac requested, but no plugin")),
+        ("", json!({"name": "plain", "bogus": 1}), format!("{claimed}: unknown key \"bogus\"")),
+        ("", json!({"name": "Plain"}), format!("{claimed}: name \"Plain\" is not a DNS-1123 label")),
+        ("", json!({"interface": "x"}), format!("{claimed}: has no \"name\"")),
+        (r#"[{"name":"plain","default-route":["198.18.7.1"]}]"#, json!({"name": "local", "default-route": []}),
+         format!("{claimed} (network team-a/local): default-route is already requested by element 0 (network team-a/plain)")),
+    ] {
+        let e = claim_refusal(&d, annotation, element.clone());
+        assert_eq!(e.code, cni_types::error::INVALID_NETWORK_CONFIG, "{element}: {e:?}");
+        assert!(e.msg.starts_with(&want), "{element}:\n {}\n wanted {want}", e.msg);
+    }
+    // A claim's explicit name is taken for the claims after it too.
+    claim(
+        &d.0,
+        "web-net",
+        "c-9",
+        &[("a", json!({"name": "plain", "interface": "x2"})), ("b", json!({"name": "local", "interface": "x2"}))],
+    );
+    let e = select_claims(&d.0, None).unwrap_err().to_string();
+    assert!(e.contains("request b (network team-a/local): interface x2 is already used by resource claim team-a/web-net request a (network team-a/plain)"), "{e}");
+}
+
+#[test]
+fn a_malformed_claim_record_refuses_the_selection_naming_its_file() {
+    let d = Dir::new("claims-bad");
+    let _n = networks(&d.0);
+    claim(&d.0, "good", "c-1", &[("r", json!({"name": "plain"}))]);
+    let bad = d.0.join("claims/pod-1/c-2.json");
+    std::fs::write(
+        &bad,
+        r#"{"claim": {"namespace": "team-a", "name": "x", "uid": "c-2"}, "networks": [{"request": "r"}]}"#,
+    )
+    .unwrap();
+    let e: cni_types::CniError = select_claims(&d.0, None).unwrap_err().into();
+    assert_eq!(e.code, cni_types::error::INVALID_NETWORK_CONFIG);
+    assert!(e.msg.starts_with(&format!("pod pod-1: claim record {}: malformed: ", bad.display())), "{}", e.msg);
+    // One the file system will not give (a symlink: never followed): trying again may help.
+    std::fs::remove_file(&bad).unwrap();
+    std::os::unix::fs::symlink(d.0.join("claims/pod-1/c-1.json"), &bad).unwrap();
+    let e: cni_types::CniError = select_claims(&d.0, None).unwrap_err().into();
+    assert_eq!(e.code, cni_types::error::TRY_AGAIN_LATER, "{}", e.msg);
+    assert!(e.msg.contains(&bad.display().to_string()), "{}", e.msg);
+}
+
+#[test]
+fn the_status_file_lists_the_claims_with_their_interfaces() {
+    let c = |uid: &str, share: Option<&str>| claims::ClaimNetwork {
+        claim: braid_attach::claim_record::Claim { namespace: "t".into(), name: format!("n-{uid}"), uid: uid.into() },
+        request: "net".into(),
+        driver: "net.braid-cni.io".into(),
+        pool: "node2".into(),
+        device: "t-side-1a2b3c4d".into(),
+        share_id: share.map(str::to_string),
+    };
+    let (a, b) = (c("u-1", Some("s-1")), c("u-2", None));
+    let file = status::file(json!([]), status::Record { claims: &[(&a, "net2"), (&b, "side0")], ..Default::default() });
+    assert_eq!(
+        file,
+        json!({"networkStatus": [], "claims": [
+            {"namespace": "t", "name": "n-u-1", "uid": "u-1", "request": "net", "driver": "net.braid-cni.io",
+             "pool": "node2", "device": "t-side-1a2b3c4d", "shareID": "s-1", "interface": "net2"},
+            {"namespace": "t", "name": "n-u-2", "uid": "u-2", "request": "net", "driver": "net.braid-cni.io",
+             "pool": "node2", "device": "t-side-1a2b3c4d", "interface": "side0"}
+        ]})
+    );
+    assert!(status::file(json!([]), status::Record::default()).get("claims").is_none(), "none: no key");
 }

@@ -1,0 +1,49 @@
+//! Networks from the pod's ResourceClaims (Kubernetes DRA): braid's DRA driver, in the node
+//! agent, writes a record per prepared claim and pod (`<claimsDir>/<podUID>/<claimUID>.json`,
+//! [`braid_attach::claim_record`]) at `NodePrepareResources`, which the kubelet calls before the
+//! pod's sandbox is created; ADD (and `delegator update`) reads the pod's records and attaches
+//! their networks after the annotation's ([`super::select`]).
+//!
+//! Read only with `K8S_POD_UID` (the kubelet's pod UID, which containerd and CRI-O pass): a pod
+//! without claims costs one failed `open(2)` of its directory.
+
+use super::error::SelectionError;
+use super::Pod;
+use braid_attach::claim_record::{self, Claim, ClaimRecord};
+use std::path::Path;
+
+/// What the status file's `claims` says of a claim-backed attachment (with its interface):
+/// what the node agent needs to write the claim's `status.devices` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimNetwork {
+    /// The claim.
+    pub claim: Claim,
+    /// The claim's request.
+    pub request: String,
+    /// The allocation's driver, pool and device.
+    pub driver: String,
+    /// See `driver`.
+    pub pool: String,
+    /// See `driver`.
+    pub device: String,
+    /// The allocation's `shareID`, when it has one.
+    pub share_id: Option<String>,
+}
+
+/// The pod's claim records, sorted by claim name; none without `K8S_POD_UID` or with one that is
+/// no UID (no claim can be recorded for it).
+pub fn read(dir: &Path, pod: &Pod) -> Result<Vec<ClaimRecord>, SelectionError> {
+    let Some(uid) = pod.uid.as_deref().filter(|u| claim_record::valid_uid(u)) else {
+        return Ok(Vec::new());
+    };
+    claim_record::read_pod(dir, uid).map_err(|e| SelectionError::ClaimRecords {
+        pod_uid: uid.to_string(),
+        retry: e.is_io(),
+        why: e.to_string(),
+    })
+}
+
+/// The selector's `claim` of a claim's request: `<claimUID>/<request>`.
+pub fn key(claim: &Claim, request: &str) -> String {
+    format!("{}/{request}", claim.uid)
+}
