@@ -312,8 +312,15 @@ impl Cluster {
     }
 
     /// Waits until `f` holds; panics with `context()` after [`HANG_GUARD`].
-    pub fn wait(&self, what: &str, mut f: impl FnMut() -> bool, context: impl Fn() -> String) {
-        let give_up = Instant::now() + HANG_GUARD;
+    pub fn wait(&self, what: &str, f: impl FnMut() -> bool, context: impl Fn() -> String) {
+        self.wait_up_to(HANG_GUARD, what, f, context)
+    }
+
+    /// [`Cluster::wait`] with another bound, for what a designed timeout longer than
+    /// [`HANG_GUARD`] ends (the caller says which); still a bound for a stuck cluster, never a
+    /// measurement.
+    pub fn wait_up_to(&self, bound: Duration, what: &str, mut f: impl FnMut() -> bool, context: impl Fn() -> String) {
+        let give_up = Instant::now() + bound;
         while !f() {
             if Instant::now() >= give_up {
                 panic!("{what} did not happen (stuck):\n{}", context());

@@ -1442,7 +1442,15 @@ fn an_annotation_flood_on_the_nodes_pods_does_not_take_the_restarted_hot_plug_ag
             || c.log("kube-apiserver"),
         );
     }
-    c.wait(
+    // The agent's pod watch may have outlived the cut half-open: the old API server's FIN was
+    // dropped, and once its orphaned socket gave up, nothing tells node1 the connection is dead
+    // (a watch sends nothing). The agent's read timeout ends such a connection (300 s,
+    // `kube::Config::read_timeout`, braid-install/src/api/mod.rs `client`), then the watcher
+    // resumes from its old resourceVersion and gets 410 Gone: the bound covers that timeout
+    // and the watcher's backoff. (Seen on a fresh machine's run: the NAD watch relisted at
+    // once, the pod watch not within the 240 s guard.)
+    c.wait_up_to(
+        std::time::Duration::from_secs(360),
         "node1's agent listing the node's pods again",
         || requests_of(&c, "node1", mark).iter().any(|r| r == "list pods"),
         || format!("{:?}\n{}", requests_of(&c, "node1", mark), c.agent_log("node1")),
