@@ -39,7 +39,7 @@
 #   BRAID_RELEASE_DIR  braid's static binaries (default: scripts/build-release.sh builds them)
 #
 # What it never touches: the machine's own network namespace, /etc/cni, /opt/cni,
-# /var/lib/kubelet, /var/lib/containerd, /var/lib/cni, /run. Each node is a network namespace
+# /var/lib/kubelet, /var/lib/containerd, /var/lib/cni, /var/lib/braid/claims, /run. Each node is a network namespace
 # (uplink 198.18.0.N/24 on a bridge in a namespace of its own, pods in 198.18.(64+N).0/24,
 # Services in 198.18.200.0/24) and a mount namespace in which those paths, /run and the
 # kernel tunables the kubelet writes (kernel.panic, kernel.panic_on_oops,
@@ -243,7 +243,7 @@ network() {
 # files standing in for the non-namespaced kernel tunables the kubelet sets.
 mounts() {
   local n="$1" r="$D/node$n"
-  mkdir -p "$r"/{etc-cni,opt-cni,kubelet,containerd,var-lib-cni,log-pods,log-containers,sysctl}
+  mkdir -p "$r"/{etc-cni,opt-cni,kubelet,containerd,var-lib-cni,braid-claims,log-pods,log-containers,sysctl}
   mkdir -p "$r/etc-cni/net.d" "$r/etc-cni/multus/net.d" "$r/opt-cni/bin"
   echo 10 > "$r/sysctl/kernel.panic"
   echo 1 > "$r/sysctl/kernel.panic_on_oops"
@@ -255,6 +255,8 @@ mounts() {
     mkdir -p /var/lib/kubelet && mount --bind '$r/kubelet' /var/lib/kubelet
     mkdir -p /var/lib/containerd && mount --bind '$r/containerd' /var/lib/containerd
     mkdir -p /var/lib/cni && mount --bind '$r/var-lib-cni' /var/lib/cni
+    # braid's DRA claim records (/var/lib/braid/claims, deploy/kubernetes-dra): each node its own.
+    mkdir -p /var/lib/braid/claims && mount --bind '$r/braid-claims' /var/lib/braid/claims
     mkdir -p /var/log/pods && mount --bind '$r/log-pods' /var/log/pods
     mkdir -p /var/log/containers && mount --bind '$r/log-containers' /var/log/containers
     mount --bind '$r/sysctl/kernel.panic' /proc/sys/kernel/panic
