@@ -16,6 +16,7 @@
 pub mod api;
 pub mod binaries;
 pub mod config;
+pub mod dra;
 pub mod error;
 pub mod fsutil;
 pub mod metrics;
