@@ -332,7 +332,11 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
                     "--dra-attachments" => {
                         o.dra_attachments = match v.parse::<u64>() {
                             Ok(n) if n >= 1 => n,
-                            _ => return Err(usage(format!("--dra-attachments must be a whole number, at least 1, not {v:?}"))),
+                            _ => {
+                                return Err(usage(format!(
+                                    "--dra-attachments must be a whole number, at least 1, not {v:?}"
+                                )))
+                            }
                         };
                     }
                     "--conf-file" => {
@@ -403,7 +407,9 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
         return Err(usage("--vmtap-dan-dir is vmtap's danDir: it needs --vmtap"));
     }
     if o.dra && !o.kubernetes_api {
-        return Err(usage("--dra publishes ResourceSlices and reads ResourceClaims through the API: it needs --kubernetes-api"));
+        return Err(usage(
+            "--dra publishes ResourceSlices and reads ResourceClaims through the API: it needs --kubernetes-api",
+        ));
     }
     if o.kubernetes_api && o.once {
         return Err(usage(

@@ -64,7 +64,10 @@ mod tests {
         assert_eq!(Dra::new(&Options::default()), None);
         let o = Options { dra: true, kubernetes_api: true, ..Options::default() };
         let d = Dra::new(&o).unwrap();
-        assert_eq!(d.registration_socket(), PathBuf::from("/host/var/lib/kubelet/plugins_registry/net.braid-cni.io-reg.sock"));
+        assert_eq!(
+            d.registration_socket(),
+            PathBuf::from("/host/var/lib/kubelet/plugins_registry/net.braid-cni.io-reg.sock")
+        );
         assert_eq!(d.plugin_socket(), PathBuf::from("/host/var/lib/kubelet/plugins/net.braid-cni.io/dra.sock"));
         assert_eq!(d.plugin_endpoint(), PathBuf::from("/var/lib/kubelet/plugins/net.braid-cni.io/dra.sock"));
         assert_eq!(d.claims_dir, PathBuf::from("/host/var/lib/braid/claims"));

@@ -128,7 +128,9 @@ pub fn desired(node: &str, dra: &Dra, devices: &[Device]) -> BTreeMap<String, Ve
     devices
         .chunks(MAX_DEVICES)
         .enumerate()
-        .map(|(i, chunk)| (slice_name(node, &dra.driver, i), chunk.iter().map(|d| device(d, dra.attachments)).collect()))
+        .map(|(i, chunk)| {
+            (slice_name(node, &dra.driver, i), chunk.iter().map(|d| device(d, dra.attachments)).collect())
+        })
         .collect()
 }
 
@@ -413,8 +415,8 @@ impl Publisher {
             }
         };
         if self.pool.is_none() {
-            let lp = ListParams::default()
-                .fields(&format!("spec.nodeName={},spec.driver={}", self.node, self.dra.driver));
+            let lp =
+                ListParams::default().fields(&format!("spec.nodeName={},spec.driver={}", self.node, self.dra.driver));
             let found = call(agent, Verb::list, RESOURCE, slices.list(&lp))
                 .await
                 .map_err(|e| format!("cannot list this node's ResourceSlices: {e}"))?;
@@ -443,7 +445,11 @@ impl Publisher {
                     devices.len(),
                     names.len(),
                     if names.is_empty() { String::new() } else { format!(" ({})", names.join(", ")) },
-                    if plan.delete.is_empty() { String::new() } else { format!("; deleted {}", plan.delete.join(", ")) }
+                    if plan.delete.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; deleted {}", plan.delete.join(", "))
+                    }
                 ));
                 if let Some(s) = returned.iter().find(|s| !kept_shared(s)) {
                     if !self.warned {
