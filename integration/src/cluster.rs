@@ -76,6 +76,29 @@ impl Cluster {
         })
     }
 
+    /// braid's DRA layout (`deploy/kubernetes-dra`) applied for one test; when the guard drops,
+    /// the API layout as it was, the DRA layout's own objects deleted, and the slices the
+    /// agents published (the driver's) deleted.
+    pub fn dra_layout(&self) -> Defer<impl FnMut() + '_> {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+        let rollout = ["rollout", "status", "daemonset/braid-install", "-n", "kube-system", "--timeout=240s"];
+        self.ok(&["apply", "-k", &repo.join("deploy/kubernetes-dra").display().to_string()]);
+        self.ok(&rollout);
+        Defer(move || {
+            let _ = self.kubectl(&["apply", "-k", &repo.join("deploy/kubernetes").display().to_string()]);
+            let _ = self.kubectl(&rollout);
+            for (kind, name) in [
+                ("clusterrolebinding,clusterrole", "braid-node-agent-dra"),
+                ("validatingadmissionpolicybinding,validatingadmissionpolicy", "braid-node-agent-resourceslices"),
+                ("validatingadmissionpolicybinding,validatingadmissionpolicy", "braid-node-agent-resourceclaims"),
+                ("deviceclass", "net.braid-cni.io"),
+            ] {
+                let _ = self.kubectl(&["delete", kind, name, "--ignore-not-found"]);
+            }
+            let _ = self.kubectl(&["delete", "resourceslices", "--field-selector=spec.driver=net.braid-cni.io"]);
+        })
+    }
+
     /// The cluster of `BRAID_NODE_DIR`, held for this test alone; `None` (after the SKIPPED
     /// line) where there is none and skipping is allowed.
     pub fn lock(test: &str) -> Option<Cluster> {
