@@ -24,6 +24,7 @@ pub enum Verb {
     watch,
     patch,
     create,
+    delete,
 }
 
 /// The labels of `braid_install_api_requests`.

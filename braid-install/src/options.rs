@@ -92,6 +92,21 @@ pub struct Options {
     pub vmtap: bool,
     /// vmtap's `danDir` (`--vmtap-dan-dir`, node path): Kata Containers' DAN files.
     pub vmtap_dan_dir: Option<PathBuf>,
+    /// The DRA driver (`--dra`, API mode only): this node's networks published as devices of a
+    /// ResourceSlice, claims prepared for the kubelet (see `dra`).
+    pub dra: bool,
+    /// The DRA driver's name (`--dra-driver-name`, `net.braid-cni.io`): the slices'
+    /// `spec.driver`, the kubelet plugin's name, the DeviceClass's selector.
+    pub dra_driver_name: String,
+    /// The kubelet's root directory (`--kubelet-dir`, node path, `/var/lib/kubelet`): its
+    /// `plugins_registry` and `plugins` directories hold the DRA driver's sockets.
+    pub kubelet_dir: PathBuf,
+    /// Where prepared claims are recorded for the delegator (`--dra-claims-dir`, node path,
+    /// `/var/lib/braid/claims`; the delegator's `kubernetes.claimsDir`).
+    pub dra_claims_dir: PathBuf,
+    /// How many claims may share one network device at once (`--dra-attachments`, 1024): the
+    /// device's consumable capacity `attachments`.
+    pub dra_attachments: u64,
 }
 
 impl Default for Options {
@@ -126,9 +141,17 @@ impl Default for Options {
             hotplug: false,
             vmtap: false,
             vmtap_dan_dir: None,
+            dra: false,
+            dra_driver_name: DRA_DRIVER.into(),
+            kubelet_dir: PathBuf::from("/var/lib/kubelet"),
+            dra_claims_dir: PathBuf::from("/var/lib/braid/claims"),
+            dra_attachments: 1024,
         }
     }
 }
+
+/// The DRA driver's default name (`--dra-driver-name`).
+pub const DRA_DRIVER: &str = "net.braid-cni.io";
 
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -189,6 +212,16 @@ mounted ConfigMap, then keeps them current (or exits with --once).
   --vmtap                   VM runtime nodes: also copy vmtap and chain it after the delegator
                             (whose result becomes the merged one): every pod network a tap
   --vmtap-dan-dir DIR       with --vmtap: vmtap's danDir, Kata's DAN files (node path) [none]
+  --dra                     with --kubernetes-api: a DRA driver too; this node's networks
+                            published as devices of its ResourceSlice, claims of them
+                            prepared for the kubelet                    [off]
+  --dra-driver-name NAME    the DRA driver's name (a DNS subdomain, at most 63) [net.braid-cni.io]
+  --kubelet-dir DIR         the kubelet's root dir: plugins_registry/, plugins/ (node path)
+                            [/var/lib/kubelet]
+  --dra-claims-dir DIR      prepared claims' records, the delegator's kubernetes.claimsDir
+                            (node path)                                 [/var/lib/braid/claims]
+  --dra-attachments N       how many claims may share one network at once (the devices'
+                            capacity \"attachments\", at least 1)            [1024]
   --once                    install, write, mirror once, then exit
   --uninstall               remove braid's conflist, binaries and mirrored networks, then exit
   --help, --version
@@ -241,6 +274,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
             "--kubernetes-api" => switch(&mut o, |o| o.kubernetes_api = true)?,
             "--hotplug" => switch(&mut o, |o| o.hotplug = true)?,
             "--vmtap" => switch(&mut o, |o| o.vmtap = true)?,
+            "--dra" => switch(&mut o, |o| o.dra = true)?,
             "--default-network-pod-namespace" => switch(&mut o, |o| o.default_network_pod_namespace = true)?,
             "--no-interface-events" => switch(&mut o, |o| o.interface_events = false)?,
             "--host-root"
@@ -263,7 +297,11 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
             | "--api-timeout"
             | "--status-rescan"
             | "--metrics-addr"
-            | "--vmtap-dan-dir" => {
+            | "--vmtap-dan-dir"
+            | "--dra-driver-name"
+            | "--kubelet-dir"
+            | "--dra-claims-dir"
+            | "--dra-attachments" => {
                 let v = match inline {
                     Some(v) => v,
                     None => it.next().ok_or_else(|| usage(format!("{flag} needs a value")))?,
@@ -281,6 +319,26 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
                     "--source-dir" => o.source_dir = Some(abs_path(&flag, &v)?),
                     "--nad-conf-dir" => o.nad_conf_dir = abs_path(&flag, &v)?,
                     "--vmtap-dan-dir" => o.vmtap_dan_dir = Some(abs_path(&flag, &v)?),
+                    "--kubelet-dir" => o.kubelet_dir = abs_path(&flag, &v)?,
+                    "--dra-claims-dir" => o.dra_claims_dir = abs_path(&flag, &v)?,
+                    "--dra-driver-name" => {
+                        if !is_driver_name(&v) {
+                            return Err(usage(format!(
+                                "--dra-driver-name must be a DNS subdomain of at most 63 characters (net.braid-cni.io), not {v:?}"
+                            )));
+                        }
+                        o.dra_driver_name = v;
+                    }
+                    "--dra-attachments" => {
+                        o.dra_attachments = match v.parse::<u64>() {
+                            Ok(n) if n >= 1 => n,
+                            _ => {
+                                return Err(usage(format!(
+                                    "--dra-attachments must be a whole number, at least 1, not {v:?}"
+                                )))
+                            }
+                        };
+                    }
                     "--conf-file" => {
                         if v.contains('/') || !v.ends_with(".conflist") {
                             return Err(usage(format!(
@@ -348,12 +406,24 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
     if o.vmtap_dan_dir.is_some() && !o.vmtap {
         return Err(usage("--vmtap-dan-dir is vmtap's danDir: it needs --vmtap"));
     }
+    if o.dra && !o.kubernetes_api {
+        return Err(usage(
+            "--dra publishes ResourceSlices and reads ResourceClaims through the API: it needs --kubernetes-api",
+        ));
+    }
     if o.kubernetes_api && o.once {
         return Err(usage(
             "--kubernetes-api keeps definitions and network-status current; it runs only in the long-running mode, not with --once",
         ));
     }
     Ok(Action::Run(Box::new(o)))
+}
+
+/// A DRA driver name as the API server takes one in a ResourceSlice's `spec.driver`: a
+/// lower-case DNS subdomain of at most 63 characters (`DriverNameMaxLength`,
+/// k8s.io/api resource/v1 types.go).
+pub fn is_driver_name(s: &str) -> bool {
+    s.len() <= 63 && !s.is_empty() && s.split('.').all(is_dns_label)
 }
 
 /// `path` (absolute, as the node sees it) as the installer reaches it: below `host_root`.
@@ -468,6 +538,17 @@ mod tests {
             &["--vmtap=yes"],
             &["--vmtap", "--vmtap-dan-dir", "dans"],
             &["--vmtap-dan-dir", "/run/kata-containers/dans"],
+            &["--dra"],
+            &["--dra=yes", "--kubernetes-api"],
+            &["--kubernetes-api", "--dra", "--dra-driver-name", "Net.Braid"],
+            &["--kubernetes-api", "--dra", "--dra-driver-name", "net..braid"],
+            &["--kubernetes-api", "--dra", "--dra-driver-name", &"a".repeat(64)],
+            &["--kubelet-dir", "var/lib/kubelet"],
+            &["--dra-claims-dir", "claims"],
+            &["--dra-attachments", "0"],
+            &["--dra-attachments", "-1"],
+            &["--dra-attachments", "many"],
+            &["--dra-attachments"],
             &["positional"],
         ] {
             let e = run(bad).expect_err(&format!("{bad:?} accepted"));
@@ -503,6 +584,33 @@ mod tests {
         assert!(o.vmtap);
         assert_eq!(o.vmtap_dan_dir, Some(PathBuf::from("/run/kata-containers/dans")));
         assert_eq!(o.binaries(), ["delegator", "braid-podresources", "merger", "verifier", "vmtap"]);
+    }
+
+    #[test]
+    fn the_dra_flags() {
+        let d = run(&[]).unwrap();
+        assert!(!d.dra, "the DRA driver is opt-in");
+        assert_eq!(d.dra_driver_name, "net.braid-cni.io");
+        assert_eq!(d.kubelet_dir, PathBuf::from("/var/lib/kubelet"));
+        assert_eq!(d.dra_claims_dir, PathBuf::from("/var/lib/braid/claims"));
+        assert_eq!(d.dra_attachments, 1024);
+        let o = run(&[
+            "--kubernetes-api",
+            "--dra",
+            "--dra-driver-name=net.example.com",
+            "--kubelet-dir",
+            "/var/lib/k0s/kubelet",
+            "--dra-claims-dir=/var/lib/braid/dra",
+            "--dra-attachments",
+            "1",
+        ])
+        .unwrap();
+        assert!(o.dra);
+        assert_eq!(o.dra_driver_name, "net.example.com");
+        assert_eq!(o.host(&o.kubelet_dir), PathBuf::from("/host/var/lib/k0s/kubelet"));
+        assert_eq!(o.dra_claims_dir, PathBuf::from("/var/lib/braid/dra"));
+        assert_eq!(o.dra_attachments, 1);
+        assert!(is_driver_name(&"a".repeat(63)) && !is_driver_name(""));
     }
 
     #[test]

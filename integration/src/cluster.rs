@@ -94,10 +94,10 @@ impl Cluster {
         self.ok(&rollout);
         Defer(move || {
             let _ = self.kubectl(&["apply", "-k", &repo.join("deploy/kubernetes").display().to_string()]);
+            let _ = self.kubectl(&rollout);
             for name in &added {
                 let _ = self.kubectl(&["delete", name, "-n", "kube-system", "--ignore-not-found"]);
             }
-            let _ = self.kubectl(&rollout);
             let _ = self.kubectl(&["delete", "resourceslices", "--field-selector", "spec.driver=net.braid-cni.io"]);
         })
     }

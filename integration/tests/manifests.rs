@@ -325,6 +325,13 @@ fn every_manifest_is_in_its_kustomization() {
     let hot = "../kubernetes-hotplug";
     assert_eq!(listed(hot), BTreeSet::from(["../kubernetes".to_string(), "pods-reader.yaml".to_string()]));
     assert_eq!(present(hot), BTreeSet::from(["pods-reader.yaml".to_string()]));
+    // The DRA layout beside it.
+    let dra = "../kubernetes-dra";
+    let files = ["dra-rbac.yaml", "dra-admission-policy.yaml", "device-class.yaml"].map(String::from);
+    let mut want = BTreeSet::from(files.clone());
+    assert_eq!(present(dra), want);
+    want.insert("../kubernetes".to_string());
+    assert_eq!(listed(dra), want);
 }
 
 /// The README's table of what API mode grants states exactly these rules, and both READMEs say
@@ -405,4 +412,140 @@ fn hotplug_layout_is_the_api_layout_plus_reading_pods_and_the_nodes_root() {
     assert_eq!(root["mountPropagation"], "HostToContainer");
     let vol = spec["volumes"].as_array().unwrap().iter().find(|v| v["name"] == root["name"]).unwrap();
     assert_eq!(vol["hostPath"]["path"], "/");
+}
+
+/// The DRA driver's grants (braid-install --dra), exactly: its node's ResourceSlices (narrowed
+/// by the policy), get of its Node, get of ResourceClaims, their status patch and the per-driver
+/// status verbs for braid's driver only.
+fn dra_rules() -> Value {
+    json!([
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["patch"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/driver"], "resourceNames": ["net.braid-cni.io"],
+         "verbs": ["associated-node:update", "associated-node:patch"]}
+    ])
+}
+
+/// The DRA layout (`deploy/kubernetes-dra`) is the API layout and exactly this more: `--dra`, the
+/// kubelet's plugin dirs and the claims dir mounted where the agent's options look, a
+/// ClusterRole of its own, two admission policies bound, the DeviceClass — and one driver name
+/// in all of them, the agent's default.
+#[test]
+fn dra_layout_is_the_api_layout_plus_the_driver() {
+    let Some(dra) = rendered("dra_layout_is_the_api_layout_plus_the_driver", "../kubernetes-dra") else { return };
+    let api = kustomize("");
+    let mut want = kinds_and_names(&api);
+    want.extend(
+        [
+            "ClusterRole/braid-node-agent-dra",
+            "ClusterRoleBinding/braid-node-agent-dra",
+            "DeviceClass/net.braid-cni.io",
+            "ValidatingAdmissionPolicy/braid-node-agent-resourceclaims",
+            "ValidatingAdmissionPolicy/braid-node-agent-resourceslices",
+            "ValidatingAdmissionPolicyBinding/braid-node-agent-resourceclaims",
+            "ValidatingAdmissionPolicyBinding/braid-node-agent-resourceslices",
+        ]
+        .map(String::from),
+    );
+    want.sort();
+    assert_eq!(kinds_and_names(&dra), want);
+    // The API layout's objects but the DaemonSet, unchanged.
+    for o in &api {
+        if o["kind"] != "DaemonSet" {
+            assert_eq!(object(&dra, o["kind"].as_str().unwrap(), o["metadata"]["name"].as_str().unwrap()), o);
+        }
+    }
+    let driver = braid_install::options::DRA_DRIVER;
+    let role = object(&dra, "ClusterRole", "braid-node-agent-dra");
+    assert_eq!(role["rules"], dra_rules());
+    let binding = object(&dra, "ClusterRoleBinding", "braid-node-agent-dra");
+    assert_eq!(
+        binding["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "braid-node-agent-dra"})
+    );
+    assert_eq!(binding["subjects"], json!([{"kind": "ServiceAccount", "name": "braid", "namespace": "kube-system"}]));
+
+    // The DaemonSet: the API layout's arguments plus --dra, which the agent's parser takes.
+    let (ds, base) = (object(&dra, "DaemonSet", "braid-install"), object(&api, "DaemonSet", "braid-install"));
+    let mut args = strings(&container(base)["args"]);
+    args.push("--dra");
+    assert_eq!(strings(&container(ds)["args"]), args);
+    let owned: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let braid_install::Action::Run(o) = braid_install::options::parse(owned).unwrap() else { panic!("not a run") };
+    let d = braid_install::dra::config::Dra::new(&o).expect("--dra on");
+    assert_eq!(d.driver, driver);
+    // Each directory the driver uses is a hostPath mount at the node's own path below /host.
+    let pod = &ds["spec"]["template"]["spec"];
+    let mounts = container(ds)["volumeMounts"].as_array().unwrap();
+    for (dir, node_dir) in [
+        (d.registration_socket().parent().unwrap().to_path_buf(), o.kubelet_dir.join("plugins_registry")),
+        (d.plugin_socket().parent().unwrap().to_path_buf(), o.kubelet_dir.join("plugins").join(driver)),
+        (d.claims_dir.clone(), o.dra_claims_dir.clone()),
+        (d.cni_bin_dir.clone(), o.cni_bin_dir.clone()),
+    ] {
+        let dir = dir.display().to_string();
+        let m = mounts.iter().find(|m| m["mountPath"] == dir.as_str()).unwrap_or_else(|| panic!("{dir} not mounted"));
+        assert!(m.get("readOnly").is_none_or(|r| r == false), "{m}");
+        let vol = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == m["name"]).unwrap();
+        assert_eq!(vol["hostPath"]["path"], node_dir.display().to_string(), "{vol}");
+    }
+    // Otherwise the API layout's DaemonSet: undo --dra and its three mounts.
+    let mut undone = ds.clone();
+    let uc = &mut undone["spec"]["template"]["spec"]["containers"][0];
+    uc["args"].as_array_mut().unwrap().pop();
+    let um = uc["volumeMounts"].as_array_mut().unwrap();
+    um.truncate(um.len() - 3);
+    let uv = undone["spec"]["template"]["spec"]["volumes"].as_array_mut().unwrap();
+    uv.truncate(uv.len() - 3);
+    assert_eq!(&undone, base);
+
+    // The DeviceClass selects the driver's devices, and only those.
+    let class = object(&dra, "DeviceClass", driver);
+    assert_eq!(class["apiVersion"], "resource.k8s.io/v1");
+    assert_eq!(
+        class["spec"],
+        json!({"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]})
+    );
+
+    // The policies: bound (Deny), matching braid's ServiceAccount as the base policy does,
+    // naming the same driver, with messages the API server takes.
+    let base_policy = object(&api, "ValidatingAdmissionPolicy", "braid-node-agent");
+    let written = read_yaml("../kubernetes-dra/dra-admission-policy.yaml");
+    for (name, resources, operations) in [
+        ("braid-node-agent-resourceslices", json!(["resourceslices"]), json!(["CREATE", "UPDATE", "DELETE"])),
+        ("braid-node-agent-resourceclaims", json!(["resourceclaims", "resourceclaims/status"]), json!(["UPDATE"])),
+    ] {
+        let policy = object(&dra, "ValidatingAdmissionPolicy", name);
+        let spec = &policy["spec"];
+        assert_eq!(spec["failurePolicy"], "Fail");
+        assert_eq!(
+            spec["matchConstraints"],
+            json!({"resourceRules": [{"apiGroups": ["resource.k8s.io"], "apiVersions": ["v1"], "operations": operations, "resources": resources}]})
+        );
+        assert_eq!(spec["matchConditions"], base_policy["spec"]["matchConditions"], "{name}");
+        let var = |n: &str| {
+            spec["variables"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["name"] == n)
+                .unwrap_or_else(|| panic!("{name}: {n}"))["expression"]
+                .clone()
+        };
+        assert_eq!(var("driver"), json!(format!("'{driver}'")));
+        let base_token = base_policy["spec"]["variables"].as_array().unwrap().iter().find(|v| v["name"] == "tokenNode");
+        assert_eq!(var("tokenNode"), base_token.unwrap()["expression"], "{name}: the base policy's tokenNode");
+        for v in spec["validations"].as_array().unwrap() {
+            assert!(!v["message"].as_str().unwrap().contains('\n'), "{v}");
+            assert_eq!(v["reason"], "Forbidden");
+        }
+        assert_eq!(
+            object(&dra, "ValidatingAdmissionPolicyBinding", name)["spec"],
+            json!({"policyName": name, "validationActions": ["Deny"]})
+        );
+        assert!(written.contains(policy), "{name}: kustomize passes the policy through unchanged");
+    }
 }

@@ -10,7 +10,9 @@
 //!   pods' `k8s.v1.cni.cncf.io/network-status` annotation, for pods on this node only, each
 //!   interface then announced by an `AddedInterface` Event ([`added`]);
 //! - [`hotplug`] (`--hotplug`): this node's pods watched, a running pod's networks brought to
-//!   its `k8s.v1.cni.cncf.io/networks` annotation when it changes.
+//!   its `k8s.v1.cni.cncf.io/networks` annotation when it changes;
+//! - [`crate::dra`] (`--dra`): this node's networks published as the devices of its
+//!   ResourceSlices ([`crate::dra::slices`]), and the DRA driver's kubelet plugin.
 //!
 //! While the API server cannot be reached both keep retrying; the mirror keeps what it had, so
 //! pods keep starting. Credentials are found the standard way (`kube::Config::infer`: the
@@ -63,6 +65,8 @@ pub struct Agent {
     /// `AddedInterface` Events on pods once their status is published ([`added`]; off with
     /// `--no-interface-events`).
     pub interface_events: bool,
+    /// The DRA driver (`--dra`), when on.
+    pub dra: Option<crate::dra::config::Dra>,
 }
 
 impl Agent {
@@ -88,6 +92,7 @@ impl Agent {
                 cni_bin_dir: o.cni_bin_dir.clone(),
                 conflist: o.cni_conf_dir.join(&o.conf_file),
             }),
+            dra: crate::dra::config::Dra::new(o),
         })
     }
 }
@@ -150,10 +155,19 @@ pub fn start(agent: Agent, owners: Owners) -> Result<Stop, InstallError> {
                         let _ = drained_tx.send(());
                     }
                 };
+                let dra_slices = async {
+                    if let Some(d) = agent.dra.clone() {
+                        crate::dra::slices::run(client.clone(), agent.clone(), d).await;
+                    }
+                };
+                // DRA gRPC servers (dra::server::serve) start here: one more future of this
+                // join, run when `agent.dra` is set (its sockets: `Dra::registration_socket`,
+                // `Dra::plugin_socket`).
                 tokio::join!(
                     nads::run(client.clone(), agent.clone(), owners),
                     status::run(client.clone(), agent.clone()),
-                    hotplug
+                    hotplug,
+                    dra_slices
                 );
             });
         })

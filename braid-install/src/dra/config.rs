@@ -1,0 +1,77 @@
+//! What the DRA driver's parts need, resolved once from the options: the driver's name, the
+//! devices' capacity, and where its files are — each as the agent reaches it (below
+//! `--host-root`), and the DRA socket also as the node (the kubelet) sees it.
+
+use crate::options::Options;
+use std::path::PathBuf;
+
+/// The DRA driver's settings (`--dra` and its flags).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dra {
+    /// The driver's name (`--dra-driver-name`): the slices' `spec.driver`, the kubelet
+    /// plugin's name, the claims' `status.devices[].driver`.
+    pub driver: String,
+    /// Each network device's capacity `attachments` (`--dra-attachments`).
+    pub attachments: u64,
+    /// The node's CNI bin dir, as the agent reaches it: a network is offered only when its
+    /// plugins are there ([`super::inventory`]).
+    pub cni_bin_dir: PathBuf,
+    /// The kubelet's root dir (`--kubelet-dir`), as the agent reaches it.
+    pub kubelet_dir: PathBuf,
+    /// The kubelet's root dir as the node sees it (what the kubelet is told).
+    pub kubelet_dir_on_node: PathBuf,
+    /// Where prepared claims are recorded (`--dra-claims-dir`), as the agent reaches it.
+    pub claims_dir: PathBuf,
+}
+
+impl Dra {
+    /// From the options; `None` without `--dra`.
+    pub fn new(o: &Options) -> Option<Dra> {
+        o.dra.then(|| Dra {
+            driver: o.dra_driver_name.clone(),
+            attachments: o.dra_attachments,
+            cni_bin_dir: o.host(&o.cni_bin_dir),
+            kubelet_dir: o.host(&o.kubelet_dir),
+            kubelet_dir_on_node: o.kubelet_dir.clone(),
+            claims_dir: o.host(&o.dra_claims_dir),
+        })
+    }
+
+    /// The kubelet's plugin-registration socket for this driver, as the agent reaches it:
+    /// `<kubeletDir>/plugins_registry/<driver>-reg.sock` (k8s.io/dynamic-resource-allocation
+    /// kubeletplugin/draplugin.go).
+    pub fn registration_socket(&self) -> PathBuf {
+        self.kubelet_dir.join("plugins_registry").join(format!("{}-reg.sock", self.driver))
+    }
+
+    /// The DRA service's socket, as the agent reaches it: `<kubeletDir>/plugins/<driver>/dra.sock`.
+    pub fn plugin_socket(&self) -> PathBuf {
+        self.kubelet_dir.join("plugins").join(&self.driver).join("dra.sock")
+    }
+
+    /// The DRA service's socket as the kubelet reaches it (PluginInfo's `endpoint`).
+    pub fn plugin_endpoint(&self) -> PathBuf {
+        self.kubelet_dir_on_node.join("plugins").join(&self.driver).join("dra.sock")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sockets_where_the_kubelet_looks() {
+        assert_eq!(Dra::new(&Options::default()), None);
+        let o = Options { dra: true, kubernetes_api: true, ..Options::default() };
+        let d = Dra::new(&o).unwrap();
+        assert_eq!(
+            d.registration_socket(),
+            PathBuf::from("/host/var/lib/kubelet/plugins_registry/net.braid-cni.io-reg.sock")
+        );
+        assert_eq!(d.plugin_socket(), PathBuf::from("/host/var/lib/kubelet/plugins/net.braid-cni.io/dra.sock"));
+        assert_eq!(d.plugin_endpoint(), PathBuf::from("/var/lib/kubelet/plugins/net.braid-cni.io/dra.sock"));
+        assert_eq!(d.claims_dir, PathBuf::from("/host/var/lib/braid/claims"));
+        assert_eq!(d.cni_bin_dir, PathBuf::from("/host/opt/cni/bin"));
+        assert_eq!(d.attachments, 1024);
+    }
+}
