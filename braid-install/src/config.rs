@@ -34,6 +34,9 @@ pub fn render(o: &Options, primary: &Primary) -> Vec<u8> {
                 "podResourcesSocket": o.pod_resources_socket,
                 "defaultNetworkNamespace": o.default_network_namespace,
                 "defaultNetworkPodNamespace": o.default_network_pod_namespace,
+                // Where the DRA driver (--dra) records prepared claims; the delegator reads
+                // a pod's there at ADD (none: one failed open).
+                "claimsDir": o.dra_claims_dir,
             }
         }]
     });
@@ -105,7 +108,8 @@ mod tests {
             d["kubernetes"],
             json!({"networksDir": "/etc/cni/braid.d", "globalNamespaces": ["default"], "statusDir": "/run/braid/network-status",
                    "podResourcesSocket": "/var/lib/kubelet/pod-resources/kubelet.sock",
-                   "defaultNetworkNamespace": "kube-system", "defaultNetworkPodNamespace": false})
+                   "defaultNetworkNamespace": "kube-system", "defaultNetworkPodNamespace": false,
+                   "claimsDir": "/var/lib/braid/claims"})
         );
     }
 

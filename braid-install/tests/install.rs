@@ -266,7 +266,9 @@ fn the_generated_conflist_wraps_the_primary_by_reference() {
                                "podResourcesSocket": "/var/lib/kubelet/pod-resources/kubelet.sock",
                                // Where a bare default-network name resolves (Multus's
                                // multusNamespace default); the pod's own namespace is opt-in.
-                               "defaultNetworkNamespace": "kube-system", "defaultNetworkPodNamespace": false}
+                               "defaultNetworkNamespace": "kube-system", "defaultNetworkPodNamespace": false,
+                               // --dra-claims-dir's default: the DRA driver's claim records.
+                               "claimsDir": "/var/lib/braid/claims"}
             }]
         })
     );

@@ -14,6 +14,7 @@
 
 use braid_integration::cluster::{Cluster, Defer, BUSYBOX};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 const DRIVER: &str = "net.braid-cni.io";
 const ONLY: &str = "braid-dra-only";
@@ -29,6 +30,16 @@ fn plugin_only_on_node2(c: &Cluster) -> Defer<impl FnMut() + '_> {
     })
 }
 
+/// A NAD `ns/name` of `config`.
+fn nad_of(ns: &str, name: &str, config: &Value) -> String {
+    json!({
+        "apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"config": config.to_string()}
+    })
+    .to_string()
+}
+
 /// A NAD `ns/name` of plugin `plugin` (a bridge) with addresses from 198.18.<net>.0/24.
 fn nad(c: &Cluster, ns: &str, name: &str, plugin: &str, net: u8) {
     let config = json!({
@@ -36,14 +47,7 @@ fn nad(c: &Cluster, ns: &str, name: &str, plugin: &str, net: u8) {
         "plugins": [{"type": plugin, "bridge": format!("br-dra{net}"), "isGateway": false, "ipMasq": false,
                      "ipam": {"type": "host-local", "ranges": [[{"subnet": format!("198.18.{net}.0/24")}]]}}]
     });
-    c.apply(
-        &json!({
-            "apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {"config": config.to_string()}
-        })
-        .to_string(),
-    );
+    c.apply(&nad_of(ns, name, &config));
 }
 
 /// The devices of braid's slices on `node`: (device name, its `network` attribute).
@@ -320,4 +324,151 @@ fn an_agent_may_write_only_its_own_nodes_slices_and_claims() {
     });
     let (ok, said) = c.as_token(&c.agent_token("node1"), &["create", "-f", file.to_str().unwrap()]);
     assert!(!ok, "node1's agent created a slice of node2: {said}");
+}
+
+/// The devices of `node`'s ResourceSlices of braid's driver, by their `network` attribute, and
+/// the pool's generations (one per slice).
+fn dra_devices(c: &Cluster, node: &str) -> (BTreeMap<String, Value>, Vec<i64>) {
+    let slices =
+        c.get(&["resourceslices", "--field-selector", &format!("spec.nodeName={node},spec.driver=net.braid-cni.io")]);
+    let mut devices = BTreeMap::new();
+    let mut generations = Vec::new();
+    for s in slices["items"].as_array().unwrap() {
+        generations.push(s["spec"]["pool"]["generation"].as_i64().unwrap());
+        for d in s["spec"]["devices"].as_array().into_iter().flatten() {
+            devices.insert(d["attributes"]["network"]["string"].as_str().unwrap().to_string(), d.clone());
+        }
+    }
+    (devices, generations)
+}
+
+/// `deploy/kubernetes-dra` on the real API server (v1.36, consumable capacity on): each node's
+/// agent publishes its ResourceSlice with the networks it can attach — a network whose plugin
+/// only node1 has is on node1's slice only, and comes and goes with the plugin; a NAD added or
+/// deleted changes both slices; the admission policies type-check, and node1's agent token may
+/// write node1's slices of braid's driver only.
+#[test]
+fn dra_slices_follow_the_networks_and_only_the_nodes_agent_writes_its_slice() {
+    let Some(c) = Cluster::lock("dra_slices_follow_the_networks_and_only_the_nodes_agent_writes_its_slice") else {
+        return;
+    };
+    assert!(c.nodes() >= 2, "this test needs two nodes (scripts/node.sh up 2)");
+    let only1 = "/opt/cni/bin/braid-dra-test-node1-only";
+    let _plugin = Defer(|| {
+        let _ = c.on_node("node1", "rm", &["-f", only1]);
+    });
+    let _layout = c.dra_layout();
+    for policy in ["braid-node-agent-resourceslices", "braid-node-agent-resourceclaims"] {
+        let get = || c.get(&["validatingadmissionpolicy", policy]);
+        c.wait(
+            &format!("{policy}'s type check"),
+            || {
+                let p = get();
+                p["status"]["observedGeneration"] == p["metadata"]["generation"]
+            },
+            || get().to_string(),
+        );
+        assert_eq!(get()["status"]["typeChecking"], json!({}), "{policy}: type-checking warnings");
+    }
+    let ns = c.namespace("braid-dra");
+    let n = ns.name.as_str();
+    // Created first: a network whose plugin no node has, then one only node1 has, then one of
+    // the reference plugins every node has.
+    let missing = json!({"cniVersion": "1.0.0", "name": "missing", "plugins": [{"type": "braid-no-such-plugin"}]});
+    c.apply(&nad_of(n, "missing", &missing));
+    let only = json!({"cniVersion": "1.0.0", "name": "only1", "plugins": [{"type": "braid-dra-test-node1-only"}]});
+    c.apply(&nad_of(n, "only1", &only));
+    nad(&c, n, "side", "bridge", 40);
+    let has = |node: &str, net: &str| dra_devices(&c, node).0.contains_key(&format!("{n}/{net}"));
+    for node in ["node1", "node2"] {
+        c.wait(&format!("{n}/side on {node}'s slice"), || has(node, "side"), || c.agent_log(node));
+    }
+    let (devices, generations) = dra_devices(&c, "node1");
+    let side = &devices[&format!("{n}/side")];
+    assert_eq!(side["allowMultipleAllocations"], true, "consumable capacity kept: {side}");
+    assert_eq!(
+        side["capacity"],
+        json!({"attachments": {"value": "1024", "requestPolicy": {"default": "1", "validValues": ["1"]}}}),
+        "{side}"
+    );
+    assert_eq!(side["attributes"]["type"], json!({"string": "bridge"}));
+    assert_eq!(side["attributes"]["namespace"], json!({"string": n}));
+    assert!(!has("node1", "missing") && !has("node2", "missing"), "a network without its plugin is offered");
+    assert!(!has("node1", "only1"), "node1 offers only1 before its plugin is there");
+    let slice = c.get(&["resourceslice", "node1-net.braid-cni.io"]);
+    assert_eq!(slice["spec"]["pool"]["name"], "node1");
+    assert_eq!(slice["spec"]["pool"]["resourceSliceCount"], 1);
+    let node_uid = c.get(&["node", "node1"])["metadata"]["uid"].clone();
+    assert_eq!(slice["metadata"]["ownerReferences"][0]["uid"], node_uid, "owned by the Node");
+    assert!(!c.agent_log("node1").contains("WARNING: DRA"), "{}", c.agent_log("node1"));
+
+    // The plugin installed on node1 alone: only1 joins node1's slice, never node2's.
+    let out = c.on_node("node1", "cp", &["/opt/cni/bin/bridge", only1]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    c.wait("only1 on node1's slice once its plugin is installed", || has("node1", "only1"), || c.agent_log("node1"));
+    assert!(dra_devices(&c, "node1").1[0] > generations[0], "the pool's generation bumped");
+    assert!(!has("node2", "only1"), "node2 has no such plugin");
+    // And leaves it with the plugin.
+    let _ = c.on_node("node1", "rm", &["-f", only1]);
+    c.wait("only1 off node1's slice once its plugin is gone", || !has("node1", "only1"), || c.agent_log("node1"));
+
+    // node1's agent token: its own node's slices of braid's driver, nothing else.
+    let token = c.agent_token("node1");
+    let stray = |name: &str, node: &str, driver: &str| {
+        json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": driver, "nodeName": node, "pool": {"name": node, "generation": 0, "resourceSliceCount": 1}}
+        })
+        .to_string()
+    };
+    let create = |body: String| {
+        let dir = std::env::temp_dir().join(format!("braid-dra-slice-{}.json", std::process::id()));
+        std::fs::write(&dir, body).unwrap();
+        let r = c.as_token(&token, &["create", "-f", &dir.display().to_string()]);
+        let _ = std::fs::remove_file(&dir);
+        r
+    };
+    for (what, name, node, driver, words) in [
+        (
+            "another node's slice",
+            "braid-test-node2",
+            "node2",
+            "net.braid-cni.io",
+            "may write only ResourceSlices whose spec.nodeName",
+        ),
+        ("another driver's slice", "braid-test-other", "node1", "other.example.com", "is another driver's"),
+    ] {
+        let (ok, said) = create(stray(name, node, driver));
+        assert!(!ok, "{what} was admitted: {said}");
+        assert!(said.contains("braid-node-agent-resourceslices") && said.contains(words), "{what}: {said}");
+    }
+    let patch = |name: &str| {
+        c.as_token(
+            &token,
+            &["patch", "resourceslice", name, "--type=merge", "-p", r#"{"metadata":{"labels":{"braid.io/test":"x"}}}"#],
+        )
+    };
+    let (ok, said) = patch("node2-net.braid-cni.io");
+    assert!(
+        !ok && said.contains("braid-node-agent-resourceslices"),
+        "node2's slice patched with node1's token: {said}"
+    );
+    let (ok, said) = c.as_token(&token, &["delete", "resourceslice", "node2-net.braid-cni.io"]);
+    assert!(
+        !ok && said.contains("braid-node-agent-resourceslices"),
+        "node2's slice deleted with node1's token: {said}"
+    );
+    assert!(c.kubectl(&["get", "resourceslice", "node2-net.braid-cni.io"]).status.success());
+    // Its own node's: created and deleted (what the agent itself does).
+    let (ok, said) = create(stray("node1-braid-test", "node1", "net.braid-cni.io"));
+    assert!(ok, "node1's token may create node1's slice of braid's driver: {said}");
+    let (ok, said) = c.as_token(&token, &["delete", "resourceslice", "node1-braid-test"]);
+    assert!(ok, "node1's token may delete node1's slice: {said}");
+    // A NAD deleted: off both slices.
+    c.ok(&["delete", "net-attach-def", "side", "-n", n]);
+    for node in ["node1", "node2"] {
+        c.wait(&format!("{n}/side off {node}'s slice"), || !has(node, "side"), || c.agent_log(node));
+    }
+    // The braid-networks ConfigMap's networks stay on it.
+    assert!(dra_devices(&c, "node2").0.keys().all(|k| !k.starts_with(&format!("{n}/"))));
 }

@@ -103,15 +103,17 @@ impl Agent {
 pub struct Stop {
     tx: tokio::sync::watch::Sender<bool>,
     drained: mpsc::Receiver<()>,
-    hotplug: bool,
+    /// How many parts report on `drained` once stopped: hot-plug (its updates finished), the
+    /// DRA driver (its registration socket removed, so the kubelet deregisters it at once).
+    waits: usize,
 }
 
 impl Stop {
-    /// Tells hot-plug to stop and waits until no update runs (each is bounded by its time
-    /// limit); at once without hot-plug.
+    /// Tells hot-plug and the DRA driver to stop and waits until no update runs (each is
+    /// bounded by its time limit) and the driver's sockets are gone; at once without either.
     pub fn stop(self) {
         let _ = self.tx.send(true);
-        if self.hotplug {
+        for _ in 0..self.waits {
             let _ = self.drained.recv();
         }
     }
@@ -123,7 +125,9 @@ pub fn start(agent: Agent, owners: Owners) -> Result<Stop, InstallError> {
     let (tx, rx) = mpsc::channel::<Result<(), String>>();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (drained_tx, drained) = mpsc::channel::<()>();
-    let with_hotplug = agent.hotplug.is_some();
+    let waits = usize::from(agent.hotplug.is_some()) + usize::from(agent.dra.is_some());
+    let dra_stop = stop_rx.clone();
+    let dra_drained = drained_tx.clone();
     let handle = std::thread::Builder::new()
         .name("kubernetes-api".into())
         .spawn(move || {
@@ -160,14 +164,30 @@ pub fn start(agent: Agent, owners: Owners) -> Result<Stop, InstallError> {
                         crate::dra::slices::run(client.clone(), agent.clone(), d).await;
                     }
                 };
-                // DRA gRPC servers (dra::server::serve) start here: one more future of this
-                // join, run when `agent.dra` is set (its sockets: `Dra::registration_socket`,
-                // `Dra::plugin_socket`).
+                // The kubelet's side of the DRA driver: registration, Prepare and Unprepare.
+                let dra_server = async {
+                    if let Some(d) = agent.dra.clone() {
+                        let config = crate::dra::server::Config::new(
+                            d.driver.clone(),
+                            d.registration_socket(),
+                            d.plugin_socket(),
+                            d.plugin_endpoint(),
+                        );
+                        let preparer =
+                            crate::dra::prepare::Preparer { client: client.clone(), agent: agent.clone(), dra: d };
+                        if let Err(e) = crate::dra::server::serve(config, std::sync::Arc::new(preparer), dra_stop).await
+                        {
+                            crate::log(&format!("DRA: the driver's sockets cannot be served: {e}"));
+                        }
+                        let _ = dra_drained.send(());
+                    }
+                };
                 tokio::join!(
                     nads::run(client.clone(), agent.clone(), owners),
                     status::run(client.clone(), agent.clone()),
                     hotplug,
-                    dra_slices
+                    dra_slices,
+                    dra_server
                 );
             });
         })
@@ -175,7 +195,7 @@ pub fn start(agent: Agent, owners: Owners) -> Result<Stop, InstallError> {
     match rx.recv() {
         Ok(Ok(())) => {
             drop(handle);
-            Ok(Stop { tx: stop_tx, drained, hotplug: with_hotplug })
+            Ok(Stop { tx: stop_tx, drained, waits })
         }
         Ok(Err(e)) => Err(InstallError::Kubernetes(e)),
         Err(_) => Err(InstallError::Kubernetes("its thread stopped before the client was built".into())),

@@ -22,6 +22,9 @@ pub struct Dra {
     pub kubelet_dir_on_node: PathBuf,
     /// Where prepared claims are recorded (`--dra-claims-dir`), as the agent reaches it.
     pub claims_dir: PathBuf,
+    /// The delegator's `globalNamespaces` (`--global-namespaces`): networks a claim of any
+    /// namespace may ask for, as an annotation may select them.
+    pub global_namespaces: Vec<String>,
 }
 
 impl Dra {
@@ -34,6 +37,7 @@ impl Dra {
             kubelet_dir: o.host(&o.kubelet_dir),
             kubelet_dir_on_node: o.kubelet_dir.clone(),
             claims_dir: o.host(&o.dra_claims_dir),
+            global_namespaces: o.global_namespaces.clone(),
         })
     }
 
@@ -41,17 +45,17 @@ impl Dra {
     /// `<kubeletDir>/plugins_registry/<driver>-reg.sock` (k8s.io/dynamic-resource-allocation
     /// kubeletplugin/draplugin.go).
     pub fn registration_socket(&self) -> PathBuf {
-        self.kubelet_dir.join("plugins_registry").join(format!("{}-reg.sock", self.driver))
+        super::server::registration_socket(&self.kubelet_dir, &self.driver)
     }
 
     /// The DRA service's socket, as the agent reaches it: `<kubeletDir>/plugins/<driver>/dra.sock`.
     pub fn plugin_socket(&self) -> PathBuf {
-        self.kubelet_dir.join("plugins").join(&self.driver).join("dra.sock")
+        super::server::dra_socket(&self.kubelet_dir, &self.driver)
     }
 
     /// The DRA service's socket as the kubelet reaches it (PluginInfo's `endpoint`).
     pub fn plugin_endpoint(&self) -> PathBuf {
-        self.kubelet_dir_on_node.join("plugins").join(&self.driver).join("dra.sock")
+        super::server::dra_socket(&self.kubelet_dir_on_node, &self.driver)
     }
 }
 
@@ -66,7 +70,7 @@ mod tests {
         let d = Dra::new(&o).unwrap();
         assert_eq!(
             d.registration_socket(),
-            PathBuf::from("/host/var/lib/kubelet/plugins_registry/net.braid-cni.io-reg.sock")
+            PathBuf::from("/host/var/lib/kubelet/plugins_registry/net.braid-cni.io-reg@braid.sock")
         );
         assert_eq!(d.plugin_socket(), PathBuf::from("/host/var/lib/kubelet/plugins/net.braid-cni.io/dra.sock"));
         assert_eq!(d.plugin_endpoint(), PathBuf::from("/var/lib/kubelet/plugins/net.braid-cni.io/dra.sock"));

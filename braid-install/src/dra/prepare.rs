@@ -21,32 +21,27 @@
 //! (`FailedPrepareDynamicResources`) and retries with backoff: an API server that did not
 //! answer, a network not (yet) mirrored, are mended by that retry.
 
+use super::config::Dra;
 use super::plan::{self, Context, Network, Plan};
+use super::proto;
+use super::server::{Driver, Results};
 use crate::api::call::call;
 use crate::api::Agent;
 use crate::metrics::Verb;
-use braid_attach::claim_record::{self, ClaimRecord, ClaimRef, NetworkRecord};
+use braid_attach::claim_record::{self, Claim, ClaimRecord, Network as RecordedNetwork};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::Api;
-use std::path::PathBuf;
+use std::collections::HashMap;
 
 /// What Prepare and Unprepare need.
 #[derive(Clone)]
 pub struct Preparer {
     /// The API client.
     pub client: kube::Client,
-    /// The agent (node, timeouts, metrics).
+    /// The agent (node, networksDir, timeouts, metrics).
     pub agent: Agent,
-    /// braid's driver name.
-    pub driver: String,
-    /// Where records go (as the agent reaches it).
-    pub claims_dir: PathBuf,
-    /// networksDir, as the agent reaches it.
-    pub networks_dir: PathBuf,
-    /// The node's CNI bin dir, as the agent reaches it.
-    pub cni_bin_dir: PathBuf,
-    /// The delegator's `globalNamespaces`.
-    pub global_namespaces: Vec<String>,
+    /// The driver's settings.
+    pub dra: Dra,
 }
 
 /// One claim the kubelet named.
@@ -80,8 +75,12 @@ impl Preparer {
         let stored = call(&self.agent, Verb::get, "resourceclaims", api.get(&claim.name))
             .await
             .map_err(|f| format!("claim {}/{}: reading it from the API server: {f}", claim.namespace, claim.name))?;
-        let devices = super::inventory::scan(&self.networks_dir, &self.cni_bin_dir);
-        let ctx = Context { driver: &self.driver, node: &self.agent.node, global_namespaces: &self.global_namespaces };
+        let devices = super::inventory::scan(&self.agent.networks, &self.dra.cni_bin_dir);
+        let ctx = Context {
+            driver: &self.dra.driver,
+            node: &self.agent.node,
+            global_namespaces: &self.dra.global_namespaces,
+        };
         let network_of = |device: &str| {
             super::inventory::find(&devices, device)
                 .map(|d| Network { namespace: d.namespace.clone(), name: d.net_name.clone() })
@@ -104,13 +103,13 @@ impl Preparer {
     /// The plan's record, once per pod the claim is reserved for.
     fn record(&self, p: &Plan) -> Result<(), String> {
         let record = ClaimRecord {
-            claim: ClaimRef { namespace: p.namespace.clone(), name: p.name.clone(), uid: p.uid.clone() },
+            claim: Claim { namespace: p.namespace.clone(), name: p.name.clone(), uid: p.uid.clone() },
             networks: p
                 .devices
                 .iter()
-                .map(|d| NetworkRecord {
+                .map(|d| RecordedNetwork {
                     request: d.request.clone(),
-                    driver: self.driver.clone(),
+                    driver: self.dra.driver.clone(),
                     pool: d.pool.clone(),
                     device: d.device.clone(),
                     share_id: d.share_id.clone(),
@@ -119,7 +118,7 @@ impl Preparer {
                 .collect(),
         };
         for pod in &p.pods {
-            claim_record::write(&self.claims_dir, pod, &record).map_err(|e| {
+            claim_record::write(&self.dra.claims_dir, pod, &record).map_err(|e| {
                 format!("claim {}/{}: recording it for pod {pod} on the node: {e}", p.namespace, p.name)
             })?;
         }
@@ -129,9 +128,61 @@ impl Preparer {
     /// Unprepares one claim: its records removed (the sandbox's DEL, not this, releases the
     /// attachment: braid-attach's state has everything the DEL needs).
     pub fn unprepare(&self, claim: &Named) -> Result<(), String> {
-        claim_record::remove_claim(&self.claims_dir, &claim.uid)
+        claim_record::remove_claim(&self.dra.claims_dir, &claim.uid)
             .map_err(|e| format!("claim {}/{}: removing its records: {e}", claim.namespace, claim.name))?;
         crate::log(&format!("DRA: claim {}/{} unprepared", claim.namespace, claim.name));
         Ok(())
+    }
+}
+
+fn named(c: &proto::Claim) -> Named {
+    Named { namespace: c.namespace.clone(), name: c.name.clone(), uid: c.uid.clone() }
+}
+
+/// The kubelet's calls, one claim after the other (the server serves one call at a time; a
+/// pod has a handful of claims, each one GET).
+impl Driver for Preparer {
+    fn prepare(&self, claims: Vec<proto::Claim>) -> Results<'_, proto::NodePrepareResourceResponse> {
+        Box::pin(async move {
+            let mut out = HashMap::new();
+            for c in &claims {
+                let answer = match self.prepare(&named(c)).await {
+                    Ok(devices) => proto::NodePrepareResourceResponse {
+                        devices: devices
+                            .into_iter()
+                            .map(|d| proto::Device {
+                                // The claim's request the device is for, without a
+                                // prioritized list's subrequest (as dra-example-driver and
+                                // the Go helper's `resourceclaim.BaseRequestRef`).
+                                request_names: vec![super::plan::base_request(&d.request).to_string()],
+                                pool_name: d.pool,
+                                device_name: d.device,
+                                cdi_device_ids: Vec::new(),
+                                share_id: d.share_id,
+                            })
+                            .collect(),
+                        error: String::new(),
+                    },
+                    Err(e) => {
+                        crate::log(&format!("DRA: {e}"));
+                        proto::NodePrepareResourceResponse { devices: Vec::new(), error: e }
+                    }
+                };
+                out.insert(c.uid.clone(), answer);
+            }
+            out
+        })
+    }
+
+    fn unprepare(&self, claims: Vec<proto::Claim>) -> Results<'_, proto::NodeUnprepareResourceResponse> {
+        Box::pin(async move {
+            claims
+                .iter()
+                .map(|c| {
+                    let error = self.unprepare(&named(c)).err().unwrap_or_default();
+                    (c.uid.clone(), proto::NodeUnprepareResourceResponse { error })
+                })
+                .collect()
+        })
     }
 }
