@@ -509,3 +509,43 @@ fn dra_slices_follow_the_networks_and_only_the_nodes_agent_writes_its_slice() {
     // The braid-networks ConfigMap's networks stay on it.
     assert!(dra_devices(&c, "node2").0.keys().all(|k| !k.starts_with(&format!("{n}/"))));
 }
+
+/// The kubelet deletes every ResourceSlice of its node when it starts: node2's kubelet
+/// restarted, its agent registers the driver again (the kubelet finds the socket) and writes
+/// its slice again, and a pod whose claim only node2 can serve runs there.
+#[test]
+fn a_restarted_kubelet_gets_the_driver_registered_and_its_slice_back() {
+    let Some(c) = Cluster::lock("a_restarted_kubelet_gets_the_driver_registered_and_its_slice_back") else {
+        return;
+    };
+    assert!(c.nodes() >= 2, "this test needs two nodes (scripts/node.sh up 2)");
+    let _only = plugin_only_on_node2(&c);
+    let _dra = c.dra_layout();
+    let ns = c.namespace("braid-dra4");
+    nad(&c, &ns.name, "side", ONLY, 134);
+    let side = "braid-dra4/side";
+    c.wait("node2's slice offering braid-dra4/side", || offers(&c, "node2", side), || c.agent_log("node2"));
+    let uid_of = || {
+        c.get(&["resourceslices", "--field-selector", &format!("spec.nodeName=node2,spec.driver={DRIVER}")])["items"][0]
+            ["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let before = uid_of();
+    c.node_sh(&["restart", "kubelet-node2"]);
+    // Written again: another object (the kubelet deleted the first), with the network.
+    c.wait(
+        "node2's slice written again",
+        || {
+            let now = uid_of();
+            !now.is_empty() && now != before && offers(&c, "node2", side)
+        },
+        || format!("{:?}\n{}\n{}", offered(&c, "node2"), c.agent_log("node2"), c.log("kubelet-node2")),
+    );
+    c.apply(&template(&ns.name, "side", side, json!({"interface": "side0"})));
+    c.apply(&claim_pod(&ns.name, "web", "side"));
+    c.wait_running(&ns.name, "web");
+    assert_eq!(c.get(&["pod", "web", "-n", &ns.name])["spec"]["nodeName"], "node2");
+    c.ok(&["exec", "-n", &ns.name, "web", "--", "ip", "link", "show", "side0"]);
+}

@@ -53,6 +53,8 @@ use k8s_openapi::api::resource::v1::ResourceSlice;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -308,6 +310,16 @@ pub async fn run(client: kube::Client, agent: Agent, dra: Dra) {
             None
         }
     };
+    // This node's slices of the driver, watched: the kubelet deletes every slice of its node
+    // when it starts (`pkg/kubelet/cm/dra/plugin` wipes them; seen on the real node: a kubelet
+    // restart left node2 with none), and anyone may delete or edit one. A slice deleted, or one
+    // of another generation than the publisher wrote, sends it back to a fresh list of what
+    // exists, then to writing what is missing — as the Go helper's resourceslice controller
+    // does from its informer. After a watch gap the relist does the same.
+    let own = watcher::Config::default().fields(&format!("spec.nodeName={},spec.driver={}", p.node, p.dra.driver));
+    let watched = watcher::watcher(slices.clone(), own).default_backoff();
+    futures::pin_mut!(watched);
+    let mut first_list = true;
     let mut refresh = tokio::time::interval(agent.refresh);
     refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The first tick is at once: the start-up scan.
@@ -324,6 +336,29 @@ pub async fn run(client: kube::Client, agent: Agent, dra: Dra) {
         tokio::select! {
             Some(_) = async { match events.as_mut() { Some(s) => s.next().await, None => std::future::pending().await } } => {
                 scan_at.get_or_insert_with(|| Instant::now() + SETTLE);
+                continue;
+            }
+            Some(item) = watched.next() => {
+                let stale = match item {
+                    Ok(Event::Delete(o)) => {
+                        crate::log(&format!(
+                            "DRA: ResourceSlice {} was deleted (by the kubelet at its start, or by hand); writing the pool again",
+                            o.metadata.name.as_deref().unwrap_or_default()
+                        ));
+                        true
+                    }
+                    Ok(Event::Apply(o)) => p.pool.as_ref().is_some_and(|pool| o.spec.pool.generation != pool.generation),
+                    Ok(Event::InitDone) => {
+                        agent.metrics.api(Verb::list, RESOURCE, "ok");
+                        !std::mem::replace(&mut first_list, false)
+                    }
+                    Ok(_) => false,
+                    Err(_) => false,
+                };
+                if stale {
+                    p.pool = None;
+                    scan_at.get_or_insert_with(|| Instant::now() + SETTLE);
+                }
                 continue;
             }
             _ = refresh.tick() => {}
