@@ -274,6 +274,33 @@ impl Cluster {
             .collect()
     }
 
+    /// The API server's audit events of braid's agents (their ServiceAccount).
+    pub fn agent_requests(&self) -> Vec<Value> {
+        self.audit()
+            .into_iter()
+            .filter(|e| e["user"]["username"] == "system:serviceaccount:kube-system:braid")
+            .collect()
+    }
+
+    /// The agent's completed requests after audit event `mark` (an earlier
+    /// `agent_requests().len()`), from `node`'s agent, as `verb resource[/subresource][ in ns]`.
+    pub fn requests_of(&self, node: &str, mark: usize) -> Vec<String> {
+        self.agent_requests()
+            .into_iter()
+            .skip(mark)
+            .filter(|e| {
+                e["stage"] == "ResponseComplete"
+                    && e["user"]["extra"]["authentication.kubernetes.io/node-name"][0] == node
+            })
+            .map(|e| {
+                let o = &e["objectRef"];
+                let ns = o["namespace"].as_str().map(|n| format!(" in {n}")).unwrap_or_default();
+                let sub = o["subresource"].as_str().map(|s| format!("/{s}")).unwrap_or_default();
+                format!("{} {}{sub}{ns}", e["verb"].as_str().unwrap_or(""), o["resource"].as_str().unwrap_or(""))
+            })
+            .collect()
+    }
+
     /// A part's whole log (`logs/PART.log`).
     pub fn log_all(&self, part: &str) -> String {
         std::fs::read_to_string(self.dir.join("logs").join(format!("{part}.log"))).unwrap_or_default()

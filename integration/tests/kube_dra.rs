@@ -146,6 +146,7 @@ fn a_network_only_node2_has_puts_the_pod_there_with_the_interface_its_claim_repo
     assert!(!offers(&c, "node1", side), "node1 has no {ONLY}, yet offers {side}: {:?}", offered(&c, "node1"));
 
     c.apply(&template(&ns.name, "side", side, json!({"interface": "side0"})));
+    let mark = c.agent_requests().len();
     c.apply(&claim_pod(&ns.name, "web", "side"));
     c.wait_running(&ns.name, "web");
     let pod = c.get(&["pod", "web", "-n", &ns.name]);
@@ -182,6 +183,36 @@ fn a_network_only_node2_has_puts_the_pod_there_with_the_interface_its_claim_repo
     let ready: Vec<&Value> = d["conditions"].as_array().unwrap().iter().filter(|k| k["type"] == "Ready").collect();
     assert_eq!(ready.len(), 1, "{claim}");
     assert_eq!(ready[0]["status"], "True", "{claim}");
+
+    // What the claim cost in API requests, all from node2's agent and off the ADD path: one
+    // GET of the claim (Prepare), the pod's network-status patch, the claim's status, an
+    // AddedInterface Event per interface.
+    let ours = format!(" in {}", ns.name);
+    let sent = || {
+        let mut v: Vec<String> = c.requests_of("node2", mark).into_iter().filter(|r| r.ends_with(&ours)).collect();
+        v.sort();
+        v
+    };
+    // The Events come after the claim's status (the agent announces once both are written).
+    c.wait(
+        "node2's agent's AddedInterface Events",
+        || sent().iter().filter(|r| r.starts_with("create events")).count() >= 2,
+        || format!("{:?}", sent()),
+    );
+    let sent = sent();
+    eprintln!("REPORT requests of node2's agent for a pod with one claim: {sent:?}");
+    assert_eq!(
+        sent,
+        [
+            format!("create events{ours}"),
+            format!("create events{ours}"),
+            format!("get resourceclaims{ours}"),
+            format!("patch pods{ours}"),
+            format!("patch resourceclaims/status{ours}"),
+        ],
+        "node2's agent"
+    );
+    assert!(c.requests_of("node1", mark).iter().all(|r| !r.ends_with(&ours)), "node1's agent sent none");
 
     // network-status lists it like an annotation-selected network.
     let st = c

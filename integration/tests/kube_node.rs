@@ -413,11 +413,6 @@ fn status_files(c: &Cluster, node: &str, ns: &str, pod: &str) -> Vec<String> {
         .collect()
 }
 
-/// The API server's audit events of braid's agents (their ServiceAccount), by verb and resource.
-fn agent_requests(c: &Cluster) -> Vec<Value> {
-    c.audit().into_iter().filter(|e| e["user"]["username"] == "system:serviceaccount:kube-system:braid").collect()
-}
-
 #[test]
 fn with_the_api_server_stopped_pods_start_from_the_node_mirror_and_get_their_status_once_it_is_back() {
     let Some(c) = Cluster::lock(
@@ -512,14 +507,14 @@ fn a_watch_resumed_after_an_etcd_compaction_answers_410_and_the_agent_relists_wh
     let st = wait_status(&c, &ns.name, "starting", "node1");
     status_matches_pod(&st, &interfaces_inside(&c, &ns.name, "starting"));
     assert!(has("node2", "old") && !has("node2", "new"), "node2 saw the change while cut off");
-    let mark = agent_requests(&c).len();
+    let mark = c.agent_requests().len();
     assert!(iptables("-D"), "node2 back");
     c.wait("node2's mirror current again", || has("node2", "new") && !has("node2", "old"), || c.agent_log("node2"));
     // What the API server answered node2's agent once it could reach it: its watch resumed
     // from the revision it had (a watch answers 410 inside its stream: the audit log shows it
     // complete at once), then a list.
     let node2_nads = || -> Vec<Value> {
-        agent_requests(&c)
+        c.agent_requests()
             .into_iter()
             .skip(mark)
             .filter(|e| {
@@ -676,7 +671,7 @@ fn with_two_nodes_each_agent_publishes_only_its_own_pods_and_mirrors_every_nad()
     };
     assert!(c.nodes() >= 2, "needs two nodes");
     let ns = c.namespace("braid-two");
-    let mark = agent_requests(&c).len();
+    let mark = c.agent_requests().len();
     c.apply(&nad(&ns.name, "shared", Some(&bridge("shared", "br-shared", 118))));
     for n in 1..=2 {
         wait_mirrored(&c, &format!("node{n}"), &format!("{}/shared", ns.name));
@@ -695,7 +690,8 @@ fn with_two_nodes_each_agent_publishes_only_its_own_pods_and_mirrors_every_nad()
     }
     // Every patch of a pod by braid's agents came from the agent of the pod's node (the token's
     // node name) — none was refused.
-    let patches: Vec<Value> = agent_requests(&c)
+    let patches: Vec<Value> = c
+        .agent_requests()
         .into_iter()
         .skip(mark)
         .filter(|e| {
@@ -730,23 +726,6 @@ fn agent_metric(c: &Cluster, node: &str, name: &str) -> f64 {
         .sum()
 }
 
-/// The agent's completed requests after audit event `mark`, from `node`'s agent, as
-/// `verb resource` strings.
-fn requests_of(c: &Cluster, node: &str, mark: usize) -> Vec<String> {
-    agent_requests(c)
-        .into_iter()
-        .skip(mark)
-        .filter(|e| {
-            e["stage"] == "ResponseComplete" && e["user"]["extra"]["authentication.kubernetes.io/node-name"][0] == node
-        })
-        .map(|e| {
-            let o = &e["objectRef"];
-            let ns = o["namespace"].as_str().map(|n| format!(" in {n}")).unwrap_or_default();
-            format!("{} {}{ns}", e["verb"].as_str().unwrap_or(""), o["resource"].as_str().unwrap_or(""))
-        })
-        .collect()
-}
-
 #[test]
 fn the_agent_sends_one_patch_and_an_event_per_interface_per_pod_start_and_no_request_at_rest() {
     let Some(c) =
@@ -769,7 +748,7 @@ fn the_agent_sends_one_patch_and_an_event_per_interface_per_pod_start_and_no_req
     let _restore = Defer(|| set_args(&args));
 
     let ns = c.namespace("braid-count");
-    let mark = agent_requests(&c).len();
+    let mark = c.agent_requests().len();
     for i in 0..3 {
         c.apply(&pod(&ns.name, &format!("p{i}"), "node1", Some("default/isolated")));
     }
@@ -787,15 +766,15 @@ fn the_agent_sends_one_patch_and_an_event_per_interface_per_pod_start_and_no_req
     // Per pod start: the network-status patch, then one AddedInterface Event per interface
     // (eth0 and net1 here), sent after it; nothing else (3 pods may interleave: counted).
     let ours = format!(" in {}", ns.name);
-    let mut started: Vec<String> = requests_of(&c, "node1", mark).into_iter().filter(|r| r.ends_with(&ours)).collect();
+    let mut started: Vec<String> = c.requests_of("node1", mark).into_iter().filter(|r| r.ends_with(&ours)).collect();
     started.sort();
     let mut want = vec![format!("create events{ours}"); 6];
     want.extend(vec![format!("patch pods{ours}"); 3]);
     assert_eq!(started, want, "per pod start: one patch and an Event per interface, nothing else");
-    report(&format!("requests of node1's agent for 3 pod starts: {:?}", requests_of(&c, "node1", mark)));
+    report(&format!("requests of node1's agent for 3 pod starts: {:?}", c.requests_of("node1", mark)));
 
     // At rest: five more rescan periods with 3 published pods — no request at all.
-    let rest = agent_requests(&c).len();
+    let rest = c.agent_requests().len();
     let rescans = agent_metric(&c, "node1", "braid_install_status_rescans_total");
     c.wait(
         "five rescans at rest",
@@ -803,7 +782,7 @@ fn the_agent_sends_one_patch_and_an_event_per_interface_per_pod_start_and_no_req
         || c.agent_log("node1"),
     );
     let at_rest: Vec<String> =
-        requests_of(&c, "node1", rest).into_iter().filter(|r| r != "watch network-attachment-definitions").collect();
+        c.requests_of("node1", rest).into_iter().filter(|r| r != "watch network-attachment-definitions").collect();
     assert_eq!(at_rest, Vec::<String>::new(), "node1's agent at rest");
 }
 
@@ -849,19 +828,19 @@ fn a_pod_recreated_under_the_same_name_never_gets_the_old_sandbox_status() {
     c.apply(&pod(&ns.name, "db-0", "node1", Some("default/isolated")));
     let new_uid = c.get(&["pod", "db-0", "-n", &ns.name])["metadata"]["uid"].as_str().unwrap().to_string();
     assert_ne!(old_uid, new_uid);
-    let mark = agent_requests(&c).len();
+    let mark = c.agent_requests().len();
     drop(cut);
     // The agent's late patch names the old pod's UID: the API server refuses it (422 Invalid:
     // metadata.uid is immutable), and the new pod gets nothing of the old sandbox.
     let refused = || {
-        agent_requests(&c).into_iter().skip(mark).any(|e| {
+        c.agent_requests().into_iter().skip(mark).any(|e| {
             e["verb"] == "patch"
                 && e["objectRef"]["name"] == "db-0"
                 && e["stage"] == "ResponseComplete"
                 && e["responseStatus"]["code"] == 422
         })
     };
-    c.wait("the API server refusing the late patch", refused, || format!("{:#?}", requests_of(&c, "node1", mark)));
+    c.wait("the API server refusing the late patch", refused, || format!("{:#?}", c.requests_of("node1", mark)));
     assert_eq!(c.network_status(&ns.name, "db-0"), None, "the new pod got the old sandbox's status");
     // Once the kubelet is back the old sandbox goes, the new one comes: its own status.
     c.node_sh(&["start", "kubelet-node1"]);
@@ -1132,7 +1111,7 @@ fn networks_added_removed_and_changed_on_a_running_pod_follow_its_annotation() {
     let start = wait_networks(&c, "braid-hot", "vm", &[("eth0", "cluster"), ("net1", "braid-hot/red")]);
 
     // Added: net2 appears, net1 and eth0 are untouched (same MAC and addresses).
-    let mark = agent_requests(&c).len();
+    let mark = c.agent_requests().len();
     let edited = Instant::now();
     annotate(&c, "braid-hot", "vm", "red,blue");
     let added = wait_networks(
@@ -1159,8 +1138,7 @@ fn networks_added_removed_and_changed_on_a_running_pod_follow_its_annotation() {
     assert_eq!(announced().len(), 3, "eth0 and net1 at the start, net2 now: {:?}", announced());
     // What the hot-plug cost in API requests: the one network-status patch, as a pod start, and
     // the Event of the one interface it added.
-    let ours: Vec<String> =
-        requests_of(&c, "node1", mark).into_iter().filter(|r| r.ends_with(" in braid-hot")).collect();
+    let ours: Vec<String> = c.requests_of("node1", mark).into_iter().filter(|r| r.ends_with(" in braid-hot")).collect();
     assert_eq!(ours, ["patch pods in braid-hot", "create events in braid-hot"], "node1's agent for one hot-plug");
 
     // Removed: net1 goes, its address is released; the others stay as they were.
@@ -1430,7 +1408,7 @@ fn an_annotation_flood_on_the_nodes_pods_does_not_take_the_restarted_hot_plug_ag
     // on writing (the kubelets' leases), etcd compacted past its last revision and the API
     // server restarted, so that its resumed watch answers 410 Gone and it lists the node's
     // pods again — all 40, at once, as at its start.
-    let mark = agent_requests(&c).len();
+    let mark = c.agent_requests().len();
     {
         let _cut = cut_agent_off(&c);
         c.apply(&pod("braid-flood", "elsewhere", "node2", None));
@@ -1452,8 +1430,8 @@ fn an_annotation_flood_on_the_nodes_pods_does_not_take_the_restarted_hot_plug_ag
     c.wait_up_to(
         std::time::Duration::from_secs(360),
         "node1's agent listing the node's pods again",
-        || requests_of(&c, "node1", mark).iter().any(|r| r == "list pods"),
-        || format!("{:?}\n{}", requests_of(&c, "node1", mark), c.agent_log("node1")),
+        || c.requests_of("node1", mark).iter().any(|r| r == "list pods"),
+        || format!("{:?}\n{}", c.requests_of("node1", mark), c.agent_log("node1")),
     );
     c.apply(&pod("braid-flood", "plain2", "node1", None));
     wait_status(&c, "braid-flood", "plain2", "node1");
@@ -1481,7 +1459,7 @@ fn a_static_pod_gets_its_network_status_on_its_mirror_pod_and_removing_its_manif
     // The kubelet binds a static pod to its own node.
     p["spec"].as_object_mut().unwrap().remove("nodeName");
     let manifest = c.dir().join("node1/manifests/braid-static-web.json");
-    let mark = agent_requests(&c).len();
+    let mark = c.agent_requests().len();
     std::fs::write(&manifest, p.to_string()).unwrap();
     let mut manifest_guard = Defer(|| {
         let _ = std::fs::remove_file(&manifest);
@@ -1500,7 +1478,7 @@ fn a_static_pod_gets_its_network_status_on_its_mirror_pod_and_removing_its_manif
         serde_json::from_str(&c.read_on("node1", &format!("/run/braid/network-status/{file}")).unwrap()).unwrap();
     assert_eq!(recorded["podUID"].as_str(), Some(hash), "the sandbox's K8S_POD_UID: {recorded}");
     let ours = format!(" pods in {}", ns.name);
-    let sent: Vec<String> = requests_of(&c, "node1", mark).into_iter().filter(|r| r.contains(&ours)).collect();
+    let sent: Vec<String> = c.requests_of("node1", mark).into_iter().filter(|r| r.contains(&ours)).collect();
     assert_eq!(sent, vec![format!("patch{ours}")], "one patch for the static pod");
     let log = c.agent_log("node1");
     let of = format!("network-status of pod {}/{mirror}: ", ns.name);
