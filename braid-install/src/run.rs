@@ -111,7 +111,9 @@ pub fn run(o: &Options) -> Result<(), InstallError> {
         // After the signal mask is set (the API thread inherits it: SIGTERM stays the main
         // loop's) and the directories exist (the status directory is watched).
         let agent = api::Agent::new(o, std::env::var(api::NODE_NAME_ENV).ok(), metrics.clone())?;
-        stop = Some(api::start(agent, owners.clone())?);
+        // The DRA driver (--dra) runs on the API side's runtime and client.
+        let dra = agent.dra.clone().map(crate::dra::tasks);
+        stop = Some(api::start(agent, owners.clone(), dra)?);
     }
     let mut mirror = Mirror::default();
     let (mut mirror_msg, mut primary_msg, mut skipped_msg) = (None, None, None);

@@ -119,15 +119,27 @@ impl Stop {
     }
 }
 
+/// More of the agent's loops on the API side's runtime and client, given by the caller (the DRA
+/// driver, [`crate::dra::tasks`]): built on the API thread from its client, the agent and the
+/// stop signal; the process waits for it to end once stopped.
+pub type Tasks = Box<
+    dyn FnOnce(
+            kube::Client,
+            Agent,
+            tokio::sync::watch::Receiver<bool>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
+        + Send,
+>;
+
 /// Starts the API side on a thread of its own and returns once its client is built (bad or
 /// missing credentials fail here, at start-up); the API server itself need not answer.
-pub fn start(agent: Agent, owners: Owners) -> Result<Stop, InstallError> {
+pub fn start(agent: Agent, owners: Owners, more: Option<Tasks>) -> Result<Stop, InstallError> {
     let (tx, rx) = mpsc::channel::<Result<(), String>>();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (drained_tx, drained) = mpsc::channel::<()>();
-    let waits = usize::from(agent.hotplug.is_some()) + usize::from(agent.dra.is_some());
-    let dra_stop = stop_rx.clone();
-    let dra_drained = drained_tx.clone();
+    let waits = usize::from(agent.hotplug.is_some()) + usize::from(more.is_some());
+    let more_stop = stop_rx.clone();
+    let more_drained = drained_tx.clone();
     let handle = std::thread::Builder::new()
         .name("kubernetes-api".into())
         .spawn(move || {
@@ -159,35 +171,17 @@ pub fn start(agent: Agent, owners: Owners) -> Result<Stop, InstallError> {
                         let _ = drained_tx.send(());
                     }
                 };
-                let dra_slices = async {
-                    if let Some(d) = agent.dra.clone() {
-                        crate::dra::slices::run(client.clone(), agent.clone(), d).await;
-                    }
-                };
-                // The kubelet's side of the DRA driver: registration, Prepare and Unprepare.
-                let dra_server = async {
-                    if let Some(d) = agent.dra.clone() {
-                        let config = crate::dra::server::Config::new(
-                            d.driver.clone(),
-                            d.registration_socket(),
-                            d.plugin_socket(),
-                            d.plugin_endpoint(),
-                        );
-                        let preparer =
-                            crate::dra::prepare::Preparer { client: client.clone(), agent: agent.clone(), dra: d };
-                        if let Err(e) = crate::dra::server::serve(config, std::sync::Arc::new(preparer), dra_stop).await
-                        {
-                            crate::log(&format!("DRA: the driver's sockets cannot be served: {e}"));
-                        }
-                        let _ = dra_drained.send(());
+                let more = async {
+                    if let Some(m) = more {
+                        m(client.clone(), agent.clone(), more_stop).await;
+                        let _ = more_drained.send(());
                     }
                 };
                 tokio::join!(
                     nads::run(client.clone(), agent.clone(), owners),
                     status::run(client.clone(), agent.clone()),
                     hotplug,
-                    dra_slices,
-                    dra_server
+                    more
                 );
             });
         })

@@ -20,3 +20,31 @@ pub mod prepare;
 pub mod proto;
 pub mod server;
 pub mod slices;
+
+/// The driver's two loops, for the API side to run ([`crate::api::start`]): the node's
+/// ResourceSlices ([`slices`]) and the kubelet's sockets ([`server`], answered by [`prepare`]),
+/// which end — the registration socket removed, so the kubelet deregisters the driver at once —
+/// when the agent stops.
+pub fn tasks(dra: config::Dra) -> crate::api::Tasks {
+    Box::new(move |client: kube::Client, agent: crate::api::Agent, stop: tokio::sync::watch::Receiver<bool>| {
+        Box::pin(async move {
+            let config = server::Config::new(
+                dra.driver.clone(),
+                dra.registration_socket(),
+                dra.plugin_socket(),
+                dra.plugin_endpoint(),
+            );
+            let preparer = prepare::Preparer { client: client.clone(), agent: agent.clone(), dra: dra.clone() };
+            let sockets = async {
+                if let Err(e) = server::serve(config, std::sync::Arc::new(preparer), stop).await {
+                    crate::log(&format!("DRA: the driver's sockets cannot be served: {e}"));
+                }
+            };
+            // The publisher runs until the process ends; the sockets' end is the stop.
+            futures::pin_mut!(sockets);
+            let slices = slices::run(client, agent, dra);
+            futures::pin_mut!(slices);
+            futures::future::select(sockets, slices).await;
+        })
+    })
+}
