@@ -15,7 +15,7 @@
 //!
 //! **Shared networks.** A network is not used up by a pod: each device has
 //! `allowMultipleAllocations: true` and the consumable capacity `attachments` (value
-//! `--dra-attachments`, 1024; requestPolicy default 1, validValues [1]): KEP-5075, the
+//! `--dra-attachments`, 1024; requestPolicy default 1, validValues `["1"]`): KEP-5075, the
 //! DRAConsumableCapacity feature gate, beta and on by default from Kubernetes 1.36. On 1.34 and
 //! 1.35, where it is alpha and off, the API server silently drops both fields, and each network
 //! becomes exclusive: one claim on the node at a time. The publisher sees that in the object
