@@ -312,7 +312,7 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -
         let namespace = e.namespace.clone().unwrap_or_else(|| pod_ns.clone());
         let network = format!("{namespace}/{}", e.name);
         let fail = |problem| fail(Some(&network), problem);
-        let who = match from {
+        let who = || match from {
             None => format!("element {index} (network {network})"),
             Some((r, n)) => format!(
                 "resource claim {}/{} request {} (network {network})",
@@ -330,14 +330,14 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -
             if let (Some(by), Some(_)) = (&default_route, from) {
                 return Err(fail(Problem::DefaultRouteTaken { by: by.clone() }));
             }
-            default_route.get_or_insert_with(|| who.clone());
+            default_route.get_or_insert_with(who);
         }
         let (ifname, auto) = match &e.interface {
             Some(i) => {
                 if let Some((_, by)) = taken.iter().find(|(t, _)| t == i) {
                     return Err(fail(Problem::InterfaceTaken { ifname: i.clone(), by: by.clone() }));
                 }
-                taken.push((i.clone(), who));
+                taken.push((i.clone(), who()));
                 (i.clone(), false)
             }
             None => {
