@@ -115,6 +115,12 @@ fn claim_of(c: &Cluster, ns: &str, pod: &str) -> Option<Value> {
     Some(c.get(&["resourceclaim", &name, "-n", ns]))
 }
 
+/// braid's state files on node2 (the delegator's, one per sandbox it attached), but the
+/// retired ones the agent sweeps.
+fn state(c: &Cluster) -> Vec<String> {
+    c.files_on("node2", "/var/lib/cni/braid").into_iter().filter(|f| !f.starts_with(".retired")).collect()
+}
+
 fn describe(c: &Cluster, ns: &str, pod: &str) -> String {
     String::from_utf8_lossy(&c.kubectl(&["describe", "pod", pod, "-n", ns]).stdout).into_owned()
 }
@@ -146,6 +152,7 @@ fn a_network_only_node2_has_puts_the_pod_there_with_the_interface_its_claim_repo
     assert!(!offers(&c, "node1", side), "node1 has no {ONLY}, yet offers {side}: {:?}", offered(&c, "node1"));
 
     c.apply(&template(&ns.name, "side", side, json!({"interface": "side0"})));
+    let state_before = state(&c);
     let mark = c.agent_requests().len();
     c.apply(&claim_pod(&ns.name, "web", "side"));
     c.wait_running(&ns.name, "web");
@@ -233,10 +240,12 @@ fn a_network_only_node2_has_puts_the_pod_there_with_the_interface_its_claim_repo
         || c.files_on("node2", CLAIMS).is_empty(),
         || c.agent_log("node2"),
     );
-    assert!(
-        c.files_on("node2", "/var/lib/cni/braid").iter().all(|f| !f.contains(&uid)),
-        "braid's state of the pod is gone: {:?}",
-        c.files_on("node2", "/var/lib/cni/braid")
+    // braid's state of the sandbox (named by its container ID) is gone: the state directory
+    // holds what it held before the pod.
+    c.wait(
+        "braid's state of the pod's sandbox gone",
+        || state(&c) == state_before,
+        || format!("{:?} vs {state_before:?}", state(&c)),
     );
     let held: Vec<String> = c
         .files_on("node2", "/var/lib/cni/networks/braid-dra1-side")
@@ -579,4 +588,63 @@ fn a_restarted_kubelet_gets_the_driver_registered_and_its_slice_back() {
     c.wait_running(&ns.name, "web");
     assert_eq!(c.get(&["pod", "web", "-n", &ns.name])["spec"]["nodeName"], "node2");
     c.ok(&["exec", "-n", &ns.name, "web", "--", "ip", "link", "show", "side0"]);
+}
+
+/// A claim prepared whose sandbox never runs: the pod's annotation also selects a network that
+/// does not exist, so every ADD is refused (code 7) after the kubelet prepared the claim. The
+/// claim's network is never left attached by a refused ADD, and deleting the pod unprepares the
+/// claim: its record goes, nothing of braid's is left on the node.
+#[test]
+fn a_claim_whose_sandbox_never_runs_leaves_nothing_once_its_pod_is_deleted() {
+    let Some(c) = Cluster::lock("a_claim_whose_sandbox_never_runs_leaves_nothing_once_its_pod_is_deleted") else {
+        return;
+    };
+    assert!(c.nodes() >= 2, "this test needs two nodes (scripts/node.sh up 2)");
+    let _only = plugin_only_on_node2(&c);
+    let _dra = c.dra_layout();
+    let ns = c.namespace("braid-dra5");
+    nad(&c, &ns.name, "side", ONLY, 135);
+    let side = "braid-dra5/side";
+    c.wait("node2's slice offering braid-dra5/side", || offers(&c, "node2", side), || c.agent_log("node2"));
+    c.apply(&template(&ns.name, "side", side, json!({})));
+    let state_before = state(&c);
+    let mut p: Value = serde_json::from_str(&claim_pod(&ns.name, "never", "side")).unwrap();
+    p["metadata"]["annotations"] = json!({"k8s.v1.cni.cncf.io/networks": "no-such-network"});
+    c.apply(&p.to_string());
+    let mut said = String::new();
+    c.wait(
+        "the kubelet's FailedCreatePodSandBox event",
+        || {
+            let ev = c.get(&[
+                "events",
+                "-n",
+                &ns.name,
+                "--field-selector",
+                "involvedObject.name=never,reason=FailedCreatePodSandBox",
+            ]);
+            said = ev["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|e| e["message"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n");
+            !said.is_empty()
+        },
+        || describe(&c, &ns.name, "never"),
+    );
+    assert!(said.contains("no-such-network"), "{said}");
+    let uid = c.get(&["pod", "never", "-n", &ns.name])["metadata"]["uid"].as_str().unwrap().to_string();
+    // Prepared: the record is there, though no sandbox ever ran.
+    let records = c.files_on("node2", CLAIMS);
+    assert!(records.len() == 1 && records[0].starts_with(&format!("{uid}/")), "{records:?}");
+    c.ok(&["delete", "pod", "never", "-n", &ns.name, "--wait=true"]);
+    c.wait("the claim unprepared", || c.files_on("node2", CLAIMS).is_empty(), || c.agent_log("node2"));
+    let held: Vec<String> = c
+        .files_on("node2", "/var/lib/cni/networks/braid-dra5-side")
+        .into_iter()
+        .filter(|f| f.starts_with("198."))
+        .collect();
+    assert!(held.is_empty(), "host-local still holds {held:?}");
+    assert_eq!(state(&c), state_before, "braid's state on node2");
 }
