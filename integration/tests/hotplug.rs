@@ -448,6 +448,58 @@ impl Pod {
 /// What a user meets: an edit that swaps a network for two, one of which fails. The removal is
 /// done, the additions rolled back — and the file must not claim the old annotation, or
 /// reverting the edit would look done and the removed network would never come back.
+/// A VM's interfaces for the claim's networks (issue 46, item 6): with vmtap after the delegator
+/// (the merged result, `braid-install --vmtap`), each claim-backed interface gets its tap and VM
+/// interface like an annotation-selected one, and keeps them across an update of the annotation.
+#[test]
+fn with_vmtap_a_claims_networks_get_their_taps_and_vm_interfaces_and_keep_them_across_updates() {
+    if !require_root("with_vmtap_a_claims_networks_get_their_taps_and_vm_interfaces_and_keep_them_across_updates") {
+        return;
+    }
+    let mut p = Pod::new("hpw");
+    p.list["plugins"].as_array_mut().unwrap().push(json!({"type": "vmtap"}));
+    std::fs::write(&p.list_path, p.list.to_string()).unwrap();
+    claim_record(&p);
+    p.rt.capability_args = Pod::annotations("red").as_object().unwrap().clone();
+    let r = p.h.add(&p.list, &p.rt).unwrap_or_else(|e| panic!("ADD: {e}")).to_value();
+    let ifs = r["interfaces"].as_array().unwrap();
+    // eth0, red's net1, the claim's side0 and net2: a tap each in the pod, and a VM interface of
+    // the tap's name with the pod interface's MAC.
+    for pod_if in ["eth0", "net1", "side0", "net2"] {
+        let i = ifs.iter().find(|i| i["name"] == pod_if).unwrap_or_else(|| panic!("no {pod_if}: {r}"));
+        let vm = ifs
+            .iter()
+            .position(|v| v["sandbox"] == p.rt.container_id.as_str() && v["mac"] == i["mac"])
+            .unwrap_or_else(|| panic!("no VM interface for {pod_if}: {r}"));
+        let tap = ifs[vm]["name"].as_str().unwrap();
+        assert!(ifs.iter().any(|t| t["name"] == tap && t["sandbox"] == p.rt.netns.as_str()), "{tap} in the pod: {r}");
+    }
+    // The claim's side0 address is the VM's too (its copy points at the VM interface).
+    let side0 = ifs.iter().find(|i| i["name"] == "side0").unwrap();
+    let vm = ifs.iter().position(|v| v["sandbox"] == p.rt.container_id.as_str() && v["mac"] == side0["mac"]).unwrap();
+    assert!(
+        r["ips"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|ip| ip["interface"] == vm && ip["address"].as_str().unwrap().starts_with("198.18.93.")),
+        "{r}"
+    );
+    let taps = |links: &[(String, u64)]| -> Vec<(String, u64)> {
+        links.iter().filter(|(n, _)| n.starts_with("tap")).cloned().collect()
+    };
+    let before = taps(&p.links());
+    assert_eq!(names(&before), ["tap0", "tap1", "tap2", "tap3"]);
+    // The annotation emptied: red's tap goes, the claim's stay as they were.
+    let (code, r) = p.update("");
+    assert_eq!(code, 0, "{r}");
+    let after = taps(&p.links());
+    assert_eq!(after.len(), 3, "{after:?}");
+    assert!(after.iter().all(|t| before.contains(t)), "the claim's and eth0's taps untouched: {after:?} {before:?}");
+    p.del();
+    assert_eq!(taps(&p.links()), Vec::<(String, u64)>::new());
+}
+
 #[test]
 fn a_failed_edit_leaves_the_sandbox_unsettled_and_reverting_it_brings_the_removed_network_back() {
     if !require_root("a_failed_edit_leaves_the_sandbox_unsettled_and_reverting_it_brings_the_removed_network_back") {
