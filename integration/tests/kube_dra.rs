@@ -648,3 +648,60 @@ fn a_claim_whose_sandbox_never_runs_leaves_nothing_once_its_pod_is_deleted() {
     assert!(held.is_empty(), "host-local still holds {held:?}");
     assert_eq!(state(&c), state_before, "braid's state on node2");
 }
+
+/// The agent not answering when the kubelet prepares a claim (node2's agent frozen with
+/// SIGSTOP: its sockets are there, nothing answers): the kubelet's Prepare fails
+/// (`FailedPrepareDynamicResources` on the pod), no sandbox is started, and once the agent
+/// answers again the kubelet's retry prepares the claim and the pod runs with its network.
+#[test]
+fn an_agent_that_does_not_answer_prepare_holds_the_pod_until_it_does() {
+    let Some(c) = Cluster::lock("an_agent_that_does_not_answer_prepare_holds_the_pod_until_it_does") else {
+        return;
+    };
+    assert!(c.nodes() >= 2, "this test needs two nodes (scripts/node.sh up 2)");
+    let _only = plugin_only_on_node2(&c);
+    let _dra = c.dra_layout();
+    let ns = c.namespace("braid-dra6");
+    nad(&c, &ns.name, "side", ONLY, 136);
+    let side = "braid-dra6/side";
+    c.wait("node2's slice offering braid-dra6/side", || offers(&c, "node2", side), || c.agent_log("node2"));
+    c.apply(&template(&ns.name, "side", side, json!({"interface": "side0"})));
+    let kubelet = std::fs::read_to_string(c.dir().join("pids/kubelet-node2")).unwrap();
+    let signal = |sig: &str| {
+        c.on_node("node2", "pkill", &[sig, "-x", "braid-install", "--ns", kubelet.trim(), "--nslist", "net"])
+    };
+    let out = signal("-STOP");
+    assert!(out.status.success(), "no braid-install process on node2: {out:?}");
+    let mut frozen = Some(Defer(|| {
+        signal("-CONT");
+    }));
+    c.apply(&claim_pod(&ns.name, "web", "side"));
+    let mut said = String::new();
+    c.wait(
+        "the kubelet's FailedPrepareDynamicResources event",
+        || {
+            let ev = c.get(&[
+                "events",
+                "-n",
+                &ns.name,
+                "--field-selector",
+                "involvedObject.name=web,reason=FailedPrepareDynamicResources",
+            ]);
+            said = ev["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|e| e["message"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n");
+            !said.is_empty()
+        },
+        || describe(&c, &ns.name, "web"),
+    );
+    assert!(said.contains("NodePrepareResources"), "{said}");
+    assert_ne!(c.get(&["pod", "web", "-n", &ns.name])["status"]["phase"], "Running");
+    drop(frozen.take());
+    c.wait_running(&ns.name, "web");
+    assert_eq!(c.get(&["pod", "web", "-n", &ns.name])["spec"]["nodeName"], "node2");
+    c.ok(&["exec", "-n", &ns.name, "web", "--", "ip", "link", "show", "side0"]);
+}
