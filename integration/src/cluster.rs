@@ -301,6 +301,31 @@ impl Cluster {
             .collect()
     }
 
+    /// `kubectl describe pod`, for a failure's message.
+    pub fn describe(&self, ns: &str, pod: &str) -> String {
+        String::from_utf8_lossy(&self.kubectl(&["describe", "pod", pod, "-n", ns]).stdout).into_owned()
+    }
+
+    /// The messages of the pod's events with this reason (the kubelet's, the scheduler's,
+    /// braid's agent's).
+    pub fn pod_events(&self, ns: &str, pod: &str, reason: &str) -> Vec<String> {
+        let sel = format!("involvedObject.name={pod},reason={reason}");
+        let ev = self.get(&["events", "-n", ns, "--field-selector", &sel]);
+        ev["items"].as_array().into_iter().flatten().filter_map(|e| e["message"].as_str().map(str::to_string)).collect()
+    }
+
+    /// Waits for at least `n` of the pod's events with this reason; their messages, sorted.
+    pub fn wait_pod_events(&self, ns: &str, pod: &str, reason: &str, n: usize) -> Vec<String> {
+        self.wait(
+            &format!("{n} {reason} event(s) of {ns}/{pod}"),
+            || self.pod_events(ns, pod, reason).len() >= n,
+            || format!("{:?}\n{}", self.pod_events(ns, pod, reason), self.describe(ns, pod)),
+        );
+        let mut e = self.pod_events(ns, pod, reason);
+        e.sort();
+        e
+    }
+
     /// A part's whole log (`logs/PART.log`).
     pub fn log_all(&self, part: &str) -> String {
         std::fs::read_to_string(self.dir.join("logs").join(format!("{part}.log"))).unwrap_or_default()

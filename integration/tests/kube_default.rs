@@ -101,23 +101,6 @@ fn entry<'v>(st: &'v Value, ifname: &str) -> &'v Value {
     st.as_array().unwrap().iter().find(|e| e["interface"] == ifname).unwrap_or_else(|| panic!("no {ifname}: {st}"))
 }
 
-/// The messages of the pod's events with this reason.
-fn events(c: &Cluster, ns: &str, pod: &str, reason: &str) -> Vec<String> {
-    let ev = c.get(&["events", "-n", ns, "--field-selector", &format!("involvedObject.name={pod},reason={reason}")]);
-    ev["items"].as_array().unwrap().iter().filter_map(|e| e["message"].as_str().map(str::to_string)).collect()
-}
-
-fn wait_events(c: &Cluster, ns: &str, pod: &str, reason: &str, n: usize) -> Vec<String> {
-    c.wait(
-        &format!("{n} {reason} events of {ns}/{pod}"),
-        || events(c, ns, pod, reason).len() >= n,
-        || format!("{:?}\n{}", events(c, ns, pod, reason), c.agent_log("node1")),
-    );
-    let mut e = events(c, ns, pod, reason);
-    e.sort();
-    e
-}
-
 fn status_files(c: &Cluster, ns: &str, pod: &str) -> Vec<String> {
     c.files_on("node1", "/run/braid/network-status")
         .into_iter()
@@ -188,7 +171,7 @@ fn a_default_network_nad_is_the_pods_eth0_in_network_status_and_events_and_del_r
 
     // The agent's AddedInterface Events, Multus's format, one per interface, in describe too.
     let net1 = entry(&st, "net1")["ips"][0].as_str().unwrap().to_string();
-    let added = wait_events(&c, &ns.name, "p", "AddedInterface", 2);
+    let added = c.wait_pod_events(&ns.name, "p", "AddedInterface", 2);
     assert_eq!(
         added,
         vec![
@@ -223,7 +206,7 @@ fn a_default_network_nad_is_the_pods_eth0_in_network_status_and_events_and_del_r
     assert!(leases(&c, "isolated").iter().all(|l| l != &net1), "net1's lease released");
     assert!(c.files_on("node1", "/var/lib/cni/braid").iter().all(|f| !f.contains(&sandbox)), "state left");
     assert_eq!(status_files(&c, &ns.name, "p"), Vec::<String>::new());
-    assert_eq!(events(&c, &ns.name, "p", "AddedInterface").len(), 2, "one Event per interface, also after a restart");
+    assert_eq!(c.pod_events(&ns.name, "p", "AddedInterface").len(), 2, "one Event per interface, also after a restart");
 }
 
 #[test]
@@ -260,7 +243,7 @@ fn an_unknown_or_forbidden_default_network_refuses_the_pod_with_the_reason_and_l
         c.wait(
             &format!("the kubelet's FailedCreatePodSandBox of {p}"),
             || {
-                warnings = events(&c, &ns.name, p, "FailedCreatePodSandBox");
+                warnings = c.pod_events(&ns.name, p, "FailedCreatePodSandBox");
                 !warnings.is_empty()
             },
             || c.log("kubelet-node1"),
@@ -274,7 +257,7 @@ fn an_unknown_or_forbidden_default_network_refuses_the_pod_with_the_reason_and_l
     for (p, _, _) in &cases {
         assert_eq!(status_files(&c, &ns.name, p), Vec::<String>::new());
         assert!(status(&c, &ns.name, p).is_none());
-        assert_eq!(events(&c, &ns.name, p, "AddedInterface"), Vec::<String>::new());
+        assert_eq!(c.pod_events(&ns.name, p, "AddedInterface"), Vec::<String>::new());
     }
     assert!(c.files_on("node1", "/var/lib/cni/braid").iter().all(|f| !f.contains("braid-dflt-bad")));
     assert_eq!(leases(&c, "isolated").len(), isolated, "no lease of default/isolated taken");
@@ -319,7 +302,7 @@ fn a_hot_plug_never_swaps_the_primary_and_an_added_network_gets_its_event() {
     assert_eq!(inside.get("eth0"), Some(&vec![format!("{ip}/24")]), "{inside:?}");
     assert_eq!(leases(&c, "braid-primary-b"), Vec::<String>::new(), "no attachment of the edited default network");
     let net1 = entry(&st, "net1")["ips"][0].as_str().unwrap().to_string();
-    let added = wait_events(&c, &ns.name, "p", "AddedInterface", 2);
+    let added = c.wait_pod_events(&ns.name, "p", "AddedInterface", 2);
     assert_eq!(
         added,
         vec![

@@ -298,32 +298,6 @@ fn two_selections_of_one_resource_take_the_pods_two_devices_sorted_in_selection_
     assert!(c.files_on("node1", DEVINFO_CNI).iter().all(|f| !f.contains(&sandbox)));
 }
 
-/// The pod's FailedCreatePodSandBox events (the kubelet's), their messages joined.
-fn sandbox_failures(c: &Cluster, ns: &str, pod: &str) -> String {
-    let ev = c.get(&[
-        "events",
-        "-n",
-        ns,
-        "--field-selector",
-        &format!("involvedObject.name={pod},reason=FailedCreatePodSandBox"),
-    ]);
-    ev["items"].as_array().unwrap().iter().filter_map(|e| e["message"].as_str()).collect::<Vec<_>>().join("\n")
-}
-
-/// Waits for the kubelet's event refusing the pod's sandbox; its message.
-fn wait_refused(c: &Cluster, ns: &str, pod: &str) -> String {
-    let mut msg = String::new();
-    c.wait(
-        &format!("the kubelet's FailedCreatePodSandBox event of {ns}/{pod}"),
-        || {
-            msg = sandbox_failures(c, ns, pod);
-            !msg.is_empty()
-        },
-        || String::from_utf8_lossy(&c.kubectl(&["describe", "pod", pod, "-n", ns]).stdout).into_owned(),
-    );
-    msg
-}
-
 /// The delegator of node1's braid conflist run by hand as the runtime runs it (ADD, in a fresh
 /// network namespace of node1's, the pod's annotations in runtimeConfig): its exit code and what
 /// it printed, and what the namespace holds afterwards (`ip -o link`). The namespace is removed
@@ -423,7 +397,7 @@ fn refused_device_networks_say_why_with_code_7_or_11_and_leave_nothing() {
     ];
     for (pod, networks, devices, names, why) in cases {
         c.apply(&device_pod("braid-dev3", pod, networks, devices));
-        let msg = wait_refused(&c, "braid-dev3", pod);
+        let msg = c.wait_pod_events("braid-dev3", pod, "FailedCreatePodSandBox", 1).join("\n");
         assert!(msg.contains(names) && msg.contains(why), "{pod}: {msg}");
         assert!(msg.contains(&format!("pod braid-dev3/{pod}")), "{pod}: {msg}");
         assert_eq!(c.network_status("braid-dev3", pod), None, "{pod}: no network-status");

@@ -121,10 +121,6 @@ fn state(c: &Cluster) -> Vec<String> {
     c.files_on("node2", "/var/lib/cni/braid").into_iter().filter(|f| !f.starts_with(".retired")).collect()
 }
 
-fn describe(c: &Cluster, ns: &str, pod: &str) -> String {
-    String::from_utf8_lossy(&c.kubectl(&["describe", "pod", pod, "-n", ns]).stdout).into_owned()
-}
-
 #[test]
 fn a_network_only_node2_has_puts_the_pod_there_with_the_interface_its_claim_reports_and_del_leaves_nothing() {
     let Some(c) = Cluster::lock(
@@ -224,7 +220,7 @@ fn a_network_only_node2_has_puts_the_pod_there_with_the_interface_its_claim_repo
     // network-status lists it like an annotation-selected network.
     let st = c
         .network_status(&ns.name, "web")
-        .unwrap_or_else(|| panic!("no network-status: {}", describe(&c, &ns.name, "web")));
+        .unwrap_or_else(|| panic!("no network-status: {}", c.describe(&ns.name, "web")));
     let entries: Vec<&Value> = st.as_array().unwrap().iter().filter(|e| e["name"] == side).collect();
     assert_eq!(entries.len(), 1, "{st}");
     assert_eq!(entries[0]["interface"], "side0", "{st}");
@@ -272,35 +268,16 @@ fn a_claim_for_a_network_no_node_has_leaves_the_pod_pending_with_the_schedulers_
     );
     c.apply(&template(&ns.name, "nowhere", "braid-dra2/nowhere", json!({})));
     c.apply(&claim_pod(&ns.name, "lost", "nowhere"));
-    let mut said = String::new();
-    c.wait(
-        "the scheduler's FailedScheduling event",
-        || {
-            let ev = c.get(&[
-                "events",
-                "-n",
-                &ns.name,
-                "--field-selector",
-                "involvedObject.name=lost,reason=FailedScheduling",
-            ]);
-            said = ev["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|e| e["message"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n");
-            !said.is_empty()
-        },
-        || describe(&c, &ns.name, "lost"),
+    let said = c.wait_pod_events(&ns.name, "lost", "FailedScheduling", 1).join(
+        "
+",
     );
     assert!(said.contains("cannot allocate all claims"), "{said}");
     let pod = c.get(&["pod", "lost", "-n", &ns.name]);
     assert_eq!(pod["status"]["phase"], "Pending", "{pod}");
     assert!(pod["spec"]["nodeName"].is_null(), "no node: {pod}");
     // No sandbox was ever tried: no kubelet refused one.
-    let failed = c.get(&["events", "-n", &ns.name, "--field-selector", "reason=FailedCreatePodSandBox"]);
-    assert_eq!(failed["items"], json!([]), "{failed}");
+    assert_eq!(c.pod_events(&ns.name, "lost", "FailedCreatePodSandBox"), Vec::<String>::new());
 }
 
 #[test]
@@ -611,27 +588,9 @@ fn a_claim_whose_sandbox_never_runs_leaves_nothing_once_its_pod_is_deleted() {
     let mut p: Value = serde_json::from_str(&claim_pod(&ns.name, "never", "side")).unwrap();
     p["metadata"]["annotations"] = json!({"k8s.v1.cni.cncf.io/networks": "no-such-network"});
     c.apply(&p.to_string());
-    let mut said = String::new();
-    c.wait(
-        "the kubelet's FailedCreatePodSandBox event",
-        || {
-            let ev = c.get(&[
-                "events",
-                "-n",
-                &ns.name,
-                "--field-selector",
-                "involvedObject.name=never,reason=FailedCreatePodSandBox",
-            ]);
-            said = ev["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|e| e["message"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n");
-            !said.is_empty()
-        },
-        || describe(&c, &ns.name, "never"),
+    let said = c.wait_pod_events(&ns.name, "never", "FailedCreatePodSandBox", 1).join(
+        "
+",
     );
     assert!(said.contains("no-such-network"), "{said}");
     let uid = c.get(&["pod", "never", "-n", &ns.name])["metadata"]["uid"].as_str().unwrap().to_string();
@@ -676,27 +635,9 @@ fn an_agent_that_does_not_answer_prepare_holds_the_pod_until_it_does() {
         signal("-CONT");
     }));
     c.apply(&claim_pod(&ns.name, "web", "side"));
-    let mut said = String::new();
-    c.wait(
-        "the kubelet's FailedPrepareDynamicResources event",
-        || {
-            let ev = c.get(&[
-                "events",
-                "-n",
-                &ns.name,
-                "--field-selector",
-                "involvedObject.name=web,reason=FailedPrepareDynamicResources",
-            ]);
-            said = ev["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|e| e["message"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n");
-            !said.is_empty()
-        },
-        || describe(&c, &ns.name, "web"),
+    let said = c.wait_pod_events(&ns.name, "web", "FailedPrepareDynamicResources", 1).join(
+        "
+",
     );
     assert!(said.contains("NodePrepareResources"), "{said}");
     assert_ne!(c.get(&["pod", "web", "-n", &ns.name])["status"]["phase"], "Running");
