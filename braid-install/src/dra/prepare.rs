@@ -44,33 +44,10 @@ pub struct Preparer {
     pub dra: Dra,
 }
 
-/// One claim the kubelet named.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Named {
-    /// Its namespace.
-    pub namespace: String,
-    /// Its name.
-    pub name: String,
-    /// Its UID.
-    pub uid: String,
-}
-
-/// One device prepared, as the response names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Prepared {
-    /// The request.
-    pub request: String,
-    /// The pool.
-    pub pool: String,
-    /// The device.
-    pub device: String,
-    /// Its share.
-    pub share_id: Option<String>,
-}
-
 impl Preparer {
-    /// Prepares one claim: its devices, or the error the kubelet reports on the pod.
-    pub async fn prepare(&self, claim: &Named) -> Result<Vec<Prepared>, String> {
+    /// Prepares one claim the kubelet named: its devices, or the error the kubelet reports on
+    /// the pod (the server logs each).
+    pub async fn prepare_one(&self, claim: &proto::Claim) -> Result<Vec<plan::Planned>, String> {
         let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &claim.namespace);
         let stored = call(&self.agent, Verb::get, "resourceclaims", api.get(&claim.name))
             .await
@@ -94,10 +71,7 @@ impl Preparer {
             p.pods.join(", "),
             p.devices.iter().map(|d| format!("{} ({})", d.device, d.request)).collect::<Vec<_>>().join(", ")
         ));
-        Ok(p.devices
-            .into_iter()
-            .map(|d| Prepared { request: d.request, pool: d.pool, device: d.device, share_id: d.share_id })
-            .collect())
+        Ok(p.devices)
     }
 
     /// The plan's record, once per pod the claim is reserved for.
@@ -127,16 +101,12 @@ impl Preparer {
 
     /// Unprepares one claim: its records removed (the sandbox's DEL, not this, releases the
     /// attachment: braid-attach's state has everything the DEL needs).
-    pub fn unprepare(&self, claim: &Named) -> Result<(), String> {
+    pub fn unprepare_one(&self, claim: &proto::Claim) -> Result<(), String> {
         claim_record::remove_claim(&self.dra.claims_dir, &claim.uid)
             .map_err(|e| format!("claim {}/{}: removing its records: {e}", claim.namespace, claim.name))?;
         crate::log(&format!("DRA: claim {}/{} unprepared", claim.namespace, claim.name));
         Ok(())
     }
-}
-
-fn named(c: &proto::Claim) -> Named {
-    Named { namespace: c.namespace.clone(), name: c.name.clone(), uid: c.uid.clone() }
 }
 
 /// The kubelet's calls, one claim after the other (the server serves one call at a time; a
@@ -146,7 +116,7 @@ impl Driver for Preparer {
         Box::pin(async move {
             let mut out = HashMap::new();
             for c in &claims {
-                let answer = match self.prepare(&named(c)).await {
+                let answer = match self.prepare_one(c).await {
                     Ok(devices) => proto::NodePrepareResourceResponse {
                         devices: devices
                             .into_iter()
@@ -163,10 +133,7 @@ impl Driver for Preparer {
                             .collect(),
                         error: String::new(),
                     },
-                    Err(e) => {
-                        crate::log(&format!("DRA: {e}"));
-                        proto::NodePrepareResourceResponse { devices: Vec::new(), error: e }
-                    }
+                    Err(e) => proto::NodePrepareResourceResponse { devices: Vec::new(), error: e },
                 };
                 out.insert(c.uid.clone(), answer);
             }
@@ -179,7 +146,7 @@ impl Driver for Preparer {
             claims
                 .iter()
                 .map(|c| {
-                    let error = self.unprepare(&named(c)).err().unwrap_or_default();
+                    let error = self.unprepare_one(c).err().unwrap_or_default();
                     (c.uid.clone(), proto::NodeUnprepareResourceResponse { error })
                 })
                 .collect()
