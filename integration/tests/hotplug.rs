@@ -385,8 +385,7 @@ fn with_vmtap_in_the_conflist_an_added_network_becomes_a_new_tap_and_vm_interfac
     }
     let mut p = Pod::new("hpv");
     // braid-install --vmtap's conflist: the delegator (merged result), then vmtap.
-    p.list["plugins"].as_array_mut().unwrap().push(json!({"type": "vmtap"}));
-    std::fs::write(&p.list_path, p.list.to_string()).unwrap();
+    p.then(json!({"type": "vmtap"}));
     p.add("red");
     let taps = |links: &[(String, u64)]| -> Vec<(String, u64)> {
         links.iter().filter(|(n, _)| n.starts_with("tap")).cloned().collect()
@@ -436,6 +435,13 @@ impl Pod {
         v
     }
 
+    /// `plugin` after the delegator in braid's conflist (vmtap: `braid-install --vmtap`'s
+    /// conflist, the delegator's merged result handed on; or a later plugin that fails).
+    fn then(&mut self, plugin: Value) {
+        self.list["plugins"].as_array_mut().unwrap().push(plugin);
+        std::fs::write(&self.list_path, self.list.to_string()).unwrap();
+    }
+
     /// The cluster network's IPAM gives the pod a default route via its bridge (198.18.90.1),
     /// as a node's cluster network does.
     fn with_cluster_default_route(&mut self) {
@@ -457,8 +463,7 @@ fn with_vmtap_a_claims_networks_get_their_taps_and_vm_interfaces_and_keep_them_a
         return;
     }
     let mut p = Pod::new("hpw");
-    p.list["plugins"].as_array_mut().unwrap().push(json!({"type": "vmtap"}));
-    std::fs::write(&p.list_path, p.list.to_string()).unwrap();
+    p.then(json!({"type": "vmtap"}));
     claim_record(&p);
     p.rt.capability_args = Pod::annotations("red").as_object().unwrap().clone();
     let r = p.h.add(&p.list, &p.rt).unwrap_or_else(|e| panic!("ADD: {e}")).to_value();
@@ -593,9 +598,8 @@ fn a_later_plugin_that_fails_rolls_the_added_network_back_and_the_file_stays() {
     }
     let mut p = Pod::new("hpc");
     let fail = p.h.dir.path().join("tail-fails");
-    p.list["plugins"].as_array_mut().unwrap().push(json!({"type": "braid-fault", "failWhile": fail,
+    p.then(json!({"type": "braid-fault", "failWhile": fail,
         "fail": {"command": "ADD", "code": 11, "msg": "no tap for the VM"}}));
-    std::fs::write(&p.list_path, p.list.to_string()).unwrap();
     p.add("red");
     let before = p.links();
     std::fs::write(&fail, "").unwrap();
@@ -641,8 +645,7 @@ fn a_sandbox_deleted_during_an_update_with_vmtap_leaves_no_dan_file_or_tap() {
     ]});
     std::fs::write(p.h.dir.path().join("networks/braid-hot/held.conflist"), held.to_string()).unwrap();
     let dans = p.h.dir.path().join("dans");
-    p.list["plugins"].as_array_mut().unwrap().push(json!({"type": "vmtap", "danDir": dans}));
-    std::fs::write(&p.list_path, p.list.to_string()).unwrap();
+    p.then(json!({"type": "vmtap", "danDir": dans}));
     p.add("red");
     let dan = dans.join(format!("{}.json", p.rt.container_id));
     assert!(dan.is_file());
