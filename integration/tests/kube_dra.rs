@@ -115,10 +115,12 @@ fn claim_of(c: &Cluster, ns: &str, pod: &str) -> Option<Value> {
     Some(c.get(&["resourceclaim", &name, "-n", ns]))
 }
 
-/// braid's state files on node2 (the delegator's, one per sandbox it attached), but the
-/// retired ones the agent sweeps.
+/// braid's state files on node2 (the delegator's, one per sandbox it attached, named by the
+/// sandbox): not its dot-files — the directory's owner mark, which the first ADD on a fresh
+/// node creates (a clean clone's run began with this file's tests), and the retired files the
+/// agent sweeps.
 fn state(c: &Cluster) -> Vec<String> {
-    c.files_on("node2", "/var/lib/cni/braid").into_iter().filter(|f| !f.starts_with(".retired")).collect()
+    c.files_on("node2", "/var/lib/cni/braid").into_iter().filter(|f| !f.starts_with('.')).collect()
 }
 
 #[test]
