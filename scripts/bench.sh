@@ -26,6 +26,13 @@
 # node-budgets.csv, node.svg (default docs/bench). BRAID_BENCH_NODE_ROUNDS (default 6),
 # BRAID_BENCH_NODE_MAX_ROUNDS (default 10: more rounds, one at a time, while a budget is unclear)
 # and BRAID_BENCH_NODE_PODS (default 10,40) change the rounds and the burst sizes.
+#        sudo scripts/bench.sh --node-quick [OUTDIR]   only the quick node case (about 7 minutes
+# on two cores; needs perf for the plugins' trace): 10-pod bursts, the cluster network alone vs
+# braid (deploy/kubernetes-dra) at 0, 1, 4 networks by annotation and 1 by a ResourceClaim, on one
+# node in BRAID_NODE_DIR (default /var/lib/braid/bench-node), taken down after. Writes
+# OUTDIR/node-quick.md, .csv, -budgets.csv, .svg. BRAID_BENCH_NODE_QUICK_ROUNDS (default 2),
+# BRAID_BENCH_NODE_QUICK_REPEATS (bursts of each kind per visit, default 3) and
+# BRAID_BENCH_NODE_QUICK_PODS (default 10) change it (bench/README.md).
 # Runs everything in namespaces it creates; the machine's own network namespace is never touched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,6 +77,26 @@ if [ "$out" = "--node" ]; then
     0) echo "== every node budget holds ($dir/node.md)" >&2 ;;
     3) echo "== some node budgets do NOT hold or are unclear (see $dir/node.md)" >&2 ;;
     *) echo "== the node bench failed" >&2 ;;
+  esac
+  exit "$status"
+fi
+if [ "$out" = "--node-quick" ]; then
+  dir="${quick:-docs/bench}"
+  export BRAID_NODE_DIR="${BRAID_NODE_DIR:-/var/lib/braid/bench-node}"
+  export BRAID_RELEASE_DIR="$bin"
+  command -v perf >/dev/null || echo "== no perf: the quick node case's plugin trace (braid's own share) is left out" >&2
+  status=0
+  began=$SECONDS
+  bash scripts/node.sh up 1 >&2 || status=$?
+  echo "== cluster up in $((SECONDS - began)) s" >&2
+  began=$SECONDS
+  if [ "$status" -eq 0 ]; then "$bin/braid-bench" --out "$dir" --only node-quick || status=$?; fi
+  echo "== the quick node case took $((SECONDS - began)) s" >&2
+  bash scripts/node.sh down >&2 || true
+  case "$status" in
+    0) echo "== every quick node budget holds ($dir/node-quick.md)" >&2 ;;
+    3) echo "== some quick node budgets do NOT hold or are unclear (see $dir/node-quick.md)" >&2 ;;
+    *) echo "== the quick node bench failed" >&2 ;;
   esac
   exit "$status"
 fi

@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use verdict::Verdict;
 
 /// The cases by the name `--only` selects them with, in the order they run.
-pub const CASES: [&str; 20] = [
+pub const CASES: [&str; 21] = [
     "version",
     "exec-floor",
     "delegator",
@@ -50,12 +50,13 @@ pub const CASES: [&str; 20] = [
     "crash",
     "soak",
     "node",
+    "node-quick",
 ];
 
 /// Cases a whole run leaves out: they run only when `--only` names them (`node` needs the
 /// real node of `scripts/node.sh` and Multus built by `scripts/build-multus.sh`, and takes
 /// about 25 minutes a round: `scripts/bench.sh --node`).
-pub const ONLY_WHEN_NAMED: [&str; 1] = ["node"];
+pub const ONLY_WHEN_NAMED: [&str; 2] = ["node", "node-quick"];
 
 fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> Result<bool, String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -150,17 +151,26 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
     if run("node", "pod bursts on the real node: braid, Multus thick, Multus thin, the cluster network alone") {
         take(node::node(&w)?);
     }
+    if run(
+        "node-quick",
+        "10-pod bursts on the real node: the cluster network alone, braid by annotation and by ResourceClaim",
+    ) {
+        take(node::quick::quick(&w)?);
+    }
     if let Ok(raw) = std::env::var("BRAID_BENCH_RAW") {
         let v: Vec<serde_json::Value> =
             samples.iter().map(|s| serde_json::json!({"group": s.group, "name": s.name, "values": s.values})).collect();
         let _ = std::fs::write(raw, serde_json::to_vec(&v).unwrap_or_default());
     }
     let mut machine = report::Machine::read(&w.bins);
-    if only.iter().any(|c| c == "node") {
+    if only.iter().any(|c| c == "node" || c == "node-quick") {
         machine.lines.extend(node::facts(&w));
     }
     // The node case alone writes files of its own (node.md, …), beside a whole run's results.
-    let stem = if only.len() == 1 && only[0] == "node" { "node" } else { "results" };
+    let stem = match only {
+        [one] if one == "node" || one == "node-quick" => one.as_str(),
+        _ => "results",
+    };
     report::write_all(&out, stem, &machine, &samples, &verdicts).map_err(|e| format!("{}: {e}", out.display()))?;
     let _ = std::io::stdout().write_all(report::markdown(&machine, &samples, &verdicts).as_bytes());
     if let Some(readme) = readme {

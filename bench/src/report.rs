@@ -321,8 +321,8 @@ pub fn write_all(
     std::fs::write(dir.join(format!("{stem}.csv")), samples_csv(samples))?;
     let budgets = if stem == "results" { "budgets.csv".to_string() } else { format!("{stem}-budgets.csv") };
     std::fs::write(dir.join(budgets), budgets_csv(verdicts))?;
-    let plotted: Vec<Sample> = if stem == "node" {
-        samples.iter().filter(|s| s.group.starts_with("pod creation → Ready")).cloned().collect()
+    let plotted: Vec<Sample> = if stem.starts_with("node") {
+        samples.iter().filter(|s| s.group.contains("pod creation → Ready")).cloned().collect()
     } else {
         samples.to_vec()
     };

@@ -35,6 +35,8 @@
 
 mod leftovers;
 mod memory;
+pub mod quick;
+mod trace;
 
 use super::rounds::Shuffle;
 use super::World;
@@ -57,6 +59,8 @@ const NS: &str = "braid-bench-node";
 /// Secondary networks a pod selects.
 const NETS: [usize; 4] = [0, 1, 2, 4];
 const NODE: &str = "node1";
+/// The user the bench's own `kubectl` is (scripts/node.sh's admin token).
+const ADMIN: &str = "admin";
 /// How long a burst waits for its pods to be Ready. A pod not Ready by then counts as this long
 /// (a lower bound, so it never flatters the set-up that could not start it) and is deleted with
 /// the rest. Every set-up starts a 40-pod burst in well under 30 s here when it starts it at
@@ -81,6 +85,43 @@ struct Burst {
     daemon_restarts: i64,
     daemon_oom_kills: i64,
     left: Vec<String>,
+    /// Requests of every client but the bench itself about the bench namespace's objects
+    /// (the scheduler's, the controllers', the kubelet's, the meta-plugin's).
+    namespace_requests: usize,
+    /// The plugins' time in the burst, when it was traced ([`trace`]).
+    plugins: Option<trace::Plugins>,
+}
+
+/// The pods of a burst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Pods {
+    /// `k` networks by the annotation, on the node by name (`spec.nodeName`: the scheduler not
+    /// involved) or placed by the scheduler.
+    Annotated { k: usize, scheduled: bool },
+    /// One network by a ResourceClaim from template `net1` (the scheduler places them).
+    Claimed,
+}
+
+impl Pods {
+    fn pod(self, name: &str) -> Value {
+        match self {
+            Pods::Annotated { k, scheduled } => {
+                let networks = (k > 0).then(|| (1..=k).map(|i| format!("net{i}")).collect::<Vec<_>>().join(","));
+                let mut p: Value = serde_json::from_str(&pod(NS, name, NODE, networks.as_deref())).unwrap();
+                debug_assert!(p.to_string().contains(NETWORKS) || k == 0);
+                if scheduled {
+                    p["spec"].as_object_mut().unwrap().remove("nodeName");
+                }
+                p
+            }
+            Pods::Claimed => {
+                let mut p: Value = serde_json::from_str(&pod(NS, name, NODE, None)).unwrap();
+                p["spec"].as_object_mut().unwrap().remove("nodeName");
+                p["spec"]["resourceClaims"] = json!([{"name": "net", "resourceClaimTemplateName": quick::TEMPLATE}]);
+                p
+            }
+        }
+    }
 }
 
 /// The node case. `multus_bin`: `BRAID_MULTUS_BIN`, what `scripts/build-multus.sh` printed.
@@ -152,7 +193,7 @@ pub fn node(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
                 let (n, k) = (sizes[b / NETS.len()], NETS[b % NETS.len()]);
                 seq += 1;
                 let began = Instant::now();
-                let r = burst(&c, meta, n, k, seq)?;
+                let r = burst(&c, meta, n, Pods::Annotated { k, scheduled: false }, seq, false)?;
                 say(&format!(
                     "round {} {} {n} pods × {k} networks ({:.0?} with the deletion): ready median {:.0} ms max {:.0} ms; sandbox {:.0} ms; \
                      status {} ({} missing); {} requests; memory {:.1} (VmHWM {:.1}, cgroup {:.1}) + {:.1} MB; restarts {} (OOM {}); \
@@ -500,7 +541,8 @@ fn watch(c: &Cluster, seen: Arc<Mutex<Seen>>) -> Result<std::process::Child, Str
     Ok(child)
 }
 
-fn burst(c: &Cluster, meta: Meta, n: usize, k: usize, seq: usize) -> Result<Burst, String> {
+/// One burst of `n` pods; with `traced`, the plugins' time in it ([`trace`]) too.
+fn burst(c: &Cluster, meta: Meta, n: usize, pods: Pods, seq: usize, traced: bool) -> Result<Burst, String> {
     let before = leftovers(c);
     let base = running_pods(c);
     let audit_mark = c.audit().len();
@@ -519,13 +561,11 @@ fn burst(c: &Cluster, meta: Meta, n: usize, k: usize, seq: usize) -> Result<Burs
         sample_pss(c.dir().join("ns/node1.net"), [meta.daemon_processes(), meta.plugin_processes()], stop.clone());
     let seen = Arc::new(Mutex::new(Seen::default()));
     let mut watcher = watch(c, seen.clone())?;
+    let recording = if traced { trace::start(c.dir(), &seq.to_string()) } else { None };
     std::thread::sleep(Duration::from_secs(1));
-    let networks = (k > 0).then(|| (1..=k).map(|i| format!("net{i}")).collect::<Vec<_>>().join(","));
     let names: Vec<String> = (0..n).map(|i| format!("b{seq}-{i}")).collect();
-    let items: Vec<Value> =
-        names.iter().map(|p| serde_json::from_str(&pod(NS, p, NODE, networks.as_deref())).unwrap()).collect();
+    let items: Vec<Value> = names.iter().map(|p| pods.pod(p)).collect();
     let list = json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string();
-    debug_assert!(list.contains(NETWORKS) || k == 0);
     let t0 = Instant::now();
     c.apply(&list);
     let want_status = meta != Meta::Cluster;
@@ -548,6 +588,7 @@ fn burst(c: &Cluster, meta: Meta, n: usize, k: usize, seq: usize) -> Result<Burs
     let [daemon_pss_mb, plugins_peak_mb] = sampler.join().unwrap_or([0.0; 2]);
     let _ = watcher.kill();
     let _ = watcher.wait();
+    let plugins = recording.and_then(trace::Recording::finish);
     let (sum1, count1) = sandbox_metric(c);
     let daemon_cgroup_peak_mb = cg
         .as_ref()
@@ -562,9 +603,16 @@ fn burst(c: &Cluster, meta: Meta, n: usize, k: usize, seq: usize) -> Result<Burs
     // The kubelet keeps only the last termination's reason: a burst whose restarts all ended in
     // OOM kills counts them all; one whose last did not counts none (the log line says which).
     let daemon_oom_kills = if after.as_ref().is_some_and(|x| x.2) { daemon_restarts } else { 0 };
-    let (mut requests, mut start_path_requests) = (0, 0);
+    let (mut requests, mut start_path_requests, mut namespace_requests) = (0, 0, 0);
+    let audit: Vec<Value> = c.audit().into_iter().skip(audit_mark).collect();
+    namespace_requests += audit
+        .iter()
+        .filter(|e| {
+            e["stage"] == "ResponseComplete" && e["objectRef"]["namespace"] == NS && e["user"]["username"] != ADMIN
+        })
+        .count();
     if let Some(user) = meta.user() {
-        for e in c.audit().into_iter().skip(audit_mark) {
+        for e in audit {
             if e["user"]["username"] != user || e["stage"] != "ResponseComplete" {
                 continue;
             }
@@ -609,6 +657,8 @@ fn burst(c: &Cluster, meta: Meta, n: usize, k: usize, seq: usize) -> Result<Burs
         daemon_restarts,
         daemon_oom_kills,
         left,
+        namespace_requests,
+        plugins,
     })
 }
 

@@ -1,0 +1,204 @@
+//! What the CNI plugins take of a burst, told apart from what braid's delegator takes itself,
+//! measured from outside: the kernel's own exec, fork and exit events of every process
+//! (`perf record -a -e sched:sched_process_exec,sched:sched_process_fork,sched:sched_process_exit`;
+//! the events are written by the kernel with the CPU's clock, no plugin is changed or wrapped).
+//!
+//! The machine runs other clusters, whose plugins have the same paths (`/opt/cni/bin/bridge`), so
+//! a process counts only when it descends from the bench node's containerd (the CRI plugin in it
+//! runs the CNI plugins): its threads at the start are the seed, and every fork of a counted
+//! task is counted. A *run* is what one exec starts (until the last thread of its process exits,
+//! the `group_dead` exit). Counted:
+//!
+//! * a plugin run: an exec of `/opt/cni/bin/*` other than braid's own (`delegator`, `merger`)
+//!   whose parent is not another such plugin — the runtime's own (`loopback`, the cluster
+//!   network's `bridge` alone) and braid's delegates; the IPAM plugin a `bridge` runs in turn is
+//!   inside its parent's time, not counted twice;
+//! * a delegator run: its exec to its exit, and that less the plugin runs it started — braid's
+//!   own wall time in the ADD (what it does between and around its delegates: reading its
+//!   configuration and the pod's selection, state files and their fsyncs, the fork and exec of
+//!   each delegate before its exec event, the merge, the status file).
+//!
+//! What neither covers: containerd's own fork and exec of the delegator before its exec event.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// braid's plugins, whose runs are braid's, not delegates'.
+const BRAID: [&str; 2] = ["delegator", "merger"];
+const BIN: &str = "/opt/cni/bin/";
+
+/// A running `perf record` of the node's processes.
+pub(super) struct Recording {
+    perf: Child,
+    file: PathBuf,
+    seed: Vec<i32>,
+}
+
+/// The plugins' time in one recording.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(super) struct Plugins {
+    /// Plugin runs (see the module's doc), their wall time summed (ms).
+    pub runs: usize,
+    pub runs_ms: f64,
+    /// Delegator runs, their wall time summed, and that less the plugin runs they started (ms).
+    pub delegators: usize,
+    pub delegator_ms: f64,
+    pub delegator_own_ms: f64,
+}
+
+/// Starts recording (and waits a moment for perf to be recording); `None` (said once) when
+/// perf cannot: the bench's other figures need no trace.
+pub(super) fn start(cluster_dir: &Path, tag: &str) -> Option<Recording> {
+    let pid: i32 = std::fs::read_to_string(cluster_dir.join("pids/containerd-node1")).ok()?.trim().parse().ok()?;
+    let file = std::env::temp_dir().join(format!("braid-bench-trace-{}-{tag}.data", std::process::id()));
+    let perf = Command::new("perf")
+        .args(["record", "-a", "-q", "--synth=no", "-o"])
+        .arg(&file)
+        .args(["-e", "sched:sched_process_exec", "-e", "sched:sched_process_fork", "-e", "sched:sched_process_exit"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| crate::report::say(&format!("no plugin trace: perf record: {e}")))
+        .ok()?;
+    // perf opens its events per CPU before it writes the file's header.
+    let give_up = std::time::Instant::now() + Duration::from_secs(10);
+    while std::fs::metadata(&file).map_or(0, |m| m.len()) == 0 && std::time::Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // The seed after perf records: a thread made between the two is both seen forked and seeded.
+    let seed = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default();
+    Some(Recording { perf, file, seed })
+}
+
+impl Recording {
+    /// Stops recording and reads what the node's plugins took.
+    pub(super) fn finish(mut self) -> Option<Plugins> {
+        let _ = Command::new("kill").args(["-INT", &self.perf.id().to_string()]).status();
+        let _ = self.perf.wait();
+        let out = Command::new("perf")
+            .args(["script", "-F", "tid,time,event,trace", "-i"])
+            .arg(&self.file)
+            .stderr(Stdio::null())
+            .output();
+        let _ = std::fs::remove_file(&self.file);
+        let out = out.ok()?;
+        Some(plugins(&String::from_utf8_lossy(&out.stdout), &self.seed))
+    }
+}
+
+/// One run: what an exec started.
+struct Run {
+    file: String,
+    start: f64,
+    end: Option<f64>,
+    parent: Option<usize>,
+}
+
+fn base(file: &str) -> &str {
+    file.rsplit('/').next().unwrap_or(file)
+}
+
+/// `perf script -F tid,time,event,trace`'s lines (`  8515 35253.740493: sched:sched_process_exec:
+/// filename=/bin/echo pid=8515 old_pid=8515`) read against the seed's tasks.
+fn plugins(script: &str, seed: &[i32]) -> Plugins {
+    let mut runs = vec![Run { file: "containerd".into(), start: 0.0, end: None, parent: None }];
+    let mut owner: HashMap<i32, usize> = seed.iter().map(|t| (*t, 0)).collect();
+    for line in script.lines() {
+        let Some((head, rest)) = line.split_once(": sched:sched_process_") else { continue };
+        let Some(ts) = head.split_whitespace().last().and_then(|t| t.parse::<f64>().ok()) else { continue };
+        let Some((event, fields)) = rest.split_once(": ") else { continue };
+        let field = |k: &str| fields.split_whitespace().find_map(|w| w.strip_prefix(k)?.strip_prefix('='));
+        let num = |k: &str| field(k).and_then(|v| v.parse::<i32>().ok());
+        match event {
+            "fork" => {
+                if let (Some(p), Some(c)) = (num("pid"), num("child_pid")) {
+                    if let Some(&r) = owner.get(&p) {
+                        owner.insert(c, r);
+                    }
+                }
+            }
+            "exec" => {
+                let (Some(pid), Some(old), Some(file)) = (num("pid"), num("old_pid"), field("filename")) else {
+                    continue;
+                };
+                let Some(&parent) = owner.get(&old).or_else(|| owner.get(&pid)) else { continue };
+                runs.push(Run { file: file.to_string(), start: ts, end: None, parent: Some(parent) });
+                owner.remove(&old);
+                owner.insert(pid, runs.len() - 1);
+            }
+            "exit" if field("group_dead") == Some("true") => {
+                if let Some(&r) = num("pid").and_then(|p| owner.get(&p)) {
+                    let end = runs[r].end.get_or_insert(ts);
+                    *end = end.max(ts);
+                }
+            }
+            _ => {}
+        }
+    }
+    let plugin = |r: &Run| r.file.starts_with(BIN) && !BRAID.contains(&base(&r.file));
+    let braid = |r: &Run, name: &str| r.file.starts_with(BIN) && base(&r.file) == name;
+    let mut p = Plugins::default();
+    let mut delegated: HashMap<usize, f64> = HashMap::new();
+    for r in runs.iter().filter(|r| plugin(r)) {
+        let (Some(end), Some(parent)) = (r.end, r.parent) else { continue };
+        if plugin(&runs[parent]) {
+            continue;
+        }
+        let ms = (end - r.start) * 1000.0;
+        p.runs += 1;
+        p.runs_ms += ms;
+        *delegated.entry(parent).or_default() += ms;
+    }
+    for (i, r) in runs.iter().enumerate().filter(|(_, r)| braid(r, "delegator")) {
+        let Some(end) = r.end else { continue };
+        let ms = (end - r.start) * 1000.0;
+        p.delegators += 1;
+        p.delegator_ms += ms;
+        p.delegator_own_ms += ms - delegated.get(&i).copied().unwrap_or(0.0);
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// containerd (seeded thread 10) runs the delegator (a fork from a thread it made, 11),
+    /// which runs bridge, which runs host-local; another cluster's delegator (pid 50, not a
+    /// descendant) is not counted, nor is a thread's exit.
+    #[test]
+    fn runs_count_from_the_nodes_containerd_and_nested_ipam_is_inside_its_parent() {
+        let script = "\
+   10 100.000000: sched:sched_process_fork: comm=containerd pid=10 child_comm=containerd child_pid=11
+   11 100.001000: sched:sched_process_fork: comm=containerd pid=11 child_comm=containerd child_pid=20
+   20 100.002000: sched:sched_process_exec: filename=/opt/cni/bin/delegator pid=20 old_pid=20
+   50 100.002500: sched:sched_process_exec: filename=/opt/cni/bin/delegator pid=50 old_pid=50
+   20 100.003000: sched:sched_process_fork: comm=delegator pid=20 child_comm=delegator child_pid=21
+   21 100.004000: sched:sched_process_exec: filename=/opt/cni/bin/bridge pid=21 old_pid=21
+   21 100.005000: sched:sched_process_fork: comm=bridge pid=21 child_comm=bridge child_pid=22
+   22 100.005000: sched:sched_process_fork: comm=bridge pid=22 child_comm=bridge child_pid=23
+   23 100.006000: sched:sched_process_exec: filename=/opt/cni/bin/host-local pid=23 old_pid=23
+   23 100.008000: sched:sched_process_exit: comm=host-local pid=23 prio=120 group_dead=true
+   21 100.010000: sched:sched_process_exit: comm=bridge pid=21 prio=120 group_dead=false
+   22 100.012000: sched:sched_process_exit: comm=bridge pid=22 prio=120 group_dead=true
+   50 100.013000: sched:sched_process_exit: comm=delegator pid=50 prio=120 group_dead=true
+   20 100.015000: sched:sched_process_exit: comm=delegator pid=20 prio=120 group_dead=true
+   11 100.016000: sched:sched_process_fork: comm=containerd pid=11 child_comm=containerd child_pid=30
+   30 100.017000: sched:sched_process_exec: filename=/opt/cni/bin/loopback pid=30 old_pid=30
+   30 100.018000: sched:sched_process_exit: comm=loopback pid=30 prio=120 group_dead=true
+";
+        let p = plugins(script, &[10]);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
+        assert_eq!((p.runs, p.delegators), (2, 1), "{p:?}");
+        // bridge 100.004 → 100.012 (its last thread), loopback 1 ms.
+        assert!(close(p.runs_ms, 9.0), "{p:?}");
+        // The delegator 100.002 → 100.015, less bridge's 8 ms.
+        assert!(close(p.delegator_ms, 13.0) && close(p.delegator_own_ms, 5.0), "{p:?}");
+    }
+}
