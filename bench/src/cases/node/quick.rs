@@ -165,7 +165,7 @@ pub fn quick(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
                 say(&format!(
                     "round {round} {} {n} pods, {} ({:.0?} with the deletion): ready median {:.0} ms; sandbox {:.0} ms; \
                      status median {:.0} ms ({} missing); requests {} braid, {} all; plugin runs {} ({:.0} ms), delegators {} \
-                     ({:.0} ms, own {:.0} ms); not Ready {}; left {}",
+                     ({:.0} ms, own {:.0} ms; {} more that attached nothing: STATUS, …); not Ready {}; left {}",
                     meta.name(),
                     name(pods),
                     t.elapsed(),
@@ -180,6 +180,7 @@ pub fn quick(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
                     p.delegators,
                     p.delegator_ms,
                     p.delegator_own_ms,
+                    p.other_delegators,
                     r.not_ready,
                     r.left.len()
                 ));

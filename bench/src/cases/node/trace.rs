@@ -1,22 +1,29 @@
 //! What the CNI plugins take of a burst, told apart from what braid's delegator takes itself,
-//! measured from outside: the kernel's own exec, fork and exit events of every process
-//! (`perf record -a -e sched:sched_process_exec,sched:sched_process_fork,sched:sched_process_exit`;
-//! the events are written by the kernel with the CPU's clock, no plugin is changed or wrapped).
+//! measured from outside: the kernel's own exec, fork, exit and `setns` events of every process
+//! (`perf record -a -e sched:sched_process_exec,sched:sched_process_fork,sched:sched_process_exit
+//! -e syscalls:sys_enter_setns`; the events are written by the kernel with the CPU's clock, no
+//! plugin is changed or wrapped).
 //!
 //! The machine runs other clusters, whose plugins have the same paths (`/opt/cni/bin/bridge`), so
 //! a process counts only when it descends from the bench node's containerd (the CRI plugin in it
 //! runs the CNI plugins): its threads at the start are the seed, and every fork of a counted
 //! task is counted. A *run* is what one exec starts (until the last thread of its process exits,
-//! the `group_dead` exit). Counted:
+//! the `group_dead` exit). An *attaching* run is one a task of which called `setns`: ADD and DEL
+//! work in the pod's network namespace, while STATUS (containerd asks every 5 s, CNI 1.1),
+//! VERSION and GC never enter one — those runs are not a sandbox's and are left out. Counted:
 //!
 //! * a plugin run: an exec of `/opt/cni/bin/*` other than braid's own (`delegator`, `merger`)
 //!   whose parent is not another such plugin — the runtime's own (`loopback`, the cluster
-//!   network's `bridge` alone) and braid's delegates; the IPAM plugin a `bridge` runs in turn is
-//!   inside its parent's time, not counted twice;
-//! * a delegator run: its exec to its exit, and that less the plugin runs it started — braid's
-//!   own wall time in the ADD (what it does between and around its delegates: reading its
-//!   configuration and the pod's selection, state files and their fsyncs, the fork and exec of
-//!   each delegate before its exec event, the merge, the status file).
+//!   network's `bridge` alone) when attaching, and braid's delegates; the IPAM plugin a `bridge`
+//!   runs in turn is inside its parent's time, not counted twice;
+//! * the plugins' time: the attaching runtime's own runs summed, and for each delegator run, the
+//!   *union* of its delegates' intervals (braid runs a pod's delegates in parallel: what they
+//!   take of its ADD is the time at least one runs, not their sum);
+//! * a delegator run (one at least one delegate of which attached): its exec to its exit, and
+//!   that less the union of its delegates' intervals — braid's own wall time in the ADD (what
+//!   it does between and around its delegates: reading its configuration and the pod's
+//!   selection, state files and their fsyncs, the fork and exec of each delegate before its
+//!   exec event, the merge, the status file). The others (STATUS, …) are only counted.
 //!
 //! What neither covers: containerd's own fork and exec of the delegator before its exec event.
 
@@ -39,13 +46,17 @@ pub(super) struct Recording {
 /// The plugins' time in one recording.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(super) struct Plugins {
-    /// Plugin runs (see the module's doc), their wall time summed (ms).
+    /// Plugin runs (see the module's doc), and the plugins' time: the runtime's own summed,
+    /// the union of each delegator run's delegates (ms).
     pub runs: usize,
     pub runs_ms: f64,
-    /// Delegator runs, their wall time summed, and that less the plugin runs they started (ms).
+    /// Delegator runs that attached, their wall time summed, and that less the union of their
+    /// delegates' intervals (ms).
     pub delegators: usize,
     pub delegator_ms: f64,
     pub delegator_own_ms: f64,
+    /// Delegator runs that attached nothing (STATUS, VERSION, GC), not in the figures above.
+    pub other_delegators: usize,
 }
 
 /// Starts recording (and waits a moment for perf to be recording); `None` (said once) when
@@ -57,6 +68,7 @@ pub(super) fn start(cluster_dir: &Path, tag: &str) -> Option<Recording> {
         .args(["record", "-a", "-q", "--synth=no", "-o"])
         .arg(&file)
         .args(["-e", "sched:sched_process_exec", "-e", "sched:sched_process_fork", "-e", "sched:sched_process_exit"])
+        .args(["-e", "syscalls:sys_enter_setns"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -98,20 +110,58 @@ struct Run {
     start: f64,
     end: Option<f64>,
     parent: Option<usize>,
+    /// A task of it entered a namespace (`setns`): an ADD or DEL, which work in the pod's
+    /// network namespace; STATUS, VERSION and GC never enter one.
+    setns: bool,
 }
 
 fn base(file: &str) -> &str {
     file.rsplit('/').next().unwrap_or(file)
 }
 
+/// The length of the union of `intervals` (ms): braid runs a pod's delegates in parallel, so
+/// what they take of its ADD is the time at least one of them runs, not their sum.
+fn union_ms(mut intervals: Vec<(f64, f64)>) -> f64 {
+    intervals.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut total = 0.0;
+    let mut current: Option<(f64, f64)> = None;
+    for (s, e) in intervals {
+        match current {
+            Some((cs, ce)) if s <= ce => current = Some((cs, ce.max(e))),
+            Some((cs, ce)) => {
+                total += ce - cs;
+                current = Some((s, e));
+            }
+            None => current = Some((s, e)),
+        }
+    }
+    if let Some((cs, ce)) = current {
+        total += ce - cs;
+    }
+    total * 1000.0
+}
+
 /// `perf script -F tid,time,event,trace`'s lines (`  8515 35253.740493: sched:sched_process_exec:
-/// filename=/bin/echo pid=8515 old_pid=8515`) read against the seed's tasks.
+/// filename=/bin/echo pid=8515 old_pid=8515`, `  8515 35253.741000: syscalls:sys_enter_setns:
+/// fd: 0x00000003, flags: 0x40000000`) read against the seed's tasks.
 fn plugins(script: &str, seed: &[i32]) -> Plugins {
-    let mut runs = vec![Run { file: "containerd".into(), start: 0.0, end: None, parent: None }];
+    let mut runs = vec![Run { file: "containerd".into(), start: 0.0, end: None, parent: None, setns: false }];
     let mut owner: HashMap<i32, usize> = seed.iter().map(|t| (*t, 0)).collect();
     for line in script.lines() {
-        let Some((head, rest)) = line.split_once(": sched:sched_process_") else { continue };
-        let Some(ts) = head.split_whitespace().last().and_then(|t| t.parse::<f64>().ok()) else { continue };
+        let Some((head, rest)) = line.split_once(": ") else { continue };
+        let mut head = head.split_whitespace();
+        let (Some(tid), Some(ts)) =
+            (head.next().and_then(|t| t.parse::<i32>().ok()), head.next().and_then(|t| t.parse::<f64>().ok()))
+        else {
+            continue;
+        };
+        if rest.starts_with("syscalls:sys_enter_setns") {
+            if let Some(&r) = owner.get(&tid) {
+                runs[r].setns = true;
+            }
+            continue;
+        }
+        let Some(rest) = rest.strip_prefix("sched:sched_process_") else { continue };
         let Some((event, fields)) = rest.split_once(": ") else { continue };
         let field = |k: &str| fields.split_whitespace().find_map(|w| w.strip_prefix(k)?.strip_prefix('='));
         let num = |k: &str| field(k).and_then(|v| v.parse::<i32>().ok());
@@ -128,7 +178,7 @@ fn plugins(script: &str, seed: &[i32]) -> Plugins {
                     continue;
                 };
                 let Some(&parent) = owner.get(&old).or_else(|| owner.get(&pid)) else { continue };
-                runs.push(Run { file: file.to_string(), start: ts, end: None, parent: Some(parent) });
+                runs.push(Run { file: file.to_string(), start: ts, end: None, parent: Some(parent), setns: false });
                 owner.remove(&old);
                 owner.insert(pid, runs.len() - 1);
             }
@@ -142,25 +192,46 @@ fn plugins(script: &str, seed: &[i32]) -> Plugins {
         }
     }
     let plugin = |r: &Run| r.file.starts_with(BIN) && !BRAID.contains(&base(&r.file));
-    let braid = |r: &Run, name: &str| r.file.starts_with(BIN) && base(&r.file) == name;
+    let braid = |r: &Run| r.file.starts_with(BIN) && BRAID.contains(&base(&r.file));
     let mut p = Plugins::default();
-    let mut delegated: HashMap<usize, f64> = HashMap::new();
+    // A braid run's delegates, as intervals, and whether one of them attached (ADD or DEL).
+    let mut delegated: HashMap<usize, (Vec<(f64, f64)>, bool)> = HashMap::new();
     for r in runs.iter().filter(|r| plugin(r)) {
         let (Some(end), Some(parent)) = (r.end, r.parent) else { continue };
         if plugin(&runs[parent]) {
             continue;
         }
-        let ms = (end - r.start) * 1000.0;
-        p.runs += 1;
-        p.runs_ms += ms;
-        *delegated.entry(parent).or_default() += ms;
+        if braid(&runs[parent]) {
+            let d = delegated.entry(parent).or_default();
+            d.0.push((r.start, end));
+            d.1 |= r.setns;
+        } else if r.setns {
+            p.runs += 1;
+            p.runs_ms += (end - r.start) * 1000.0;
+        }
     }
-    for (i, r) in runs.iter().enumerate().filter(|(_, r)| braid(r, "delegator")) {
+    delegated.retain(|_, d| d.1);
+    for (i, r) in runs.iter().enumerate().filter(|(_, r)| r.file.starts_with(BIN) && base(&r.file) == "delegator") {
         let Some(end) = r.end else { continue };
+        // A run none of whose delegates attached is a STATUS (containerd asks every 5 s), a
+        // VERSION or a GC: not a sandbox's ADD.
+        let Some((delegates, _)) = delegated.remove(&i) else {
+            p.other_delegators += 1;
+            continue;
+        };
         let ms = (end - r.start) * 1000.0;
+        p.runs += delegates.len();
+        let delegates_ms = union_ms(delegates);
         p.delegators += 1;
         p.delegator_ms += ms;
-        p.delegator_own_ms += ms - delegated.get(&i).copied().unwrap_or(0.0);
+        p.delegator_own_ms += ms - delegates_ms;
+        p.runs_ms += delegates_ms;
+    }
+    // Delegates of a merger (chained after a delegate, not run by the node's containerd
+    // directly here) or of a delegator whose exit was not seen: their union, as plugins' time.
+    for (_, (d, _)) in delegated {
+        p.runs += d.len();
+        p.runs_ms += union_ms(d);
     }
     p
 }
@@ -170,35 +241,55 @@ mod tests {
     use super::*;
 
     /// containerd (seeded thread 10) runs the delegator (a fork from a thread it made, 11),
-    /// which runs bridge, which runs host-local; another cluster's delegator (pid 50, not a
-    /// descendant) is not counted, nor is a thread's exit.
+    /// which runs bridge (which runs host-local) and, overlapping it, ptp; another cluster's
+    /// delegator (pid 50, not a descendant) is not counted, nor is a thread's exit; a STATUS
+    /// delegator run (its bridge enters no namespace) is counted apart; loopback attaches.
     #[test]
-    fn runs_count_from_the_nodes_containerd_and_nested_ipam_is_inside_its_parent() {
+    fn runs_count_from_the_nodes_containerd_nested_ipam_inside_its_parent_parallel_delegates_once() {
         let script = "\
    10 100.000000: sched:sched_process_fork: comm=containerd pid=10 child_comm=containerd child_pid=11
    11 100.001000: sched:sched_process_fork: comm=containerd pid=11 child_comm=containerd child_pid=20
    20 100.002000: sched:sched_process_exec: filename=/opt/cni/bin/delegator pid=20 old_pid=20
    50 100.002500: sched:sched_process_exec: filename=/opt/cni/bin/delegator pid=50 old_pid=50
+   20 100.002600: syscalls:sys_enter_setns: fd: 0x00000007, flags: 0x40000000
    20 100.003000: sched:sched_process_fork: comm=delegator pid=20 child_comm=delegator child_pid=21
+   20 100.003100: sched:sched_process_fork: comm=delegator pid=20 child_comm=delegator child_pid=24
    21 100.004000: sched:sched_process_exec: filename=/opt/cni/bin/bridge pid=21 old_pid=21
+   24 100.004500: sched:sched_process_exec: filename=/opt/cni/bin/ptp pid=24 old_pid=24
    21 100.005000: sched:sched_process_fork: comm=bridge pid=21 child_comm=bridge child_pid=22
    22 100.005000: sched:sched_process_fork: comm=bridge pid=22 child_comm=bridge child_pid=23
+   22 100.005500: syscalls:sys_enter_setns: fd: 0x00000008, flags: 0x40000000
    23 100.006000: sched:sched_process_exec: filename=/opt/cni/bin/host-local pid=23 old_pid=23
    23 100.008000: sched:sched_process_exit: comm=host-local pid=23 prio=120 group_dead=true
+   24 100.009000: sched:sched_process_exit: comm=ptp pid=24 prio=120 group_dead=true
    21 100.010000: sched:sched_process_exit: comm=bridge pid=21 prio=120 group_dead=false
    22 100.012000: sched:sched_process_exit: comm=bridge pid=22 prio=120 group_dead=true
    50 100.013000: sched:sched_process_exit: comm=delegator pid=50 prio=120 group_dead=true
    20 100.015000: sched:sched_process_exit: comm=delegator pid=20 prio=120 group_dead=true
    11 100.016000: sched:sched_process_fork: comm=containerd pid=11 child_comm=containerd child_pid=30
    30 100.017000: sched:sched_process_exec: filename=/opt/cni/bin/loopback pid=30 old_pid=30
+   30 100.017500: syscalls:sys_enter_setns: fd: 0x00000003, flags: 0x40000000
    30 100.018000: sched:sched_process_exit: comm=loopback pid=30 prio=120 group_dead=true
+   11 100.020000: sched:sched_process_fork: comm=containerd pid=11 child_comm=containerd child_pid=40
+   40 100.021000: sched:sched_process_exec: filename=/opt/cni/bin/delegator pid=40 old_pid=40
+   40 100.022000: sched:sched_process_fork: comm=delegator pid=40 child_comm=delegator child_pid=41
+   41 100.023000: sched:sched_process_exec: filename=/opt/cni/bin/bridge pid=41 old_pid=41
+   41 100.024000: sched:sched_process_exit: comm=bridge pid=41 prio=120 group_dead=true
+   40 100.025000: sched:sched_process_exit: comm=delegator pid=40 prio=120 group_dead=true
 ";
         let p = plugins(script, &[10]);
         let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
-        assert_eq!((p.runs, p.delegators), (2, 1), "{p:?}");
-        // bridge 100.004 → 100.012 (its last thread), loopback 1 ms.
+        assert_eq!((p.runs, p.delegators, p.other_delegators), (3, 1, 1), "{p:?}");
+        // bridge 100.004 → 100.012 (its last thread) with ptp 100.0045 → 100.009 inside it:
+        // 8 ms of delegates, not 12.5; loopback 1 ms.
         assert!(close(p.runs_ms, 9.0), "{p:?}");
-        // The delegator 100.002 → 100.015, less bridge's 8 ms.
+        // The delegator 100.002 → 100.015, less its delegates' 8 ms.
         assert!(close(p.delegator_ms, 13.0) && close(p.delegator_own_ms, 5.0), "{p:?}");
+    }
+
+    #[test]
+    fn union_of_intervals() {
+        assert!((union_ms(vec![(1.0, 2.0), (1.5, 3.0), (4.0, 4.5)]) - 2500.0).abs() < 1e-6);
+        assert_eq!(union_ms(vec![]), 0.0);
     }
 }
