@@ -22,18 +22,19 @@ mod stats;
 mod verdict;
 
 use braid_integration::{Netns, TempDir};
-use cases::{attach, chains, devices, footprint, hotplug, kube, latency, merge, node, verifier};
+use cases::{attach, chains, devices, footprint, hotplug, kube, latency, merge, netns_entry, node, verifier};
 use report::say;
 use std::io::Write;
 use std::path::PathBuf;
 use verdict::Verdict;
 
 /// The cases by the name `--only` selects them with, in the order they run.
-pub const CASES: [&str; 21] = [
+pub const CASES: [&str; 22] = [
     "version",
     "exec-floor",
     "delegator",
     "fixed",
+    "netns-entry",
     "selection",
     "merged",
     "parallel",
@@ -99,6 +100,9 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
     }
     if run("fixed", "ADD+DEL of the primary alone as deployed: the delegator's fixed cost") {
         take(attach::fixed_cost(&w)?);
+    }
+    if run("netns-entry", "entering the pod's namespace for a socket: on the calling thread vs a thread of its own") {
+        take(netns_entry::netns_entry(&w)?);
     }
     if run("selection", "ADD+DEL with networks selected by the pod annotation vs configured") {
         take(attach::selection(&w)?);

@@ -29,6 +29,7 @@ pub mod hotplug;
 pub mod kube;
 pub mod latency;
 pub mod merge;
+pub mod netns_entry;
 pub mod node;
 pub(crate) mod real_node;
 pub(crate) mod rounds;
