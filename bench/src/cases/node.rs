@@ -561,7 +561,7 @@ fn burst(c: &Cluster, meta: Meta, n: usize, pods: Pods, seq: usize, traced: bool
         sample_pss(c.dir().join("ns/node1.net"), [meta.daemon_processes(), meta.plugin_processes()], stop.clone());
     let seen = Arc::new(Mutex::new(Seen::default()));
     let mut watcher = watch(c, seen.clone())?;
-    let recording = if traced { trace::start(c.dir(), &seq.to_string()) } else { None };
+    let recording = if traced { trace::start(c.dir(), &seq.to_string(), meta.daemon_processes()) } else { None };
     std::thread::sleep(Duration::from_secs(1));
     let names: Vec<String> = (0..n).map(|i| format!("b{seq}-{i}")).collect();
     let items: Vec<Value> = names.iter().map(|p| pods.pod(p)).collect();

@@ -165,7 +165,8 @@ pub fn quick(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
                 say(&format!(
                     "round {round} {} {n} pods, {} ({:.0?} with the deletion): ready median {:.0} ms; sandbox {:.0} ms; \
                      status median {:.0} ms ({} missing); requests {} braid, {} all; plugin runs {} ({:.0} ms), delegators {} \
-                     ({:.0} ms, own {:.0} ms; {} more that attached nothing: STATUS, …); not Ready {}; left {}",
+                     ({:.0} ms, own {:.0} ms, on CPU {:.0} ms; {} more that attached nothing: STATUS, …); agent CPU {:.0} ms; \
+                     not Ready {}; left {}",
                     meta.name(),
                     name(pods),
                     t.elapsed(),
@@ -180,7 +181,9 @@ pub fn quick(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
                     p.delegators,
                     p.delegator_ms,
                     p.delegator_own_ms,
+                    p.delegator_cpu_ms,
                     p.other_delegators,
+                    p.daemon_cpu_ms.unwrap_or(0.0),
                     r.not_ready,
                     r.left.len()
                 ));
@@ -229,12 +232,21 @@ fn summarise(results: &BTreeMap<(bool, Pods), Vec<Burst>>, n: usize) -> (Vec<Sam
             r.plugins.as_ref().map(|t| t.runs_ms / r.ready_ms.len().max(1) as f64)
         });
         add("API requests per pod, every client but the bench", "req", &|r| Some(per_pod(r, r.namespace_requests)));
+        add("CNI plugins' CPU time per pod (on-CPU, IPAM included)", "ms", &|r| {
+            r.plugins.as_ref().map(|t| t.runs_cpu_ms / r.ready_ms.len().max(1) as f64)
+        });
         if m == Meta::Braid {
             add("delegator's own wall time per ADD (its wall less its delegates')", "ms", &|r| {
                 r.plugins.as_ref().filter(|t| t.delegators > 0).map(|t| t.delegator_own_ms / t.delegators as f64)
             });
             add("delegator's wall time per ADD", "ms", &|r| {
                 r.plugins.as_ref().filter(|t| t.delegators > 0).map(|t| t.delegator_ms / t.delegators as f64)
+            });
+            add("delegator's own CPU time per ADD (on-CPU, its spawning of delegates included)", "ms", &|r| {
+                r.plugins.as_ref().filter(|t| t.delegators > 0).map(|t| t.delegator_cpu_ms / t.delegators as f64)
+            });
+            add("braid's agent's CPU time per pod during the burst (user + system)", "ms", &|r| {
+                r.plugins.as_ref().and_then(|t| t.daemon_cpu_ms).map(|ms| ms / r.ready_ms.len().max(1) as f64)
             });
             add("creation → network-status on the pod, median of the burst", "ms", &|r| Some(median(&r.status_ms)));
             add("API requests per pod, braid's ServiceAccount", "req", &|r| Some(per_pod(r, r.requests)));

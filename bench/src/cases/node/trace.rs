@@ -41,6 +41,11 @@ pub(super) struct Recording {
     perf: Child,
     file: PathBuf,
     seed: Vec<i32>,
+    /// The node's network namespace and the meta-plugin's daemon's names, with their CPU time
+    /// when the recording started.
+    net_ns: PathBuf,
+    daemons: &'static [&'static str],
+    daemon_cpu_ms: f64,
 }
 
 /// The plugins' time in one recording.
@@ -57,18 +62,26 @@ pub(super) struct Plugins {
     pub delegator_own_ms: f64,
     /// Delegator runs that attached nothing (STATUS, VERSION, GC), not in the figures above.
     pub other_delegators: usize,
+    /// On-CPU time (`sched_switch`) of the delegator runs that attached, each from its fork
+    /// (its children's between their fork and exec too: spawning is braid's work), and of the
+    /// plugin runs counted, their IPAM's included (ms).
+    pub delegator_cpu_ms: f64,
+    pub runs_cpu_ms: f64,
+    /// CPU time (user + system, `/proc/<pid>/stat`) the meta-plugin's daemon (braid's agent,
+    /// Multus's daemon) used during the recording, when it has one (ms, 10 ms resolution).
+    pub daemon_cpu_ms: Option<f64>,
 }
 
 /// Starts recording (and waits a moment for perf to be recording); `None` (said once) when
 /// perf cannot: the bench's other figures need no trace.
-pub(super) fn start(cluster_dir: &Path, tag: &str) -> Option<Recording> {
+pub(super) fn start(cluster_dir: &Path, tag: &str, daemons: &'static [&'static str]) -> Option<Recording> {
     let pid: i32 = std::fs::read_to_string(cluster_dir.join("pids/containerd-node1")).ok()?.trim().parse().ok()?;
     let file = std::env::temp_dir().join(format!("braid-bench-trace-{}-{tag}.data", std::process::id()));
     let perf = Command::new("perf")
         .args(["record", "-a", "-q", "--synth=no", "-o"])
         .arg(&file)
         .args(["-e", "sched:sched_process_exec", "-e", "sched:sched_process_fork", "-e", "sched:sched_process_exit"])
-        .args(["-e", "syscalls:sys_enter_setns"])
+        .args(["-e", "syscalls:sys_enter_setns", "-e", "sched:sched_switch"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -85,7 +98,33 @@ pub(super) fn start(cluster_dir: &Path, tag: &str) -> Option<Recording> {
     let seed = std::fs::read_dir(format!("/proc/{pid}/task"))
         .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
         .unwrap_or_default();
-    Some(Recording { perf, file, seed })
+    let net_ns = cluster_dir.join("ns/node1.net");
+    let daemon_cpu_ms = cpu_ms(&net_ns, daemons);
+    Some(Recording { perf, file, seed, net_ns, daemons, daemon_cpu_ms })
+}
+
+/// The CPU time (user + system) of the processes named `names` (`comm`) in the network
+/// namespace `net_ns` (ms; `/proc/<pid>/stat`'s clock ticks, 100 a second on Linux's x86 and
+/// arm64 ABIs, as `sysconf(_SC_CLK_TCK)` gives).
+fn cpu_ms(net_ns: &Path, names: &[&str]) -> f64 {
+    let Ok(ns) = std::fs::metadata(net_ns).map(|m| std::os::unix::fs::MetadataExt::ino(&m)) else { return 0.0 };
+    let mut ticks = 0u64;
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let p = e.path();
+        let Ok(comm) = std::fs::read_to_string(p.join("comm")) else { continue };
+        if !names.contains(&comm.trim()) {
+            continue;
+        }
+        if std::fs::metadata(p.join("ns/net")).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).ok() != Some(ns) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(p.join("stat")).unwrap_or_default();
+        // After the `(comm)`, which may hold spaces: state is field 3, utime 14, stime 15.
+        let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, r)| r).split_whitespace().collect();
+        ticks += fields.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        ticks += fields.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    }
+    ticks as f64 * 10.0
 }
 
 impl Recording {
@@ -100,7 +139,11 @@ impl Recording {
             .output();
         let _ = std::fs::remove_file(&self.file);
         let out = out.ok()?;
-        Some(plugins(&String::from_utf8_lossy(&out.stdout), &self.seed))
+        let mut p = plugins(&String::from_utf8_lossy(&out.stdout), &self.seed);
+        if !self.daemons.is_empty() {
+            p.daemon_cpu_ms = Some(cpu_ms(&self.net_ns, self.daemons) - self.daemon_cpu_ms);
+        }
+        Some(p)
     }
 }
 
@@ -110,6 +153,8 @@ struct Run {
     start: f64,
     end: Option<f64>,
     parent: Option<usize>,
+    /// On-CPU time of its tasks (s).
+    cpu: f64,
     /// A task of it entered a namespace (`setns`): an ADD or DEL, which work in the pod's
     /// network namespace; STATUS, VERSION and GC never enter one.
     setns: bool,
@@ -118,6 +163,9 @@ struct Run {
 fn base(file: &str) -> &str {
     file.rsplit('/').next().unwrap_or(file)
 }
+
+/// A braid run's delegates: their intervals, whether one attached, their CPU time (s).
+type Delegated = (Vec<(f64, f64)>, bool, f64);
 
 /// The length of the union of `intervals` (ms): braid runs a pod's delegates in parallel, so
 /// what they take of its ADD is the time at least one of them runs, not their sum.
@@ -145,8 +193,10 @@ fn union_ms(mut intervals: Vec<(f64, f64)>) -> f64 {
 /// filename=/bin/echo pid=8515 old_pid=8515`, `  8515 35253.741000: syscalls:sys_enter_setns:
 /// fd: 0x00000003, flags: 0x40000000`) read against the seed's tasks.
 fn plugins(script: &str, seed: &[i32]) -> Plugins {
-    let mut runs = vec![Run { file: "containerd".into(), start: 0.0, end: None, parent: None, setns: false }];
+    let mut runs = vec![Run { file: "containerd".into(), start: 0.0, end: None, parent: None, cpu: 0.0, setns: false }];
     let mut owner: HashMap<i32, usize> = seed.iter().map(|t| (*t, 0)).collect();
+    // The task each CPU-time slice began for, by tid: when it was switched in.
+    let mut on_cpu: HashMap<i32, f64> = HashMap::new();
     for line in script.lines() {
         let Some((head, rest)) = line.split_once(": ") else { continue };
         let mut head = head.split_whitespace();
@@ -158,6 +208,20 @@ fn plugins(script: &str, seed: &[i32]) -> Plugins {
         if rest.starts_with("syscalls:sys_enter_setns") {
             if let Some(&r) = owner.get(&tid) {
                 runs[r].setns = true;
+            }
+            continue;
+        }
+        if let Some(fields) = rest.strip_prefix("sched:sched_switch: ") {
+            let num = |k: &str| {
+                fields.split_whitespace().find_map(|w| w.strip_prefix(k)?.strip_prefix('=')?.parse::<i32>().ok())
+            };
+            if let Some(prev) = num("prev_pid") {
+                if let (Some(began), Some(&r)) = (on_cpu.remove(&prev), owner.get(&prev)) {
+                    runs[r].cpu += ts - began;
+                }
+            }
+            if let Some(next) = num("next_pid") {
+                on_cpu.insert(next, ts);
             }
             continue;
         }
@@ -178,7 +242,14 @@ fn plugins(script: &str, seed: &[i32]) -> Plugins {
                     continue;
                 };
                 let Some(&parent) = owner.get(&old).or_else(|| owner.get(&pid)) else { continue };
-                runs.push(Run { file: file.to_string(), start: ts, end: None, parent: Some(parent), setns: false });
+                runs.push(Run {
+                    file: file.to_string(),
+                    start: ts,
+                    end: None,
+                    parent: Some(parent),
+                    cpu: 0.0,
+                    setns: false,
+                });
                 owner.remove(&old);
                 owner.insert(pid, runs.len() - 1);
             }
@@ -194,9 +265,17 @@ fn plugins(script: &str, seed: &[i32]) -> Plugins {
     let plugin = |r: &Run| r.file.starts_with(BIN) && !BRAID.contains(&base(&r.file));
     let braid = |r: &Run| r.file.starts_with(BIN) && BRAID.contains(&base(&r.file));
     let mut p = Plugins::default();
+    // Each plugin run's CPU time with its nested plugins' (a bridge's host-local): children
+    // come after their parents in `runs`.
+    let mut nested: Vec<f64> = runs.iter().map(|r| r.cpu).collect();
+    for i in (1..runs.len()).rev() {
+        if let Some(parent) = runs[i].parent.filter(|&q| plugin(&runs[i]) && plugin(&runs[q])) {
+            nested[parent] += nested[i];
+        }
+    }
     // A braid run's delegates, as intervals, and whether one of them attached (ADD or DEL).
-    let mut delegated: HashMap<usize, (Vec<(f64, f64)>, bool)> = HashMap::new();
-    for r in runs.iter().filter(|r| plugin(r)) {
+    let mut delegated: HashMap<usize, Delegated> = HashMap::new();
+    for (i, r) in runs.iter().enumerate().filter(|(_, r)| plugin(r)) {
         let (Some(end), Some(parent)) = (r.end, r.parent) else { continue };
         if plugin(&runs[parent]) {
             continue;
@@ -205,9 +284,11 @@ fn plugins(script: &str, seed: &[i32]) -> Plugins {
             let d = delegated.entry(parent).or_default();
             d.0.push((r.start, end));
             d.1 |= r.setns;
+            d.2 += nested[i];
         } else if r.setns {
             p.runs += 1;
             p.runs_ms += (end - r.start) * 1000.0;
+            p.runs_cpu_ms += nested[i] * 1000.0;
         }
     }
     delegated.retain(|_, d| d.1);
@@ -215,7 +296,7 @@ fn plugins(script: &str, seed: &[i32]) -> Plugins {
         let Some(end) = r.end else { continue };
         // A run none of whose delegates attached is a STATUS (containerd asks every 5 s), a
         // VERSION or a GC: not a sandbox's ADD.
-        let Some((delegates, _)) = delegated.remove(&i) else {
+        let Some((delegates, _, delegates_cpu)) = delegated.remove(&i) else {
             p.other_delegators += 1;
             continue;
         };
@@ -226,12 +307,15 @@ fn plugins(script: &str, seed: &[i32]) -> Plugins {
         p.delegator_ms += ms;
         p.delegator_own_ms += ms - delegates_ms;
         p.runs_ms += delegates_ms;
+        p.runs_cpu_ms += delegates_cpu * 1000.0;
+        p.delegator_cpu_ms += r.cpu * 1000.0;
     }
     // Delegates of a merger (chained after a delegate, not run by the node's containerd
     // directly here) or of a delegator whose exit was not seen: their union, as plugins' time.
-    for (_, (d, _)) in delegated {
+    for (_, (d, _, cpu)) in delegated {
         p.runs += d.len();
         p.runs_ms += union_ms(d);
+        p.runs_cpu_ms += cpu * 1000.0;
     }
     p
 }
@@ -251,15 +335,20 @@ mod tests {
    11 100.001000: sched:sched_process_fork: comm=containerd pid=11 child_comm=containerd child_pid=20
    20 100.002000: sched:sched_process_exec: filename=/opt/cni/bin/delegator pid=20 old_pid=20
    50 100.002500: sched:sched_process_exec: filename=/opt/cni/bin/delegator pid=50 old_pid=50
+   20 100.002100: sched:sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=delegator next_pid=20 next_prio=120
    20 100.002600: syscalls:sys_enter_setns: fd: 0x00000007, flags: 0x40000000
+   20 100.003100: sched:sched_switch: prev_comm=delegator prev_pid=20 prev_prio=120 prev_state=S ==> next_comm=bridge next_pid=21 next_prio=120
    20 100.003000: sched:sched_process_fork: comm=delegator pid=20 child_comm=delegator child_pid=21
    20 100.003100: sched:sched_process_fork: comm=delegator pid=20 child_comm=delegator child_pid=24
    21 100.004000: sched:sched_process_exec: filename=/opt/cni/bin/bridge pid=21 old_pid=21
+   21 100.004100: sched:sched_switch: prev_comm=bridge prev_pid=21 prev_prio=120 prev_state=S ==> next_comm=bridge next_pid=22 next_prio=120
    24 100.004500: sched:sched_process_exec: filename=/opt/cni/bin/ptp pid=24 old_pid=24
    21 100.005000: sched:sched_process_fork: comm=bridge pid=21 child_comm=bridge child_pid=22
    22 100.005000: sched:sched_process_fork: comm=bridge pid=22 child_comm=bridge child_pid=23
    22 100.005500: syscalls:sys_enter_setns: fd: 0x00000008, flags: 0x40000000
    23 100.006000: sched:sched_process_exec: filename=/opt/cni/bin/host-local pid=23 old_pid=23
+   22 100.006100: sched:sched_switch: prev_comm=bridge prev_pid=22 prev_prio=120 prev_state=S ==> next_comm=host-local next_pid=23 next_prio=120
+   23 100.007100: sched:sched_switch: prev_comm=host-local prev_pid=23 prev_prio=120 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120
    23 100.008000: sched:sched_process_exit: comm=host-local pid=23 prio=120 group_dead=true
    24 100.009000: sched:sched_process_exit: comm=ptp pid=24 prio=120 group_dead=true
    21 100.010000: sched:sched_process_exit: comm=bridge pid=21 prio=120 group_dead=false
@@ -285,6 +374,11 @@ mod tests {
         assert!(close(p.runs_ms, 9.0), "{p:?}");
         // The delegator 100.002 → 100.015, less its delegates' 8 ms.
         assert!(close(p.delegator_ms, 13.0) && close(p.delegator_own_ms, 5.0), "{p:?}");
+        // On CPU: the delegator 1 ms; bridge's tasks 1 + 2 ms and its host-local's 1 ms, a slice
+        // counted for the run its task belongs to when switched out.
+        assert!(close(p.delegator_cpu_ms, 1.0), "{p:?}");
+        assert!(close(p.runs_cpu_ms, 4.0), "{p:?}");
+        assert_eq!(p.daemon_cpu_ms, None);
     }
 
     #[test]
