@@ -1,8 +1,10 @@
 //! What the CNI plugins take of a burst, told apart from what braid's delegator takes itself,
-//! measured from outside: the kernel's own exec, fork, exit and `setns` events of every process
-//! (`perf record -a -e sched:sched_process_exec,sched:sched_process_fork,sched:sched_process_exit
-//! -e syscalls:sys_enter_setns`; the events are written by the kernel with the CPU's clock, no
-//! plugin is changed or wrapped).
+//! measured from outside: the kernel's own exec, fork, exit, context-switch and `setns` events of
+//! every process (`perf record -a -e sched:sched_process_exec,sched:sched_process_fork,
+//! sched:sched_process_exit -e syscalls:sys_enter_setns -e sched:sched_switch`; the events are
+//! written by the kernel with the CPU's clock, no plugin is changed or wrapped). A run's CPU time
+//! is the sum of its tasks' on-CPU slices, each slice counted for the run its task belongs to
+//! when it is switched out.
 //!
 //! The machine runs other clusters, whose plugins have the same paths (`/opt/cni/bin/bridge`), so
 //! a process counts only when it descends from the bench node's containerd (the CRI plugin in it
