@@ -78,6 +78,9 @@ struct Burst {
     sandbox_mean_ms: f64,
     requests: usize,
     start_path_requests: usize,
+    /// The meta-plugin's requests neither on the pod-start path nor a status patch or Event:
+    /// its watches' re-lists and re-watches, braid's slice publication (`verb resource`).
+    background_requests: Vec<String>,
     daemon_peak_mb: f64,
     daemon_cgroup_peak_mb: f64,
     daemon_pss_mb: f64,
@@ -604,6 +607,7 @@ fn burst(c: &Cluster, meta: Meta, n: usize, pods: Pods, seq: usize, traced: bool
     // OOM kills counts them all; one whose last did not counts none (the log line says which).
     let daemon_oom_kills = if after.as_ref().is_some_and(|x| x.2) { daemon_restarts } else { 0 };
     let (mut requests, mut start_path_requests, mut namespace_requests) = (0, 0, 0);
+    let mut background_requests = Vec::new();
     let audit: Vec<Value> = c.audit().into_iter().skip(audit_mark).collect();
     namespace_requests += audit
         .iter()
@@ -621,7 +625,15 @@ fn burst(c: &Cluster, meta: Meta, n: usize, pods: Pods, seq: usize, traced: bool
             // interface (`braid-install --no-interface-events` turns those off).
             let status_patch = e["verb"] == "patch" && e["objectRef"]["resource"] == "pods";
             let event = e["verb"] == "create" && e["objectRef"]["resource"] == "events";
-            if meta != Meta::Braid || !(status_patch || event) {
+            // A watch's reconnection (the API server ends every watch within
+            // --min-request-timeout's 30–60 min, kube-runtime's watcher re-lists after an
+            // error) and the DRA driver's own slice keep no pod waiting.
+            let (verb, resource) =
+                (e["verb"].as_str().unwrap_or(""), e["objectRef"]["resource"].as_str().unwrap_or(""));
+            let background = matches!(verb, "watch" | "list") || resource == "resourceslices";
+            if meta == Meta::Braid && background {
+                background_requests.push(format!("{verb} {resource}"));
+            } else if meta != Meta::Braid || !(status_patch || event) {
                 start_path_requests += 1;
             }
         }
@@ -650,6 +662,7 @@ fn burst(c: &Cluster, meta: Meta, n: usize, pods: Pods, seq: usize, traced: bool
         sandbox_mean_ms: if count1 > count0 { (sum1 - sum0) / (count1 - count0) * 1000.0 } else { 0.0 },
         requests,
         start_path_requests,
+        background_requests,
         daemon_peak_mb,
         daemon_cgroup_peak_mb,
         daemon_pss_mb,

@@ -166,7 +166,7 @@ pub fn quick(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
                     "round {round} {} {n} pods, {} ({:.0?} with the deletion): ready median {:.0} ms; sandbox {:.0} ms; \
                      status median {:.0} ms ({} missing); requests {} braid, {} all; plugin runs {} ({:.0} ms), delegators {} \
                      ({:.0} ms, own {:.0} ms, on CPU {:.0} ms; {} more that attached nothing: STATUS, …); agent CPU {:.0} ms; \
-                     not Ready {}; left {}",
+                     background requests {:?}; not Ready {}; left {}",
                     meta.name(),
                     name(pods),
                     t.elapsed(),
@@ -184,6 +184,7 @@ pub fn quick(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
                     p.delegator_cpu_ms,
                     p.other_delegators,
                     p.daemon_cpu_ms.unwrap_or(0.0),
+                    r.background_requests,
                     r.not_ready,
                     r.left.len()
                 ));
@@ -366,9 +367,17 @@ fn summarise(results: &BTreeMap<(bool, Pods), Vec<Burst>>, n: usize) -> (Vec<Sam
         stuck == 0 && pods > 0,
     ));
     let start_path: usize = BRAID[..3].iter().flat_map(|p| get(Meta::Braid, *p)).map(|r| r.start_path_requests).sum();
+    let mut background: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in BRAID[..3].iter().flat_map(|p| get(Meta::Braid, *p)) {
+        for b in &r.background_requests {
+            *background.entry(b.as_str()).or_default() += 1;
+        }
+    }
+    let background = background.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ");
     verdicts.push(Verdict::plain(
-        "quick: braid (annotation), API requests on the pod-start path (any but the agent's network-status patch and Events)",
-        format!("{start_path}"),
+        "quick: braid (annotation), API requests on the pod-start path (any but the agent's network-status patch and Events, \
+         and its watches' and slices' own)",
+        format!("{start_path} (beside: {})", if background.is_empty() { "none" } else { &background }),
         "none",
         start_path == 0 && pods > 0,
     ));
