@@ -165,7 +165,7 @@ pub fn quick(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
                 say(&format!(
                     "round {round} {} {n} pods, {} ({:.0?} with the deletion): ready median {:.0} ms; sandbox {:.0} ms; \
                      status median {:.0} ms ({} missing); requests {} braid, {} all; plugin runs {} ({:.0} ms), delegators {} \
-                     ({:.0} ms, own {:.0} ms, on CPU {:.0} ms; {} more that attached nothing: STATUS, …); agent CPU {:.0} ms; \
+                     ({:.0} ms, own {:.0} ms, on CPU {:.0} ms; {} more that attached nothing: STATUS, GC, a DEL after the pod's namespace was gone); agent CPU {:.0} ms; \
                      background requests {:?}; not Ready {}; left {}",
                     meta.name(),
                     name(pods),

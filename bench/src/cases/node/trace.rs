@@ -201,6 +201,8 @@ fn plugins(script: &str, seed: &[i32]) -> Plugins {
     let mut on_cpu: HashMap<i32, f64> = HashMap::new();
     for line in script.lines() {
         let Some((head, rest)) = line.split_once(": ") else { continue };
+        // perf pads event names to the longest recorded (`      sched:sched_switch:`).
+        let rest = rest.trim_start();
         let mut head = head.split_whitespace();
         let (Some(tid), Some(ts)) =
             (head.next().and_then(|t| t.parse::<i32>().ok()), head.next().and_then(|t| t.parse::<f64>().ok()))
@@ -337,7 +339,7 @@ mod tests {
    11 100.001000: sched:sched_process_fork: comm=containerd pid=11 child_comm=containerd child_pid=20
    20 100.002000: sched:sched_process_exec: filename=/opt/cni/bin/delegator pid=20 old_pid=20
    50 100.002500: sched:sched_process_exec: filename=/opt/cni/bin/delegator pid=50 old_pid=50
-   20 100.002100: sched:sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=delegator next_pid=20 next_prio=120
+   20 100.002100:       sched:sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=delegator next_pid=20 next_prio=120
    20 100.002600: syscalls:sys_enter_setns: fd: 0x00000007, flags: 0x40000000
    20 100.003100: sched:sched_switch: prev_comm=delegator prev_pid=20 prev_prio=120 prev_state=S ==> next_comm=bridge next_pid=21 next_prio=120
    20 100.003000: sched:sched_process_fork: comm=delegator pid=20 child_comm=delegator child_pid=21
