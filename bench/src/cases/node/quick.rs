@@ -246,6 +246,18 @@ fn summarise(results: &BTreeMap<(bool, Pods), Vec<Burst>>, n: usize) -> (Vec<Sam
             add("delegator's own CPU time per ADD (on-CPU, its spawning of delegates included)", "ms", &|r| {
                 r.plugins.as_ref().filter(|t| t.delegators > 0).map(|t| t.delegator_cpu_ms / t.delegators as f64)
             });
+            for (what, f) in [
+                (
+                    "delegator's time in fsync per ADD",
+                    (|t: &super::trace::Plugins| t.delegator_fsync_ms) as fn(&_) -> f64,
+                ),
+                ("delegator's time in flock per ADD (lock waits)", |t| t.delegator_flock_ms),
+                ("delegator's fork → exec of its delegates per ADD (summed)", |t| t.delegator_spawn_ms),
+            ] {
+                add(what, "ms", &|r| {
+                    r.plugins.as_ref().filter(|t| t.delegators > 0).map(|t| f(t) / t.delegators as f64)
+                });
+            }
             add("braid's agent's CPU time per pod during the burst (user + system)", "ms", &|r| {
                 r.plugins.as_ref().and_then(|t| t.daemon_cpu_ms).map(|ms| ms / r.ready_ms.len().max(1) as f64)
             });

@@ -1,7 +1,8 @@
 //! What the CNI plugins take of a burst, told apart from what braid's delegator takes itself,
 //! measured from outside: the kernel's own exec, fork, exit, context-switch and `setns` events of
 //! every process (`perf record -a -e sched:sched_process_exec,sched:sched_process_fork,
-//! sched:sched_process_exit -e syscalls:sys_enter_setns -e sched:sched_switch`; the events are
+//! sched:sched_process_exit -e syscalls:sys_enter_setns -e sched:sched_switch`, and the entries
+//! and exits of `fsync` and `flock`, the delegator's durable writes and lock waits; the events are
 //! written by the kernel with the CPU's clock, no plugin is changed or wrapped). A run's CPU time
 //! is the sum of its tasks' on-CPU slices, each slice counted for the run its task belongs to
 //! when it is switched out.
@@ -69,6 +70,11 @@ pub(super) struct Plugins {
     /// plugin runs counted, their IPAM's included (ms).
     pub delegator_cpu_ms: f64,
     pub runs_cpu_ms: f64,
+    /// Of the delegator runs that attached: time in `fsync`, in `flock`, and from forking each
+    /// delegate to its exec (ms, summed; spawns overlap one another and the delegates).
+    pub delegator_fsync_ms: f64,
+    pub delegator_flock_ms: f64,
+    pub delegator_spawn_ms: f64,
     /// CPU time (user + system, `/proc/<pid>/stat`) the meta-plugin's daemon (braid's agent,
     /// Multus's daemon) used during the recording, when it has one (ms, 10 ms resolution).
     pub daemon_cpu_ms: Option<f64>,
@@ -84,6 +90,8 @@ pub(super) fn start(cluster_dir: &Path, tag: &str, daemons: &'static [&'static s
         .arg(&file)
         .args(["-e", "sched:sched_process_exec", "-e", "sched:sched_process_fork", "-e", "sched:sched_process_exit"])
         .args(["-e", "syscalls:sys_enter_setns", "-e", "sched:sched_switch"])
+        .args(["-e", "syscalls:sys_enter_fsync", "-e", "syscalls:sys_exit_fsync"])
+        .args(["-e", "syscalls:sys_enter_flock", "-e", "syscalls:sys_exit_flock"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -160,6 +168,27 @@ struct Run {
     /// A task of it entered a namespace (`setns`): an ADD or DEL, which work in the pod's
     /// network namespace; STATUS, VERSION and GC never enter one.
     setns: bool,
+    /// Time its tasks spent in `fsync` and in `flock` (waiting for a lock, mostly), and from
+    /// the fork of each child it spawned to that child's exec (s).
+    fsync: f64,
+    flock: f64,
+    spawn: f64,
+}
+
+impl Run {
+    fn new(file: &str, start: f64, parent: Option<usize>) -> Run {
+        Run {
+            file: file.to_string(),
+            start,
+            end: None,
+            parent,
+            cpu: 0.0,
+            setns: false,
+            fsync: 0.0,
+            flock: 0.0,
+            spawn: 0.0,
+        }
+    }
 }
 
 fn base(file: &str) -> &str {
@@ -195,10 +224,14 @@ fn union_ms(mut intervals: Vec<(f64, f64)>) -> f64 {
 /// filename=/bin/echo pid=8515 old_pid=8515`, `  8515 35253.741000: syscalls:sys_enter_setns:
 /// fd: 0x00000003, flags: 0x40000000`) read against the seed's tasks.
 fn plugins(script: &str, seed: &[i32]) -> Plugins {
-    let mut runs = vec![Run { file: "containerd".into(), start: 0.0, end: None, parent: None, cpu: 0.0, setns: false }];
+    let mut runs = vec![Run::new("containerd", 0.0, None)];
     let mut owner: HashMap<i32, usize> = seed.iter().map(|t| (*t, 0)).collect();
     // The task each CPU-time slice began for, by tid: when it was switched in.
     let mut on_cpu: HashMap<i32, f64> = HashMap::new();
+    // When each task was forked (a thread never execs: only a child's exec reads it), and
+    // when it entered the `fsync` or `flock` it is in.
+    let mut forked_at: HashMap<i32, f64> = HashMap::new();
+    let mut in_call: HashMap<i32, f64> = HashMap::new();
     for line in script.lines() {
         let Some((head, rest)) = line.split_once(": ") else { continue };
         // perf pads event names to the longest recorded (`      sched:sched_switch:`).
@@ -214,6 +247,22 @@ fn plugins(script: &str, seed: &[i32]) -> Plugins {
                 runs[r].setns = true;
             }
             continue;
+        }
+        if rest.starts_with("syscalls:sys_enter_fsync") || rest.starts_with("syscalls:sys_enter_flock") {
+            in_call.insert(tid, ts);
+            continue;
+        }
+        for (exit, fsync) in [("syscalls:sys_exit_fsync", true), ("syscalls:sys_exit_flock", false)] {
+            if rest.starts_with(exit) {
+                if let (Some(began), Some(&r)) = (in_call.remove(&tid), owner.get(&tid)) {
+                    let d = ts - began;
+                    if fsync {
+                        runs[r].fsync += d;
+                    } else {
+                        runs[r].flock += d;
+                    }
+                }
+            }
         }
         if let Some(fields) = rest.strip_prefix("sched:sched_switch: ") {
             let num = |k: &str| {
@@ -238,6 +287,7 @@ fn plugins(script: &str, seed: &[i32]) -> Plugins {
                 if let (Some(p), Some(c)) = (num("pid"), num("child_pid")) {
                     if let Some(&r) = owner.get(&p) {
                         owner.insert(c, r);
+                        forked_at.insert(c, ts);
                     }
                 }
             }
@@ -246,14 +296,10 @@ fn plugins(script: &str, seed: &[i32]) -> Plugins {
                     continue;
                 };
                 let Some(&parent) = owner.get(&old).or_else(|| owner.get(&pid)) else { continue };
-                runs.push(Run {
-                    file: file.to_string(),
-                    start: ts,
-                    end: None,
-                    parent: Some(parent),
-                    cpu: 0.0,
-                    setns: false,
-                });
+                if let Some(forked) = forked_at.remove(&pid) {
+                    runs[parent].spawn += ts - forked;
+                }
+                runs.push(Run::new(file, ts, Some(parent)));
                 owner.remove(&old);
                 owner.insert(pid, runs.len() - 1);
             }
@@ -313,6 +359,9 @@ fn plugins(script: &str, seed: &[i32]) -> Plugins {
         p.runs_ms += delegates_ms;
         p.runs_cpu_ms += delegates_cpu * 1000.0;
         p.delegator_cpu_ms += r.cpu * 1000.0;
+        p.delegator_fsync_ms += r.fsync * 1000.0;
+        p.delegator_flock_ms += r.flock * 1000.0;
+        p.delegator_spawn_ms += r.spawn * 1000.0;
     }
     // Delegates of a merger (chained after a delegate, not run by the node's containerd
     // directly here) or of a delegator whose exit was not seen: their union, as plugins' time.
@@ -342,6 +391,8 @@ mod tests {
    20 100.002100:       sched:sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=delegator next_pid=20 next_prio=120
    20 100.002600: syscalls:sys_enter_setns: fd: 0x00000007, flags: 0x40000000
    20 100.003100: sched:sched_switch: prev_comm=delegator prev_pid=20 prev_prio=120 prev_state=S ==> next_comm=bridge next_pid=21 next_prio=120
+   20 100.002700: syscalls:sys_enter_fsync: fd: 0x00000009
+   20 100.002900: syscalls:sys_exit_fsync: 0x0
    20 100.003000: sched:sched_process_fork: comm=delegator pid=20 child_comm=delegator child_pid=21
    20 100.003100: sched:sched_process_fork: comm=delegator pid=20 child_comm=delegator child_pid=24
    21 100.004000: sched:sched_process_exec: filename=/opt/cni/bin/bridge pid=21 old_pid=21
@@ -382,6 +433,9 @@ mod tests {
         // counted for the run its task belongs to when switched out.
         assert!(close(p.delegator_cpu_ms, 1.0), "{p:?}");
         assert!(close(p.runs_cpu_ms, 4.0), "{p:?}");
+        // fsync 0.2 ms; bridge forked at 100.003 and exec'd at 100.004, ptp 100.0031 → 100.0045.
+        assert!(close(p.delegator_fsync_ms, 0.2) && close(p.delegator_flock_ms, 0.0), "{p:?}");
+        assert!(close(p.delegator_spawn_ms, 1.0 + 1.4), "{p:?}");
         assert_eq!(p.daemon_cpu_ms, None);
     }
 
