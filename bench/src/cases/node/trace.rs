@@ -85,7 +85,16 @@ pub(super) struct Plugins {
 pub(super) fn start(cluster_dir: &Path, tag: &str, daemons: &'static [&'static str]) -> Option<Recording> {
     let pid: i32 = std::fs::read_to_string(cluster_dir.join("pids/containerd-node1")).ok()?.trim().parse().ok()?;
     let file = std::env::temp_dir().join(format!("braid-bench-trace-{}-{tag}.data", std::process::id()));
-    let perf = Command::new("perf")
+    let mut cmd = Command::new("perf");
+    // perf records every CPU until told to stop: if the bench dies, so does the recording (the
+    // bench calls this from the thread that finishes it, so the thread outlives the recording).
+    // SAFETY: the closure only makes one async-signal-safe system call (prctl).
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGINT).map_err(std::io::Error::from)
+        });
+    }
+    let perf = cmd
         .args(["record", "-a", "-q", "--synth=no", "-o"])
         .arg(&file)
         .args(["-e", "sched:sched_process_exec", "-e", "sched:sched_process_fork", "-e", "sched:sched_process_exit"])
@@ -138,10 +147,16 @@ fn cpu_ms(net_ns: &Path, names: &[&str]) -> f64 {
 }
 
 impl Recording {
+    /// Ends perf (SIGINT: it writes its file and exits) and waits for it.
+    fn stop(&mut self) {
+        let _ =
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.perf.id() as i32), nix::sys::signal::Signal::SIGINT);
+        let _ = self.perf.wait();
+    }
+
     /// Stops recording and reads what the node's plugins took.
     pub(super) fn finish(mut self) -> Option<Plugins> {
-        let _ = Command::new("kill").args(["-INT", &self.perf.id().to_string()]).status();
-        let _ = self.perf.wait();
+        self.stop();
         let out = Command::new("perf")
             .args(["script", "-F", "tid,time,event,trace", "-i"])
             .arg(&self.file)
@@ -154,6 +169,17 @@ impl Recording {
             p.daemon_cpu_ms = Some(cpu_ms(&self.net_ns, self.daemons) - self.daemon_cpu_ms);
         }
         Some(p)
+    }
+}
+
+/// A burst that fails between start and finish stops its recording too (once perf has exited,
+/// stopping it again does nothing).
+impl Drop for Recording {
+    fn drop(&mut self) {
+        if matches!(self.perf.try_wait(), Ok(None)) {
+            self.stop();
+        }
+        let _ = std::fs::remove_file(&self.file);
     }
 }
 
