@@ -610,6 +610,21 @@ fn a_claim_whose_sandbox_never_runs_leaves_nothing_once_its_pod_is_deleted() {
     assert_eq!(state(&c), state_before, "braid's state on node2");
 }
 
+/// braid's agent on node2 frozen (SIGSTOP: its sockets are there, nothing answers) until the
+/// guard drops (SIGCONT). Only the agent of this cluster's node2: the `braid-install` process in
+/// the network namespace of node2's kubelet (whose PID the cluster recorded).
+fn freeze_agent_on_node2(c: &Cluster) -> Defer<impl FnMut() + '_> {
+    let kubelet = std::fs::read_to_string(c.dir().join("pids/kubelet-node2")).unwrap().trim().to_string();
+    let signal = move |sig: &str| {
+        c.on_node("node2", "pkill", &[sig, "-x", "braid-install", "--ns", &kubelet, "--nslist", "net"])
+    };
+    let out = signal("-STOP");
+    assert!(out.status.success(), "no braid-install process on node2: {out:?}");
+    Defer(move || {
+        signal("-CONT");
+    })
+}
+
 /// The agent not answering when the kubelet prepares a claim (node2's agent frozen with
 /// SIGSTOP: its sockets are there, nothing answers): the kubelet's Prepare fails
 /// (`FailedPrepareDynamicResources` on the pod), no sandbox is started, and once the agent
@@ -627,15 +642,7 @@ fn an_agent_that_does_not_answer_prepare_holds_the_pod_until_it_does() {
     let side = "braid-dra6/side";
     c.wait("node2's slice offering braid-dra6/side", || offers(&c, "node2", side), || c.agent_log("node2"));
     c.apply(&template(&ns.name, "side", side, json!({"interface": "side0"})));
-    let kubelet = std::fs::read_to_string(c.dir().join("pids/kubelet-node2")).unwrap();
-    let signal = |sig: &str| {
-        c.on_node("node2", "pkill", &[sig, "-x", "braid-install", "--ns", kubelet.trim(), "--nslist", "net"])
-    };
-    let out = signal("-STOP");
-    assert!(out.status.success(), "no braid-install process on node2: {out:?}");
-    let mut frozen = Some(Defer(|| {
-        signal("-CONT");
-    }));
+    let mut frozen = Some(freeze_agent_on_node2(&c));
     c.apply(&claim_pod(&ns.name, "web", "side"));
     let said = c.wait_pod_events(&ns.name, "web", "FailedPrepareDynamicResources", 1).join(
         "
@@ -647,4 +654,320 @@ fn an_agent_that_does_not_answer_prepare_holds_the_pod_until_it_does() {
     c.wait_running(&ns.name, "web");
     assert_eq!(c.get(&["pod", "web", "-n", &ns.name])["spec"]["nodeName"], "node2");
     c.ok(&["exec", "-n", &ns.name, "web", "--", "ip", "link", "show", "side0"]);
+}
+
+/// The pod's claim `net` once the scheduler has allocated it (its `status.allocation`).
+fn allocated_claim(c: &Cluster, ns: &str, pod: &str) -> Value {
+    let mut claim = Value::Null;
+    c.wait(
+        &format!("{ns}/{pod}'s claim allocated"),
+        || {
+            claim = claim_of(c, ns, pod).unwrap_or_default();
+            !claim["status"]["allocation"].is_null()
+        },
+        || format!("{:?}\n{}", claim_of(c, ns, pod), c.describe(ns, pod)),
+    );
+    claim
+}
+
+/// Waits for a `FailedPrepareDynamicResources` event of the pod saying `words` (the kubelet's
+/// first try may have ended at its own timeout while the agent was frozen: another message);
+/// that message.
+fn wait_prepare_refused(c: &Cluster, ns: &str, pod: &str, words: &str) -> String {
+    let saying = || c.pod_events(ns, pod, "FailedPrepareDynamicResources").into_iter().find(|m| m.contains(words));
+    c.wait(
+        &format!("a FailedPrepareDynamicResources event of {ns}/{pod} saying {words:?}"),
+        || saying().is_some(),
+        || format!("{}\n{}", c.describe(ns, pod), c.agent_log("node2")),
+    );
+    saying().unwrap()
+}
+
+/// The addresses host-local holds on node2 in `network`'s directory.
+fn held_on_node2(c: &Cluster, network: &str) -> Vec<String> {
+    c.files_on("node2", &format!("/var/lib/cni/networks/{network}"))
+        .into_iter()
+        .filter(|f| f.starts_with("198."))
+        .collect()
+}
+
+/// The whole log of braid's agent on node2 (its pod of this test's layout), its lines that
+/// name `words`.
+fn agent_lines(c: &Cluster, words: &str) -> Vec<String> {
+    let (pod, _) = c.agent_pod("node2");
+    let out = c.kubectl(&["logs", "-n", "kube-system", &pod]);
+    String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains(words)).map(str::to_string).collect()
+}
+
+/// The position of the first of `lines` that contains `words`.
+fn line_of(lines: &[String], words: &str) -> Option<usize> {
+    lines.iter().position(|l| l.contains(words))
+}
+
+/// A claim for a network that left the node: the scheduler allocates the pod's claim node2's
+/// device while node2's slice offers it, then — node2's agent frozen, so that the kubelet's
+/// Prepare waits in its socket — the network's plugin is removed from node2's bin dir, then the
+/// agent answers. It refuses the Prepare naming the network, the node and why (the kubelet puts
+/// it on the pod as `FailedPrepareDynamicResources`), records nothing, and no sandbox is tried.
+/// The plugin back, the kubelet's retry (its pod worker retries a failed sync with backoff,
+/// `pkg/kubelet/kubelet.go` backOffPeriod) prepares the claim and the pod runs with its
+/// interface.
+#[test]
+fn a_claim_whose_network_left_the_node_before_prepare_holds_the_pod_until_the_network_is_back() {
+    let Some(c) =
+        Cluster::lock("a_claim_whose_network_left_the_node_before_prepare_holds_the_pod_until_the_network_is_back")
+    else {
+        return;
+    };
+    assert!(c.nodes() >= 2, "this test needs two nodes (scripts/node.sh up 2)");
+    let _only = plugin_only_on_node2(&c);
+    let _dra = c.dra_layout();
+    let ns = c.namespace("braid-dra7");
+    nad(&c, &ns.name, "side", ONLY, 137);
+    let side = "braid-dra7/side";
+    c.wait("node2's slice offering braid-dra7/side", || offers(&c, "node2", side), || c.agent_log("node2"));
+    c.apply(&template(&ns.name, "side", side, json!({"interface": "side0"})));
+    let state_before = state(&c);
+    let mut frozen = Some(freeze_agent_on_node2(&c));
+    c.apply(&claim_pod(&ns.name, "web", "side"));
+    // 1. Allocated while the network is on node2's slice.
+    let claim = allocated_claim(&c, &ns.name, "web");
+    let result = &claim["status"]["allocation"]["devices"]["results"][0];
+    let device = result["device"].as_str().unwrap().to_string();
+    assert_eq!(result["pool"], "node2", "{claim}");
+    assert!(offered(&c, "node2").contains(&(device.clone(), side.to_string())), "{:?}", offered(&c, "node2"));
+    // 2. The network leaves node2 (its plugin removed), 3. then the agent answers.
+    let out = c.on_node("node2", "rm", &[&format!("/opt/cni/bin/{ONLY}")]);
+    assert!(out.status.success(), "{out:?}");
+    drop(frozen.take());
+    let said = wait_prepare_refused(&c, &ns.name, "web", "is not attachable on node node2");
+    eprintln!("REPORT the kubelet's event: {said}");
+    let claim_name = claim["metadata"]["name"].as_str().unwrap();
+    assert!(
+        said.contains(&format!(
+            "claim {}/{claim_name}, request net: network {side} (device {device}) is not attachable on node node2 any more: its plugin \"{ONLY}\" is not an executable in",
+            ns.name
+        )) && said.contains("nothing was prepared, the kubelet retries"),
+        "{said}"
+    );
+    // Nothing recorded, no sandbox tried, the pod not running.
+    assert_eq!(c.files_on("node2", CLAIMS), Vec::<String>::new(), "a claim record of a refused Prepare");
+    assert_eq!(state(&c), state_before, "braid's state on node2");
+    assert_eq!(c.pod_events(&ns.name, "web", "FailedCreatePodSandBox"), Vec::<String>::new());
+    assert_eq!(c.get(&["pod", "web", "-n", &ns.name])["status"]["phase"], "Pending");
+    c.wait("the network off node2's slice", || !offers(&c, "node2", side), || c.agent_log("node2"));
+
+    // The plugin back: on the slice again, and the kubelet's retry prepares the claim.
+    let out = c.on_node("node2", "cp", &["/opt/cni/bin/bridge", &format!("/opt/cni/bin/{ONLY}")]);
+    assert!(out.status.success(), "{out:?}");
+    c.wait_running(&ns.name, "web");
+    c.ok(&["exec", "-n", &ns.name, "web", "--", "ip", "link", "show", "side0"]);
+    let uid = c.get(&["pod", "web", "-n", &ns.name])["metadata"]["uid"].as_str().unwrap().to_string();
+    let claim_uid = claim["metadata"]["uid"].as_str().unwrap();
+    assert_eq!(c.files_on("node2", CLAIMS), [format!("{uid}/{claim_uid}.json")]);
+    // Same claim, same allocation: refused first, prepared after (the agent's own order).
+    let lines = agent_lines(&c, &format!("{}/{claim_name}", ns.name));
+    let refused = line_of(&lines, "is not attachable");
+    let prepared = line_of(&lines, "prepared for pod");
+    assert!(refused.is_some() && prepared.is_some() && refused < prepared, "{lines:#?}");
+}
+
+/// A claim for a network whose definition left the node (its NAD deleted and its mirrored file
+/// gone, while node2's agent was frozen between the allocation and the kubelet's Prepare): the
+/// agent names the network it offered and says its definition is gone; the pod deleted, nothing
+/// is left — no claim record, no state, no address, the claim itself deleted with its pod.
+#[test]
+fn a_claim_whose_network_definition_left_the_node_leaves_nothing_once_its_pod_is_deleted() {
+    let Some(c) =
+        Cluster::lock("a_claim_whose_network_definition_left_the_node_leaves_nothing_once_its_pod_is_deleted")
+    else {
+        return;
+    };
+    assert!(c.nodes() >= 2, "this test needs two nodes (scripts/node.sh up 2)");
+    let _only = plugin_only_on_node2(&c);
+    let _dra = c.dra_layout();
+    let ns = c.namespace("braid-dra8");
+    nad(&c, &ns.name, "side", ONLY, 138);
+    let side = "braid-dra8/side";
+    c.wait("node2's slice offering braid-dra8/side", || offers(&c, "node2", side), || c.agent_log("node2"));
+    c.apply(&template(&ns.name, "side", side, json!({})));
+    let state_before = state(&c);
+    let mut frozen = Some(freeze_agent_on_node2(&c));
+    c.apply(&claim_pod(&ns.name, "web", "side"));
+    let claim = allocated_claim(&c, &ns.name, "web");
+    let device = claim["status"]["allocation"]["devices"]["results"][0]["device"].as_str().unwrap().to_string();
+    // The NAD deleted, and its mirror on node2 with it (the frozen agent's mirror cannot).
+    c.ok(&["delete", "net-attach-def", "side", "-n", &ns.name]);
+    let out = c.on_node("node2", "rm", &["/etc/cni/braid.d/braid-dra8/side.conflist"]);
+    assert!(out.status.success(), "{out:?}");
+    drop(frozen.take());
+    let said = wait_prepare_refused(&c, &ns.name, "web", "is not attachable on node node2");
+    eprintln!("REPORT the kubelet's event: {said}");
+    assert!(
+        said.contains(&format!(
+            "network {side} (device {device}) is not attachable on node node2 any more: its definition is gone from"
+        )),
+        "{said}"
+    );
+    assert_eq!(c.files_on("node2", CLAIMS), Vec::<String>::new(), "a claim record of a refused Prepare");
+    assert_eq!(c.get(&["pod", "web", "-n", &ns.name])["status"]["phase"], "Pending");
+
+    // The pod deleted: its claim goes with it (the resourceclaim controller), nothing of
+    // braid's is left on node2.
+    let claim_name = claim["metadata"]["name"].as_str().unwrap();
+    c.ok(&["delete", "pod", "web", "-n", &ns.name, "--wait=true"]);
+    c.wait(
+        "the pod's claim deleted",
+        || !c.kubectl(&["get", "resourceclaim", claim_name, "-n", &ns.name]).status.success(),
+        || c.ok(&["get", "resourceclaim", claim_name, "-n", &ns.name, "-o", "yaml"]),
+    );
+    assert_eq!(c.files_on("node2", CLAIMS), Vec::<String>::new());
+    assert_eq!(state(&c), state_before, "braid's state on node2");
+    assert_eq!(held_on_node2(&c, "braid-dra8-side"), Vec::<String>::new(), "host-local addresses");
+    eprintln!("REPORT node2's agent on the claim: {:#?}", agent_lines(&c, &format!("{}/{claim_name}", ns.name)));
+}
+
+/// braid-fault (integration/src/bin) in node2's CNI bin dir, removed again when the guard drops.
+fn fault_plugin_on_node2(c: &Cluster) -> Defer<impl FnMut() + '_> {
+    let fault = braid_integration::build_dir().join("braid-fault");
+    let out = c.on_node("node2", "cp", &[fault.to_str().unwrap(), "/opt/cni/bin/braid-fault"]);
+    assert!(out.status.success(), "installing braid-fault on node2: {out:?}");
+    Defer(move || {
+        let _ = c.on_node("node2", "rm", &["-f", "/opt/cni/bin/braid-fault"]);
+    })
+}
+
+/// The CNI commands braid-fault logged in `log` on node2, in their order.
+fn commands_logged(c: &Cluster, log: &str) -> Vec<String> {
+    c.read_on("node2", log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["command"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// A pod deleted mid-ADD: its claim's network is braid-fault (held while a gate file exists on
+/// node2, logging its calls) chained before the bridge; the kubelet prepared the claim, the
+/// sandbox's ADD reached the gate, the pod was deleted (the kubelet saw it), then the gate
+/// opened. The kubelet does not cancel a sandbox being made: the ADD completes, then the kubelet
+/// stops the sandbox (its DEL) and unprepares the claim. Then nothing is left on node2: no port
+/// on the network's bridge, no address, no braid state or status file of the sandbox, no claim
+/// record; the claim is deleted; braid's agent logged nothing alarming about it (the pod's
+/// network-status is not published: the pod is gone).
+#[test]
+fn a_pod_deleted_mid_add_leaves_no_interface_state_record_or_claim() {
+    let Some(c) = Cluster::lock("a_pod_deleted_mid_add_leaves_no_interface_state_record_or_claim") else {
+        return;
+    };
+    assert!(c.nodes() >= 2, "this test needs two nodes (scripts/node.sh up 2)");
+    let _only = plugin_only_on_node2(&c);
+    let _fault = fault_plugin_on_node2(&c);
+    let (gate, calls) = ("/run/braid-dra9.gate", "/run/braid-dra9.calls");
+    c.write_on("node2", gate, "");
+    let _gate = Defer(|| {
+        let _ = c.on_node("node2", "rm", &["-f", gate, calls]);
+    });
+    let _dra = c.dra_layout();
+    let ns = c.namespace("braid-dra9");
+    let config = json!({
+        "cniVersion": "1.0.0", "name": "braid-dra9-gated",
+        "plugins": [
+            {"type": "braid-fault", "sleepOn": "ADD", "hangWhile": gate, "log": calls},
+            {"type": ONLY, "bridge": "br-dra139", "isGateway": false, "ipMasq": false,
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": "198.18.139.0/24"}]]}}]
+    });
+    c.apply(&nad_of(&ns.name, "gated", &config));
+    let gated = "braid-dra9/gated";
+    c.wait("node2's slice offering braid-dra9/gated", || offers(&c, "node2", gated), || c.agent_log("node2"));
+    c.apply(&template(&ns.name, "gated", gated, json!({"interface": "side0"})));
+    let state_before = state(&c);
+    let status_of_pod = || {
+        c.files_on("node2", "/run/braid/network-status")
+            .into_iter()
+            .filter(|f| f.starts_with("braid-dra9_web_"))
+            .collect::<Vec<_>>()
+    };
+    c.apply(&claim_pod(&ns.name, "web", "gated"));
+    // 1. Prepared, and the sandbox's ADD held at the gate.
+    c.wait(
+        "the sandbox's ADD at the gate",
+        || commands_logged(&c, calls).contains(&"ADD".to_string()),
+        || format!("{}\n{}", c.describe(&ns.name, "web"), c.log("containerd-node2")),
+    );
+    let pod = c.get(&["pod", "web", "-n", &ns.name]);
+    assert_eq!(pod["spec"]["nodeName"], "node2");
+    let uid = pod["metadata"]["uid"].as_str().unwrap().to_string();
+    let claim = claim_of(&c, &ns.name, "web").unwrap();
+    let (claim_name, claim_uid) =
+        (claim["metadata"]["name"].as_str().unwrap().to_string(), claim["metadata"]["uid"].as_str().unwrap());
+    assert_eq!(c.files_on("node2", CLAIMS), [format!("{uid}/{claim_uid}.json")], "prepared before the ADD");
+    // 2. The pod deleted while the ADD is held, and the kubelet has seen it.
+    let kubelet_mark = c.log_all("kubelet-node2").len();
+    c.ok(&["delete", "pod", "web", "-n", &ns.name, "--wait=false"]);
+    // Its `SyncLoop DELETE` (the deletion's timestamp: graceful) or `REMOVE` (the object gone:
+    // a grace period of 0 deletes it at once), `pkg/kubelet/kubelet.go` syncLoopIteration.
+    let seen = |what: &str| format!("\"SyncLoop {what}\" source=\"api\" pods=[\"{}/web\"]", ns.name);
+    c.wait(
+        "node2's kubelet seeing the pod's deletion",
+        || {
+            c.log_all("kubelet-node2")
+                .get(kubelet_mark..)
+                .is_some_and(|l| l.contains(&seen("DELETE")) || l.contains(&seen("REMOVE")))
+        },
+        || c.log("kubelet-node2"),
+    );
+    assert_eq!(commands_logged(&c, calls).first().map(String::as_str), Some("ADD"));
+    // 3. The ADD released.
+    let _ = c.on_node("node2", "rm", &["-f", gate]);
+    // The pod object may be gone at once (a grace period of 0); the kubelet's work is done
+    // when it has unprepared the claim, which it does only once the pod is terminated
+    // (`SyncTerminatedPod`), after its sandbox's DEL.
+    c.wait(
+        "the claim unprepared (its record removed)",
+        || c.files_on("node2", CLAIMS).is_empty(),
+        || format!("{}\n{}", c.log("kubelet-node2"), c.agent_log("node2")),
+    );
+    assert!(!c.kubectl(&["get", "pod", "web", "-n", &ns.name]).status.success(), "the pod is still there");
+    c.wait(
+        "the pod's claim deleted",
+        || !c.kubectl(&["get", "resourceclaim", &claim_name, "-n", &ns.name]).status.success(),
+        || c.ok(&["get", "resourceclaim", &claim_name, "-n", &ns.name, "-o", "yaml"]),
+    );
+    let logged = commands_logged(&c, calls);
+    eprintln!("REPORT braid-fault's calls on the held sandbox: {logged:?}");
+    // Released before the delegator's own deadline (the usual case) the ADD completed and the
+    // kubelet stopped the sandbox; past it (a very slow node) the delegator rolled it back:
+    // either way nothing may be left.
+    let deadline = c.log_all("kubelet-node2")[kubelet_mark..].contains("killed at the command's deadline");
+    eprintln!(
+        "REPORT the held ADD {}",
+        if deadline { "ended at the delegator's deadline" } else { "completed once released" }
+    );
+    assert_eq!(logged.first().map(String::as_str), Some("ADD"), "{logged:?}");
+    assert!(logged.iter().any(|l| l == "DEL"), "unprepared before the sandbox's DEL: {logged:?}");
+    assert_eq!(logged.iter().filter(|l| *l == "ADD").count(), 1, "another sandbox was started: {logged:?}");
+    assert_eq!(c.files_on("node2", CLAIMS), Vec::<String>::new(), "claim records");
+    c.wait(
+        "braid's state of the sandbox gone",
+        || state(&c) == state_before,
+        || format!("{:?} vs {state_before:?}", state(&c)),
+    );
+    assert_eq!(status_of_pod(), Vec::<String>::new(), "status files of the pod");
+    assert_eq!(held_on_node2(&c, "braid-dra9-gated"), Vec::<String>::new(), "host-local addresses");
+    // The bridge (if the ADD got that far) has no port left: the pod's veth is gone.
+    let ports = c.on_node("node2", "ip", &["-o", "link", "show", "master", "br-dra139"]);
+    assert_eq!(String::from_utf8_lossy(&ports.stdout).trim(), "", "ports left on br-dra139");
+    // The agent: prepared, then unprepared, nothing alarming.
+    let lines = agent_lines(&c, &ns.name);
+    eprintln!("REPORT node2's agent on the namespace: {lines:#?}");
+    let claim_said = format!("{}/{claim_name}", ns.name);
+    let prepared = line_of(&lines, &format!("claim {claim_said} prepared"));
+    let unprepared = line_of(&lines, &format!("claim {claim_said} unprepared"));
+    assert!(prepared.is_some() && unprepared.is_some() && prepared < unprepared, "{lines:#?}");
+    let alarming: Vec<&String> = lines
+        .iter()
+        .filter(|l| ["WARNING", "cannot", "refused", "failed", "error"].iter().any(|w| l.contains(w)))
+        .collect();
+    assert!(alarming.is_empty(), "{alarming:#?}");
 }

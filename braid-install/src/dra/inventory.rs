@@ -22,11 +22,13 @@
 //! name, `.conflist` before `.conf` before `.json`; symbolic links are refused as it refuses
 //! them, and what it could not parse is not offered.
 
+use super::plan::Missing;
 use cni_types::validate::is_dns_label;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 /// The extensions the delegator reads a definition from, in its order.
 const EXTENSIONS: [&str; 3] = ["conflist", "conf", "json"];
@@ -98,9 +100,50 @@ pub fn find<'a>(devices: &'a [Device], name: &str) -> Option<&'a Device> {
     devices.iter().find(|d| d.name == name)
 }
 
-/// The devices offered: [`inventory`]'s, without the reasons.
-pub fn scan(networks_dir: &Path, cni_bin_dir: &Path) -> Vec<Device> {
-    inventory(networks_dir, cni_bin_dir).devices
+/// The networks this agent has offered since it started, by device name: what lets Prepare
+/// name the network of a device whose definition has left the node (a device name is not
+/// reversible: [`device_name`] truncates and hashes). Filled by every scan of the slice
+/// publisher and of Prepare; lost with the process, when Prepare names the device alone.
+#[derive(Debug, Clone, Default)]
+pub struct Seen(Arc<Mutex<BTreeMap<String, String>>>);
+
+impl Seen {
+    /// Remembers the devices of a scan.
+    pub fn remember(&self, devices: &[Device]) {
+        let mut seen = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for d in devices {
+            seen.insert(d.name.clone(), d.network.clone());
+        }
+    }
+
+    /// The network the device stood for, if this agent ever offered it.
+    pub fn network(&self, device: &str) -> Option<String> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(device).cloned()
+    }
+}
+
+/// Why `device` is none of `inv`'s devices: a definition the node has but cannot attach (its
+/// plugin missing: the inventory's reason), one that was offered and is gone from
+/// `networks_dir`, or a device name no network of this node ever had.
+pub fn missing(inv: &Inventory, seen: &Seen, networks_dir: &Path, device: &str) -> Missing {
+    let skipped = inv
+        .skipped
+        .iter()
+        .find(|(net, _)| net.split_once('/').is_some_and(|(namespace, name)| device_name(namespace, name) == device));
+    if let Some((net, why)) = skipped {
+        return Missing { network: Some(net.clone()), why: why.clone() };
+    }
+    match seen.network(device) {
+        Some(net) => Missing {
+            why: format!("its definition is gone from {} (its NAD deleted?)", networks_dir.display()),
+            network: Some(net),
+        },
+        None => Missing {
+            network: None,
+            why: "no network definition of this node has that device name (none this agent offered since it started)"
+                .into(),
+        },
+    }
 }
 
 /// Scans `networks_dir` and `cni_bin_dir` (both as the agent reaches them). A directory that
@@ -382,9 +425,21 @@ mod tests {
         assert!(inv.skipped["t/no-ipam"].contains("whereabouts"));
         assert_eq!(inv.devices[2].plugin_type, "macvlan");
         assert_eq!(inv.devices[3].plugin_type, "tuning");
+        // Why a device is not offered, as Prepare tells the kubelet: the inventory's reason,
+        // a definition gone since it was offered, a name this node never offered.
+        let seen = Seen::default();
+        seen.remember(&inv.devices);
+        let m = missing(&inv, &seen, &d.nets, &device_name("t", "second-missing"));
+        assert_eq!(m.network.as_deref(), Some("t/second-missing"));
+        assert!(m.why.contains("\"sriov\""), "{m:?}");
+        std::fs::remove_file(d.nets.join("t/ok.conflist")).unwrap();
+        let m = missing(&inventory(&d.nets, &d.bin), &seen, &d.nets, &device_name("t", "ok"));
+        assert_eq!(m.network.as_deref(), Some("t/ok"));
+        assert!(m.why.contains("definition is gone"), "{m:?}");
+        assert_eq!(missing(&inv, &seen, &d.nets, "t-never-00000000").network, None);
         // The plugin installed later: offered at the next scan.
         d.plugin("sriov", 0o755);
-        assert!(find(&scan(&d.nets, &d.bin), &device_name("t", "second-missing")).is_some());
+        assert!(find(&inventory(&d.nets, &d.bin).devices, &device_name("t", "second-missing")).is_some());
     }
 
     #[test]

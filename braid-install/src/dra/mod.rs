@@ -34,7 +34,13 @@ pub fn tasks(dra: config::Dra) -> crate::api::Tasks {
                 dra.plugin_socket(),
                 dra.plugin_endpoint(),
             );
-            let preparer = prepare::Preparer { client: client.clone(), agent: agent.clone(), dra: dra.clone() };
+            let seen = inventory::Seen::default();
+            let preparer = prepare::Preparer {
+                client: client.clone(),
+                agent: agent.clone(),
+                dra: dra.clone(),
+                seen: seen.clone(),
+            };
             let sockets = async {
                 if let Err(e) = server::serve(config, std::sync::Arc::new(preparer), stop).await {
                     crate::log(&format!("DRA: the driver's sockets cannot be served: {e}"));
@@ -42,7 +48,7 @@ pub fn tasks(dra: config::Dra) -> crate::api::Tasks {
             };
             // The publisher runs until the process ends; the sockets' end is the stop.
             futures::pin_mut!(sockets);
-            let slices = slices::run(client, agent, dra);
+            let slices = slices::run(client, agent, dra, seen);
             futures::pin_mut!(slices);
             futures::future::select(sockets, slices).await;
         })

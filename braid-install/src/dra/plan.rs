@@ -123,15 +123,23 @@ pub enum PlanError {
         /// This node.
         node: String,
     },
-    /// The device is none of this node's networks (any more).
-    #[error("claim {claim}, request {request}: device {device} is no network of this node (its definition was removed, or its plugin is not installed here)")]
+    /// The device is none of this node's networks (any more): the network left the node
+    /// between the scheduler's allocation and the kubelet's Prepare (its definition removed,
+    /// its plugin uninstalled). Nothing is recorded; the kubelet retries with backoff and
+    /// prepares the claim once the network is back.
+    #[error("claim {claim}, request {request}: {} is not attachable on node {node} any more: {}; nothing was prepared, the kubelet retries", missing.subject(device), missing.why)]
     NoNetwork {
         /// `namespace/name`.
         claim: String,
-        /// The request.
+        /// The allocation result's request.
         request: String,
         /// The device.
         device: String,
+        /// This node.
+        node: String,
+        /// The network, when the node still knows it, and why it is not attachable (boxed:
+        /// every plan result carries this enum).
+        missing: Box<Missing>,
     },
     /// The network is of a namespace the claim's may not use.
     #[error("claim {claim}, request {request}: network {network} may be used only by pods of namespace {namespace:?} or of a global namespace ({global})", global = .global.join(", "))]
@@ -230,13 +238,33 @@ fn parameters(
     Ok(Some(map))
 }
 
+/// Why a device is none of this node's networks: the network's `namespace/name` when the node
+/// still knows it, and the reason ([`PlanError::NoNetwork`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missing {
+    /// `namespace/name`, when known.
+    pub network: Option<String>,
+    /// Why.
+    pub why: String,
+}
+
+impl Missing {
+    /// What the message names: the network and its device, or the device alone.
+    fn subject(&self, device: &str) -> String {
+        match &self.network {
+            Some(n) => format!("network {n} (device {device})"),
+            None => format!("device {device}"),
+        }
+    }
+}
+
 /// The plan for `claim`, which the kubelet asked for as `wanted_uid`; `network_of` maps a
-/// device name of this node's slice to its network.
+/// device name of this node's slice to its network, or says why it has none.
 pub fn plan(
     claim: &ResourceClaim,
     wanted_uid: &str,
     ctx: &Context<'_>,
-    network_of: impl Fn(&str) -> Option<Network>,
+    network_of: impl Fn(&str) -> Result<Network, Missing>,
 ) -> Result<Plan, PlanError> {
     let name = claim_name(claim);
     let uid = claim.metadata.uid.clone().unwrap_or_default();
@@ -272,8 +300,17 @@ pub fn plan(
                 node: ctx.node.to_string(),
             });
         }
-        let Some(network) = network_of(&r.device) else {
-            return Err(PlanError::NoNetwork { claim: name, request: r.request.clone(), device: r.device.clone() });
+        let network = match network_of(&r.device) {
+            Ok(n) => n,
+            Err(missing) => {
+                return Err(PlanError::NoNetwork {
+                    claim: name,
+                    request: r.request.clone(),
+                    device: r.device.clone(),
+                    node: ctx.node.to_string(),
+                    missing: Box::new(missing),
+                })
+            }
         };
         if network.namespace != claim_ns && !ctx.global_namespaces.contains(&network.namespace) {
             return Err(PlanError::Namespace {
@@ -334,12 +371,15 @@ mod tests {
         }))
     }
 
-    fn networks(device: &str) -> Option<Network> {
+    fn networks(device: &str) -> Result<Network, Missing> {
         match device {
-            "tenant-side-1" => Some(Network { namespace: "tenant".into(), name: "side".into() }),
-            "default-shared-2" => Some(Network { namespace: "default".into(), name: "shared".into() }),
-            "other-secret-3" => Some(Network { namespace: "other".into(), name: "secret".into() }),
-            _ => None,
+            "tenant-side-1" => Ok(Network { namespace: "tenant".into(), name: "side".into() }),
+            "default-shared-2" => Ok(Network { namespace: "default".into(), name: "shared".into() }),
+            "other-secret-3" => Ok(Network { namespace: "other".into(), name: "secret".into() }),
+            "tenant-left-4" => {
+                Err(Missing { network: Some("tenant/left".into()), why: "its plugin \"x\" is not installed".into() })
+            }
+            _ => Err(Missing { network: None, why: "no network of this node has that device name".into() }),
         }
     }
 
@@ -416,7 +456,12 @@ mod tests {
         .unwrap_err();
         assert!(matches!(e, PlanError::OtherPool { .. }) && e.to_string().contains("node1"), "{e}");
         let e = run(&allocated(json!([result("gone-9")]), json!([]))).unwrap_err();
-        assert!(matches!(e, PlanError::NoNetwork { .. }) && e.to_string().contains("gone-9"), "{e}");
+        assert!(matches!(e, PlanError::NoNetwork { .. }) && e.to_string().contains("device gone-9"), "{e}");
+        let e = run(&allocated(json!([result("tenant-left-4")]), json!([]))).unwrap_err().to_string();
+        assert!(
+            e.contains("claim tenant/web-net-x7k2p, request net: network tenant/left (device tenant-left-4) is not attachable on node node2 any more: its plugin"),
+            "{e}"
+        );
         for (params, says) in [
             (json!({"name": "other"}), "the allocated device decides"),
             (json!({"interfaces": "x"}), "unknown key \"interfaces\""),

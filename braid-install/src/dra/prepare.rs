@@ -42,6 +42,9 @@ pub struct Preparer {
     pub agent: Agent,
     /// The driver's settings.
     pub dra: Dra,
+    /// The networks offered since the agent started (shared with the slice publisher), to
+    /// name the network of a device that left the node.
+    pub seen: super::inventory::Seen,
 }
 
 impl Preparer {
@@ -52,15 +55,17 @@ impl Preparer {
         let stored = call(&self.agent, Verb::get, "resourceclaims", api.get(&claim.name))
             .await
             .map_err(|f| format!("claim {}/{}: reading it from the API server: {f}", claim.namespace, claim.name))?;
-        let devices = super::inventory::scan(&self.agent.networks, &self.dra.cni_bin_dir);
+        let inv = super::inventory::inventory(&self.agent.networks, &self.dra.cni_bin_dir);
+        self.seen.remember(&inv.devices);
         let ctx = Context {
             driver: &self.dra.driver,
             node: &self.agent.node,
             global_namespaces: &self.dra.global_namespaces,
         };
         let network_of = |device: &str| {
-            super::inventory::find(&devices, device)
+            super::inventory::find(&inv.devices, device)
                 .map(|d| Network { namespace: d.namespace.clone(), name: d.net_name.clone() })
+                .ok_or_else(|| super::inventory::missing(&inv, &self.seen, &self.agent.networks, device))
         };
         let p = plan::plan(&stored, &claim.uid, &ctx, network_of).map_err(|e| e.to_string())?;
         self.record(&p)?;

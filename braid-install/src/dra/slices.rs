@@ -285,7 +285,7 @@ struct Publisher {
 }
 
 /// Publishes this node's slices until the process ends.
-pub async fn run(client: kube::Client, agent: Agent, dra: Dra) {
+pub async fn run(client: kube::Client, agent: Agent, dra: Dra, seen: inventory::Seen) {
     let slices: Api<ResourceSlice> = Api::all(client.clone());
     let nodes: Api<Node> = Api::all(client);
     let mut p = Publisher {
@@ -370,6 +370,7 @@ pub async fn run(client: kube::Client, agent: Agent, dra: Dra) {
             watch(&mut s.watches(), &agent, &p.dra);
         }
         let inv = inventory::inventory(&agent.networks, &p.dra.cni_bin_dir);
+        seen.remember(&inv.devices);
         p.log_skipped(&inv.skipped);
         p.sync(&agent, &nodes, &slices, &inv.devices).await;
     }
