@@ -1,4 +1,4 @@
-//! `braid-podresources [--dra-devices FILE] SOCKET NAMESPACE NAME TIMEOUT_MS [RESOURCE...]`: the devices the kubelet
+//! `braid-podresources SOCKET NAMESPACE NAME TIMEOUT_MS [--dra-devices FILE] [RESOURCE...]`: the devices the kubelet
 //! allocated to one pod, read from its PodResources API (v1) over its pod-resources socket, and
 //! printed as one JSON object for the delegator, which runs this only for an ADD whose networks
 //! name a resource (`k8s.v1.cni.cncf.io/resourceName`). See README.md for the protocol.
@@ -53,15 +53,17 @@ struct Args {
 fn args() -> Result<Args, Failure> {
     let mut a = std::env::args().skip(1).peekable();
     let usage =
-        || fail("usage", "usage: braid-podresources [--dra-devices FILE] SOCKET NAMESPACE NAME TIMEOUT_MS [RESOURCE...]");
-    let dra_devices = match a.next_if_eq("--dra-devices") {
-        Some(_) => Some(PathBuf::from(a.next().ok_or_else(usage)?)),
-        None => None,
-    };
+        || fail("usage", "usage: braid-podresources SOCKET NAMESPACE NAME TIMEOUT_MS [--dra-devices FILE] [RESOURCE...]");
     let socket = PathBuf::from(a.next().ok_or_else(usage)?);
     let namespace = a.next().ok_or_else(usage)?;
     let name = a.next().ok_or_else(usage)?;
     let ms: u64 = a.next().and_then(|t| t.parse().ok()).filter(|t| *t > 0).ok_or_else(usage)?;
+    // After the positionals (no resource name starts with "--"): a helper older than the
+    // option takes it for two resources, asks GetAllocatableResources once more, and works.
+    let dra_devices = match a.next_if_eq("--dra-devices") {
+        Some(_) => Some(PathBuf::from(a.next().ok_or_else(usage)?)),
+        None => None,
+    };
     Ok(Args { dra_devices, socket, namespace, name, timeout: Duration::from_millis(ms), resources: a.collect() })
 }
 
