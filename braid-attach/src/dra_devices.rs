@@ -8,7 +8,7 @@
 //! lists for the pod, by (driver, pool, device).
 //!
 //! ```text
-//! /var/lib/braid/dra-devices.json
+//! /var/lib/braid/dra-devices/devices.json
 //! ```
 //!
 //! ```json
@@ -33,7 +33,7 @@ use std::path::Path;
 
 /// The default file (the agent's `--dra-devices-file`, the delegator's
 /// `kubernetes.draDevicesFile`).
-pub const DEFAULT_FILE: &str = "/var/lib/braid/dra-devices.json";
+pub const DEFAULT_FILE: &str = "/var/lib/braid/dra-devices/devices.json";
 
 /// The attribute naming the resource a device is for (Multus's `multusResourceNameAttr`): it
 /// must equal the NAD's `k8s.v1.cni.cncf.io/resourceName`.
@@ -124,11 +124,19 @@ mod tests {
         let pool = r.devices.entry("sriov.example".into()).or_default().entry("n1".into()).or_default();
         pool.insert("vf-1".into(), vf.clone());
         pool.insert("vf-2".into(), Device { resource_name: Some("x/y".into()), device_id: Some(String::new()) });
-        r.devices.entry("gpu.example".into()).or_default().entry("n1".into()).or_default().insert("g".into(), Device::default());
+        r.devices
+            .entry("gpu.example".into())
+            .or_default()
+            .entry("n1".into())
+            .or_default()
+            .insert("g".into(), Device::default());
         r.write(&path).unwrap();
         let back = NodeDevices::read(&path).unwrap();
         assert_eq!(back, r);
-        assert_eq!(back.get("sriov.example", "n1", "vf-1").and_then(Device::multus), Some(("braid.test/dravf", "0000:00:1e.1")));
+        assert_eq!(
+            back.get("sriov.example", "n1", "vf-1").and_then(Device::multus),
+            Some(("braid.test/dravf", "0000:00:1e.1"))
+        );
         assert_eq!(back.get("sriov.example", "n1", "vf-2").and_then(Device::multus), None, "an empty deviceID");
         assert_eq!(back.get("gpu.example", "n1", "g").map(Device::multus), Some(None), "listed, no attributes");
         assert_eq!(back.get("gpu.example", "n2", "g"), None, "not listed");

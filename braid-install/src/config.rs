@@ -113,7 +113,7 @@ mod tests {
                    "podResourcesSocket": "/var/lib/kubelet/pod-resources/kubelet.sock",
                    "defaultNetworkNamespace": "kube-system", "defaultNetworkPodNamespace": false,
                    "claimsDir": "/var/lib/braid/claims",
-                   "draDevicesFile": "/var/lib/braid/dra-devices.json"})
+                   "draDevicesFile": "/var/lib/braid/dra-devices/devices.json"})
         );
     }
 

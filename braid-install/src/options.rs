@@ -56,7 +56,7 @@ pub struct Options {
     /// ResourceSlices watched, their devices' Multus attributes kept in `dra_devices_file` for
     /// networks that name a resource other DRA drivers' devices serve (`api::dra_devices`).
     pub dra_devices: bool,
-    /// Where (`--dra-devices-file`, node path, `/var/lib/braid/dra-devices.json`; the
+    /// Where (`--dra-devices-file`, node path, `/var/lib/braid/dra-devices/devices.json`; the
     /// delegator's `kubernetes.draDevicesFile`).
     pub dra_devices_file: PathBuf,
     /// The mounted ConfigMap of network definitions (`--networks-configmap`), in the container.
@@ -218,7 +218,7 @@ mounted ConfigMap, then keeps them current (or exits with --once).
                             NAD's resourceName then matches no other DRA driver's device [on]
   --dra-devices-file FILE   the node's DRA devices record (devices' Multus attributes), the
                             delegator's kubernetes.draDevicesFile (node path)
-                            [/var/lib/braid/dra-devices.json]
+                            [/var/lib/braid/dra-devices/devices.json]
   --hotplug                 with --kubernetes-api: a running pod's networks follow its
                             k8s.v1.cni.cncf.io/networks annotation (needs the node's root
                             at --host-root and root privileges)         [off]
@@ -588,7 +588,7 @@ mod tests {
         assert!(!run(&["--kubernetes-api", "--no-interface-events"]).unwrap().interface_events);
         let d = run(&["--kubernetes-api"]).unwrap();
         assert!(d.dra_devices, "the node's DRA devices record is kept by default");
-        assert_eq!(d.dra_devices_file, PathBuf::from("/var/lib/braid/dra-devices.json"));
+        assert_eq!(d.dra_devices_file, PathBuf::from("/var/lib/braid/dra-devices/devices.json"));
         let o = run(&["--kubernetes-api", "--no-dra-devices", "--dra-devices-file=/var/lib/b/d.json"]).unwrap();
         assert_eq!((o.dra_devices, o.dra_devices_file), (false, PathBuf::from("/var/lib/b/d.json")));
         assert!(run(&["--dra-devices-file", "d.json"]).is_err());

@@ -270,7 +270,7 @@ fn the_generated_conflist_wraps_the_primary_by_reference() {
                                // --dra-claims-dir's default: the DRA driver's claim records.
                                "claimsDir": "/var/lib/braid/claims",
                                // --dra-devices-file's default: the node's DRA devices record.
-                               "draDevicesFile": "/var/lib/braid/dra-devices.json"}
+                               "draDevicesFile": "/var/lib/braid/dra-devices/devices.json"}
             }]
         })
     );

@@ -171,7 +171,12 @@ mod tests {
                 Device { resource_name: Some("braid.test/dravf".into()), device_id: Some(id.into()) },
             );
         }
-        n.devices.entry("gpu.test".into()).or_default().entry("n1".into()).or_default().insert("g0".into(), Device::default());
+        n.devices
+            .entry("gpu.test".into())
+            .or_default()
+            .entry("n1".into())
+            .or_default()
+            .insert("g0".into(), Device::default());
         n.write(&record).unwrap();
         let r = resolve(&found, &record, &mut devices);
         assert_eq!(devices["braid.test/dravf"], ["0000:00:1e.0", "0000:00:1e.1", "0000:00:1f.0"]);

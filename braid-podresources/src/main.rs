@@ -52,8 +52,9 @@ struct Args {
 
 fn args() -> Result<Args, Failure> {
     let mut a = std::env::args().skip(1).peekable();
-    let usage =
-        || fail("usage", "usage: braid-podresources SOCKET NAMESPACE NAME TIMEOUT_MS [--dra-devices FILE] [RESOURCE...]");
+    let usage = || {
+        fail("usage", "usage: braid-podresources SOCKET NAMESPACE NAME TIMEOUT_MS [--dra-devices FILE] [RESOURCE...]")
+    };
     let socket = PathBuf::from(a.next().ok_or_else(usage)?);
     let namespace = a.next().ok_or_else(usage)?;
     let name = a.next().ok_or_else(usage)?;

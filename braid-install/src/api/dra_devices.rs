@@ -83,7 +83,11 @@ pub async fn run(client: kube::Client, agent: Agent, file: PathBuf) {
             Err(e) => {
                 log_changed(
                     &mut failing,
-                    format!("DRA devices: ResourceSlices of node {}: {e}; retrying with backoff, {} stays as it is", agent.node, file.display()),
+                    format!(
+                        "DRA devices: ResourceSlices of node {}: {e}; retrying with backoff, {} stays as it is",
+                        agent.node,
+                        file.display()
+                    ),
                 );
                 continue;
             }
@@ -97,7 +101,11 @@ pub async fn run(client: kube::Client, agent: Agent, file: PathBuf) {
             Ok(()) => {
                 if written.is_none() {
                     let n: usize = now.devices.values().flat_map(|p| p.values()).map(BTreeMap::len).sum();
-                    crate::log(&format!("DRA devices: {n} device(s) of node {}'s ResourceSlices into {}; watching", agent.node, file.display()));
+                    crate::log(&format!(
+                        "DRA devices: {n} device(s) of node {}'s ResourceSlices into {}; watching",
+                        agent.node,
+                        file.display()
+                    ));
                 }
                 written = Some(now);
             }
@@ -128,7 +136,10 @@ mod tests {
                                 [(RESOURCE_NAME_ATTR, "braid.test/dravf"), (DEVICE_ID_ATTR, id), ("other", "x")]
                                     .into_iter()
                                     .map(|(k, v)| {
-                                        (k.to_string(), r::DeviceAttribute { string: Some(v.into()), ..Default::default() })
+                                        (
+                                            k.to_string(),
+                                            r::DeviceAttribute { string: Some(v.into()), ..Default::default() },
+                                        )
                                     })
                                     .collect()
                             }),
@@ -153,7 +164,10 @@ mod tests {
         }
         let n = record("n1", &s);
         assert_eq!(n.node, "n1");
-        assert_eq!(n.get("sriov.test", "n1", "vf-0").and_then(Device::multus), Some(("braid.test/dravf", "0000:00:1e.0")));
+        assert_eq!(
+            n.get("sriov.test", "n1", "vf-0").and_then(Device::multus),
+            Some(("braid.test/dravf", "0000:00:1e.0"))
+        );
         assert_eq!(n.get("sriov.test", "n1", "old"), None, "an older generation of the pool");
         assert_eq!(n.get("gpu.test", "n1", "g0"), Some(&Device::default()), "listed without attributes");
     }

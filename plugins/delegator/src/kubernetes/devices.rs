@@ -99,7 +99,7 @@ pub enum DeviceError {
         resource: String,
     },
     /// The pod has none of the resource, and this node offers it.
-    #[error("network {network} names resource {resource} ({RESOURCE_NAME}), but pod {pod} was allocated no device of it: request it in the pod's resources.limits ({resource}: 1 per selection), or through a ResourceClaim of a DRA driver whose devices carry the attribute k8s.cni.cncf.io/resourceName {resource}")]
+    #[error("network {network} names resource {resource} ({RESOURCE_NAME}), but pod {pod} was allocated no device of it: request it in the pod's resources.limits ({resource}: 1 per selection), or a DRA device of it")]
     NotRequested {
         /// `namespace/name`.
         network: String,
@@ -162,22 +162,10 @@ pub enum DeviceError {
         /// The deviceID.
         id: String,
     },
-    /// The pod has devices of other DRA drivers whose attributes the node's DRA devices record
-    /// does not give (missing, or the agent has not seen the device yet): retrying can help.
-    #[error("network {network} names resource {resource} ({RESOURCE_NAME}), and pod {pod} has too few devices of it known: {why}; nothing was attached, try again")]
-    DraUnresolved {
-        /// `namespace/name`.
-        network: String,
-        /// The resource.
-        resource: String,
-        /// `namespace/name` of the pod.
-        pod: String,
-        /// The helper's `draUnresolved`.
-        why: String,
-    },
     /// The kubelet could not be asked (socket missing, nobody listening, no answer in time),
-    /// or the helper could not run: retrying can help.
-    #[error("network {network} names resource {resource} ({RESOURCE_NAME}), but the devices of pod {pod} cannot be read from the kubelet: {why}; nothing was attached, try again")]
+    /// the helper could not run, or some of the pod's DRA devices are not in the node's DRA
+    /// devices record (missing, or the agent has not seen them yet): retrying can help.
+    #[error("network {network} names resource {resource} ({RESOURCE_NAME}), but the devices of pod {pod} cannot be read: {why}; nothing was attached, try again")]
     Kubelet {
         /// `namespace/name`.
         network: String,
@@ -193,7 +181,7 @@ pub enum DeviceError {
 impl From<DeviceError> for CniError {
     fn from(e: DeviceError) -> CniError {
         let code = match e {
-            DeviceError::Kubelet { .. } | DeviceError::DraUnresolved { .. } => TRY_AGAIN_LATER,
+            DeviceError::Kubelet { .. } => TRY_AGAIN_LATER,
             _ => INVALID_NETWORK_CONFIG,
         };
         CniError::new(code, e.to_string())
@@ -225,7 +213,7 @@ pub fn hand_out(selection: &Selection, pod: &str, answer: &Answer) -> Result<Vec
     let network = |i: usize| selection.networks.get(i).map_or_else(String::new, |n| n.name.clone());
     // Too few devices while some of the pod's DRA devices are not known yet: that, not the pod.
     let unresolved = |i: usize, r: &str| {
-        answer.dra_unresolved.clone().map(|why| DeviceError::DraUnresolved {
+        answer.dra_unresolved.clone().map(|why| DeviceError::Kubelet {
             network: network(i),
             resource: r.to_string(),
             pod: pod.to_string(),
@@ -610,7 +598,11 @@ mod tests {
         stale.dra_unresolved = Some("the pod's DRA devices d/n1/vf-0 (claim a/c) are not in the record".into());
         let c: CniError = hand_out(&two, "a/p", &stale).unwrap_err().into();
         assert_eq!(c.code, TRY_AGAIN_LATER);
-        assert!(c.msg.contains("network a/two") && c.msg.contains("pod a/p") && c.msg.contains("d/n1/vf-0"), "{}", c.msg);
+        assert!(
+            c.msg.contains("network a/two") && c.msg.contains("pod a/p") && c.msg.contains("d/n1/vf-0"),
+            "{}",
+            c.msg
+        );
         let k: CniError =
             DeviceError::Kubelet { network: "a/one".into(), resource: VF.into(), pod: "a/p".into(), why: "x".into() }
                 .into();

@@ -431,7 +431,7 @@ fn the_kubernetes_block() {
             kubelet: devices::Kubelet {
                 socket: "/var/lib/kubelet/pod-resources/kubelet.sock".into(),
                 timeout: std::time::Duration::from_secs(10),
-                dra_devices: "/var/lib/braid/dra-devices.json".into(),
+                dra_devices: "/var/lib/braid/dra-devices/devices.json".into(),
             },
             default_network_namespace: "kube-system".into(),
             default_network_pod_namespace: false,
