@@ -28,6 +28,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -157,6 +158,11 @@ func main() {
 		d.devices[dev.Name] = true
 	}
 
+	// The helper listens in the driver's directory under the kubelet's plugins directory; it
+	// does not make it.
+	if err := os.MkdirAll(filepath.Join(kubeletplugin.KubeletPluginsDir, *name), 0o750); err != nil {
+		log.Fatalf("dradriver: %v", err)
+	}
 	helper, err := kubeletplugin.Start(ctx, d,
 		kubeletplugin.DriverName(*name),
 		kubeletplugin.NodeName(*node),
