@@ -600,7 +600,8 @@ fn dra_allocated(c: &Cluster, ns: &str, pod: &str) -> (String, String, String) {
             let p = c.get(&["pod", pod, "-n", ns]);
             claim = p["status"]["resourceClaimStatuses"][0]["resourceClaimName"].as_str().unwrap_or("").to_string();
             !claim.is_empty()
-                && c.get(&["resourceclaim", &claim, "-n", ns])["status"]["allocation"]["devices"]["results"][0]["device"]
+                && c.get(&["resourceclaim", &claim, "-n", ns])["status"]["allocation"]["devices"]["results"][0]
+                    ["device"]
                     .is_string()
         },
         || c.describe(ns, pod),
