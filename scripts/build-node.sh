@@ -6,8 +6,10 @@
 # Usage: scripts/build-node.sh
 #   BRAID_NODE_CACHE   where built parts are kept (default /var/cache/braid/node). A build is
 #                      keyed by the hash of every go.mod, go.sum and .go file under
-#                      integration/node/ and of this script: a change to a pin builds anew, the
-#                      same pins reuse what a clone built before (CI's clones included).
+#                      integration/node/ (but integration/node/dradriver/, which
+#                      scripts/build-dradriver.sh builds under a key of its own) and of this
+#                      script: a change to a pin builds anew, the same pins reuse what a clone
+#                      built before (CI's clones included).
 #
 # The Go module and build caches (go env GOMODCACHE GOCACHE) are kept between builds too; the
 # first build on a 2-core machine takes the time README.md gives. Nothing here is shipped:
@@ -23,7 +25,9 @@ k8s_version="$(cd integration/node/kubernetes && go list -m -f '{{.Version}}' k8
 ctrd_version="$(cd integration/node/containerd && go list -m -f '{{.Version}}' github.com/containerd/containerd/v2)"
 [ -n "$k8s_version" ] && [ -n "$ctrd_version" ] || { echo "build-node: cannot read the pinned versions from integration/node/*/go.mod" >&2; exit 1; }
 
-key="$( { find integration/node -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) | LC_ALL=C sort | xargs cat; cat "$0"; } | sha256sum | cut -c1-16)"
+# integration/node/dradriver (braid's test DRA driver) is not in this key: scripts/build-dradriver.sh
+# builds it under a key of its own, so that a change to it never rebuilds Kubernetes.
+key="$( { find integration/node -path integration/node/dradriver -prune -o -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) -print | LC_ALL=C sort | xargs cat; cat "$0"; } | sha256sum | cut -c1-16)"
 cache="${BRAID_NODE_CACHE:-/var/cache/braid/node}"
 out="$cache/$key"
 if [ -f "$out/.complete" ]; then

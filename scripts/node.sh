@@ -25,6 +25,15 @@
 #                                   braid.test/fakevf -count 4`); `stop deviceplugin-NODE` stops
 #                                   it by its PID, `down` too. A kubelet restarted forgets its
 #                                   device plugins: `restart deviceplugin-NODE` registers again
+#   scripts/node.sh dradriver NODE [ARGS…]
+#                                   starts braid's test DRA driver (integration/node/dradriver,
+#                                   built by scripts/build-dradriver.sh) on NODE as the part
+#                                   dradriver-NODE, registered with that node's kubelet, its
+#                                   ResourceSlice published, and applies the DeviceClass of its
+#                                   name (selector device.driver == NAME; ARGS: its flags, e.g.
+#                                   `-resource braid.test/dravf -count 4`; driver name
+#                                   dra.braid.test unless `-driver NAME`); `stop dradriver-NODE`
+#                                   stops it by its PID (it deletes its slices), `down` too
 #   scripts/node.sh compact         compacts etcd at its current revision (what makes a watch
 #                                   resumed from before it answer 410 Gone)
 #   scripts/node.sh image TAG DIR ENTRYPOINT
@@ -39,7 +48,8 @@
 #   BRAID_RELEASE_DIR  braid's static binaries (default: scripts/build-release.sh builds them)
 #
 # What it never touches: the machine's own network namespace, /etc/cni, /opt/cni,
-# /var/lib/kubelet, /var/lib/containerd, /var/lib/cni, /var/lib/braid/claims, /run. Each node is a network namespace
+# /var/lib/kubelet, /var/lib/containerd, /var/lib/cni, /var/lib/braid/claims,
+# /var/lib/braid/dra-devices, /run. Each node is a network namespace
 # (uplink 198.18.0.N/24 on a bridge in a namespace of its own, pods in 198.18.(64+N).0/24,
 # Services in 198.18.200.0/24) and a mount namespace in which those paths, /run and the
 # kernel tunables the kubelet writes (kernel.panic, kernel.panic_on_oops,
@@ -243,7 +253,7 @@ network() {
 # files standing in for the non-namespaced kernel tunables the kubelet sets.
 mounts() {
   local n="$1" r="$D/node$n"
-  mkdir -p "$r"/{etc-cni,opt-cni,kubelet,containerd,var-lib-cni,braid-claims,log-pods,log-containers,sysctl}
+  mkdir -p "$r"/{etc-cni,opt-cni,kubelet,containerd,var-lib-cni,braid-claims,braid-dra-devices,log-pods,log-containers,sysctl}
   mkdir -p "$r/etc-cni/net.d" "$r/etc-cni/multus/net.d" "$r/opt-cni/bin"
   echo 10 > "$r/sysctl/kernel.panic"
   echo 1 > "$r/sysctl/kernel.panic_on_oops"
@@ -257,6 +267,9 @@ mounts() {
     mkdir -p /var/lib/cni && mount --bind '$r/var-lib-cni' /var/lib/cni
     # braid's DRA claim records (/var/lib/braid/claims, deploy/kubernetes-dra): each node its own.
     mkdir -p /var/lib/braid/claims && mount --bind '$r/braid-claims' /var/lib/braid/claims
+    # braid's record of the node's DRA devices (/var/lib/braid/dra-devices, the agent's
+    # --dra-devices-file): each node its own, as each node's slices are.
+    mkdir -p /var/lib/braid/dra-devices && mount --bind '$r/braid-dra-devices' /var/lib/braid/dra-devices
     mkdir -p /var/log/pods && mount --bind '$r/log-pods' /var/log/pods
     mkdir -p /var/log/containers && mount --bind '$r/log-containers' /var/log/containers
     mount --bind '$r/sysctl/kernel.panic' /proc/sys/kernel/panic
@@ -699,7 +712,7 @@ down() {
   [ "$(id -u)" -eq 0 ] || die "needs root"
   [ -d "$D" ] || { log "nothing in $D"; return 0; }
   local part n i pids
-  for part in "$D"/pids/deviceplugin-node* "$D"/pids/kubelet-node* "$D"/pids/kube-proxy-node* "$D"/pids/kube-scheduler "$D"/pids/kube-controller-manager \
+  for part in "$D"/pids/dradriver-node* "$D"/pids/deviceplugin-node* "$D"/pids/kubelet-node* "$D"/pids/kube-proxy-node* "$D"/pids/kube-scheduler "$D"/pids/kube-controller-manager \
     "$D"/pids/kube-apiserver "$D"/pids/etcd "$D"/pids/containerd-node* "$D"/pids/crio-node*; do
     if [ -e "$part" ]; then stop "$(basename "$part")"; fi
   done
@@ -754,6 +767,42 @@ deviceplugin() {
   die "the device plugin on node$n did not register: $D/logs/$part.log"
 }
 
+# braid's test DRA driver on node N, as a part (with the admin's kubeconfig: test tooling),
+# and its DeviceClass: defined anew with these flags, started, and waited for until the
+# kubelet registered it and its slice is published. The kubelet's plugin manager finds its
+# registration socket (under /var/lib/kubelet/plugins_registry, the node's own) also after a
+# kubelet restart: nothing to register again by hand.
+dradriver() {
+  local n="${1#node}" part driver=dra.braid.test dir a prev=""; shift
+  [ -e "$D/nodes" ] || die "no cluster in $D (scripts/node.sh up)"
+  case "$n" in ''|*[!0-9]*) die "dradriver takes a node name (node1…), not '$n'";; esac
+  [ "$n" -ge 1 ] && [ "$n" -le "$(nodes)" ] || die "no node$n in $D"
+  for a in "$@"; do
+    if [ "$prev" = -driver ]; then driver="$a"; fi
+    prev="$a"
+  done
+  dir="$(bash scripts/build-dradriver.sh | tail -n1)"
+  part="dradriver-node$n"
+  stop "$part"
+  define "$part" "$n" "$dir/braid-dradriver" -kubeconfig "$D/kubeconfig" -node "node$n" "$@"
+  : > "$D/logs/$part.log" 2>/dev/null || true
+  printf '{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"%s"},"spec":{"selectors":[{"cel":{"expression":"device.driver == \\"%s\\""}}]}}\n' \
+    "$driver" "$driver" | kubectl_ apply -f - >&2
+  start "$part"
+  local i
+  for i in $(seq 1 120); do
+    running "$part" || break
+    if grep -q "registered " "$D/logs/$part.log" \
+      && kubectl_ get resourceslices --field-selector "spec.nodeName=node$n,spec.driver=$driver" -o name 2>/dev/null | grep -q .; then
+      cat "$D/pids/$part"
+      return 0
+    fi
+    sleep 0.5
+  done
+  stop "$part"
+  die "the DRA driver on node$n did not register or publish its slice: $D/logs/$part.log"
+}
+
 compact() {
   local rev
   rev="$(in_node 1 curl -sf -X POST http://127.0.0.1:2379/v3/kv/range -d '{"key":"AA=="}' \
@@ -776,6 +825,7 @@ case "$cmd" in
   restart) stop "${1:?restart takes a part}"; start "$1" ;;
   compact) compact ;;
   deviceplugin) deviceplugin "${1:?deviceplugin takes a node name}" "${@:2}" ;;
+  dradriver) dradriver "${1:?dradriver takes a node name}" "${@:2}" ;;
   image) import_image "${1:?image takes a tag}" "${2:?and a directory}" "${3:?and an entrypoint}" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
 esac

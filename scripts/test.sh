@@ -106,6 +106,9 @@ export BRAID_CNI_PLUGINS
 # holding only it goes first on PATH (the containerd tests keep Debian's containerd 1.6).
 log "the real node's parts (scripts/build-node.sh)"
 node_bin="$(bash scripts/build-node.sh | tail -n1)"
+# braid's test DRA driver (kube_devices.rs starts it through `scripts/node.sh dradriver`): its
+# own script and cache key, so that it never rebuilds the parts above.
+bash scripts/build-dradriver.sh >/dev/null
 mkdir -p target/node-tools
 ln -sfn "$node_bin/kubectl" target/node-tools/kubectl
 export PATH="$PWD/target/node-tools:$PATH"

@@ -31,6 +31,8 @@
 //! * [`plan`]: the on-disk format of that plan, typed and versioned.
 //! * [`state`]: the locked, private, crash-safe files that hold it.
 //! * [`owner`]: one state directory serves one plugin kind.
+//! * [`dra_devices`]: the node's DRA devices and Multus's two attributes of each, which the
+//!   node agent keeps for the delegator's helper.
 #![forbid(unsafe_code)]
 
 pub mod add;
@@ -43,6 +45,7 @@ pub mod config;
 pub mod deadline;
 pub mod delegate;
 pub mod delegates;
+pub mod dra_devices;
 pub mod forward;
 pub mod ifnames;
 pub mod nesting;

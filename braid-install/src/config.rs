@@ -37,6 +37,9 @@ pub fn render(o: &Options, primary: &Primary) -> Vec<u8> {
                 // Where the DRA driver (--dra) records prepared claims; the delegator reads
                 // a pod's there at ADD (none: one failed open).
                 "claimsDir": o.dra_claims_dir,
+                // The node agent's record of the node's DRA devices (API mode), read by the
+                // delegator's helper only for a pod with DRA devices and a network naming a resource.
+                "draDevicesFile": o.dra_devices_file,
             }
         }]
     });
@@ -109,7 +112,8 @@ mod tests {
             json!({"networksDir": "/etc/cni/braid.d", "globalNamespaces": ["default"], "statusDir": "/run/braid/network-status",
                    "podResourcesSocket": "/var/lib/kubelet/pod-resources/kubelet.sock",
                    "defaultNetworkNamespace": "kube-system", "defaultNetworkPodNamespace": false,
-                   "claimsDir": "/var/lib/braid/claims"})
+                   "claimsDir": "/var/lib/braid/claims",
+                   "draDevicesFile": "/var/lib/braid/dra-devices/devices.json"})
         );
     }
 

@@ -52,6 +52,13 @@ pub struct Options {
     /// `AddedInterface` Events on pods once their network-status is published (API mode; on
     /// unless `--no-interface-events`).
     pub interface_events: bool,
+    /// The node's DRA devices record (API mode; on unless `--no-dra-devices`): this node's
+    /// ResourceSlices watched, their devices' Multus attributes kept in `dra_devices_file` for
+    /// networks that name a resource other DRA drivers' devices serve (`api::dra_devices`).
+    pub dra_devices: bool,
+    /// Where (`--dra-devices-file`, node path, `/var/lib/braid/dra-devices/devices.json`; the
+    /// delegator's `kubernetes.draDevicesFile`).
+    pub dra_devices_file: PathBuf,
     /// The mounted ConfigMap of network definitions (`--networks-configmap`), in the container.
     pub configmap_dir: Option<PathBuf>,
     /// Where the plugin binaries are taken from (`--source-dir`; the installer's own directory).
@@ -126,6 +133,8 @@ impl Default for Options {
             default_network_namespace: "kube-system".into(),
             default_network_pod_namespace: false,
             interface_events: true,
+            dra_devices: true,
+            dra_devices_file: PathBuf::from(braid_attach::dra_devices::DEFAULT_FILE),
             configmap_dir: None,
             source_dir: None,
             wait: Duration::from_secs(300),
@@ -205,6 +214,11 @@ mounted ConfigMap, then keeps them current (or exits with --once).
                             often, for lost inotify events (no API request) [60]
   --no-interface-events     with --kubernetes-api: no AddedInterface Events on pods
                             (on by default: one Event per interface of a pod start) [on]
+  --no-dra-devices          with --kubernetes-api: no watch of this node's ResourceSlices; a
+                            NAD's resourceName then matches no other DRA driver's device [on]
+  --dra-devices-file FILE   the node's DRA devices record (devices' Multus attributes), the
+                            delegator's kubernetes.draDevicesFile (node path)
+                            [/var/lib/braid/dra-devices/devices.json]
   --hotplug                 with --kubernetes-api: a running pod's networks follow its
                             k8s.v1.cni.cncf.io/networks annotation (needs the node's root
                             at --host-root and root privileges)         [off]
@@ -277,6 +291,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
             "--dra" => switch(&mut o, |o| o.dra = true)?,
             "--default-network-pod-namespace" => switch(&mut o, |o| o.default_network_pod_namespace = true)?,
             "--no-interface-events" => switch(&mut o, |o| o.interface_events = false)?,
+            "--no-dra-devices" => switch(&mut o, |o| o.dra_devices = false)?,
             "--host-root"
             | "--cni-bin-dir"
             | "--cni-conf-dir"
@@ -301,6 +316,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
             | "--dra-driver-name"
             | "--kubelet-dir"
             | "--dra-claims-dir"
+            | "--dra-devices-file"
             | "--dra-attachments" => {
                 let v = match inline {
                     Some(v) => v,
@@ -321,6 +337,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
                     "--vmtap-dan-dir" => o.vmtap_dan_dir = Some(abs_path(&flag, &v)?),
                     "--kubelet-dir" => o.kubelet_dir = abs_path(&flag, &v)?,
                     "--dra-claims-dir" => o.dra_claims_dir = abs_path(&flag, &v)?,
+                    "--dra-devices-file" => o.dra_devices_file = abs_path(&flag, &v)?,
                     "--dra-driver-name" => {
                         if !is_driver_name(&v) {
                             return Err(usage(format!(
@@ -569,6 +586,12 @@ mod tests {
         assert!(!d.hotplug, "hot-plug is opt-in");
         assert!(d.interface_events, "AddedInterface Events are on by default");
         assert!(!run(&["--kubernetes-api", "--no-interface-events"]).unwrap().interface_events);
+        let d = run(&["--kubernetes-api"]).unwrap();
+        assert!(d.dra_devices, "the node's DRA devices record is kept by default");
+        assert_eq!(d.dra_devices_file, PathBuf::from("/var/lib/braid/dra-devices/devices.json"));
+        let o = run(&["--kubernetes-api", "--no-dra-devices", "--dra-devices-file=/var/lib/b/d.json"]).unwrap();
+        assert_eq!((o.dra_devices, o.dra_devices_file), (false, PathBuf::from("/var/lib/b/d.json")));
+        assert!(run(&["--dra-devices-file", "d.json"]).is_err());
         assert_eq!((d.default_network_namespace.as_str(), d.default_network_pod_namespace), ("kube-system", false));
         let o = run(&["--default-network-namespace=nets", "--default-network-pod-namespace"]).unwrap();
         assert_eq!((o.default_network_namespace.as_str(), o.default_network_pod_namespace), ("nets", true));

@@ -268,7 +268,9 @@ fn the_generated_conflist_wraps_the_primary_by_reference() {
                                // multusNamespace default); the pod's own namespace is opt-in.
                                "defaultNetworkNamespace": "kube-system", "defaultNetworkPodNamespace": false,
                                // --dra-claims-dir's default: the DRA driver's claim records.
-                               "claimsDir": "/var/lib/braid/claims"}
+                               "claimsDir": "/var/lib/braid/claims",
+                               // --dra-devices-file's default: the node's DRA devices record.
+                               "draDevicesFile": "/var/lib/braid/dra-devices/devices.json"}
             }]
         })
     );

@@ -1,7 +1,7 @@
 //! The kubelet's PodResources v1 messages braid reads, written by hand with prost's derive (no
 //! protoc): the field numbers of `k8s.io/kubelet/pkg/apis/podresources/v1/api.proto`
 //! (k8s.io/kubelet v0.36.3). Only the fields braid uses; prost skips the others (CPU IDs,
-//! memory, dynamic resources) in a response.
+//! memory, CDI devices, topology) in a response.
 
 /// `GetPodResourcesRequest`.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -69,6 +69,41 @@ pub struct ContainerResources {
     /// `devices`.
     #[prost(message, repeated, tag = "2")]
     pub devices: Vec<ContainerDevices>,
+    /// `dynamic_resources`: the container's ResourceClaims' devices (DRA; KEP-3695), only
+    /// those of claims the container names in `resources.claims`.
+    #[prost(message, repeated, tag = "5")]
+    pub dynamic_resources: Vec<DynamicResource>,
+}
+
+/// `DynamicResource`: one claim (field 1, `class_name`, was removed in 1.31).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DynamicResource {
+    /// `claim_name`.
+    #[prost(string, tag = "2")]
+    pub claim_name: String,
+    /// `claim_namespace`.
+    #[prost(string, tag = "3")]
+    pub claim_namespace: String,
+    /// `claim_resources`: its allocated devices.
+    #[prost(message, repeated, tag = "4")]
+    pub claim_resources: Vec<ClaimResource>,
+}
+
+/// `ClaimResource`: a device by its (driver, pool, device) triplet.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ClaimResource {
+    /// `driver_name`.
+    #[prost(string, tag = "2")]
+    pub driver_name: String,
+    /// `pool_name`.
+    #[prost(string, tag = "3")]
+    pub pool_name: String,
+    /// `device_name`.
+    #[prost(string, tag = "4")]
+    pub device_name: String,
+    /// `share_id` (a shared device's allocation, DRAConsumableCapacity).
+    #[prost(string, optional, tag = "5")]
+    pub share_id: Option<String>,
 }
 
 /// `ContainerDevices`.

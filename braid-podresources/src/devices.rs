@@ -58,7 +58,7 @@ mod tests {
             containers: containers
                 .into_iter()
                 .enumerate()
-                .map(|(i, devices)| ContainerResources { name: format!("c{i}"), devices })
+                .map(|(i, devices)| ContainerResources { name: format!("c{i}"), devices, dynamic_resources: vec![] })
                 .collect(),
         }
     }

@@ -1,4 +1,4 @@
-//! `braid-podresources SOCKET NAMESPACE NAME TIMEOUT_MS [RESOURCE...]`: the devices the kubelet
+//! `braid-podresources SOCKET NAMESPACE NAME TIMEOUT_MS [--dra-devices FILE] [RESOURCE...]`: the devices the kubelet
 //! allocated to one pod, read from its PodResources API (v1) over its pod-resources socket, and
 //! printed as one JSON object for the delegator, which runs this only for an ADD whose networks
 //! name a resource (`k8s.v1.cni.cncf.io/resourceName`). See README.md for the protocol.
@@ -9,9 +9,13 @@
 //! tells a resource no device plugin of this node offers from one the pod did not request.
 //! Every call is bounded by TIMEOUT_MS in all (connection included): a kubelet that is
 //! restarting or stopped must fail the ADD with a retryable error, not hang it.
+//!
+//! With `--dra-devices FILE` the pod's devices of other DRA drivers count too ([`dra`]): those
+//! the node's DRA devices record `FILE` gives Multus's two attributes.
 
 mod api;
 mod devices;
+mod dra;
 
 use serde_json::{json, Value};
 use std::io::Write;
@@ -37,6 +41,8 @@ fn fail(kind: &'static str, msg: impl Into<String>) -> Failure {
 }
 
 struct Args {
+    /// `--dra-devices`: the node's DRA devices record.
+    dra_devices: Option<PathBuf>,
     socket: PathBuf,
     namespace: String,
     name: String,
@@ -45,13 +51,21 @@ struct Args {
 }
 
 fn args() -> Result<Args, Failure> {
-    let mut a = std::env::args().skip(1);
-    let usage = || fail("usage", "usage: braid-podresources SOCKET NAMESPACE NAME TIMEOUT_MS [RESOURCE...]");
+    let mut a = std::env::args().skip(1).peekable();
+    let usage = || {
+        fail("usage", "usage: braid-podresources SOCKET NAMESPACE NAME TIMEOUT_MS [--dra-devices FILE] [RESOURCE...]")
+    };
     let socket = PathBuf::from(a.next().ok_or_else(usage)?);
     let namespace = a.next().ok_or_else(usage)?;
     let name = a.next().ok_or_else(usage)?;
     let ms: u64 = a.next().and_then(|t| t.parse().ok()).filter(|t| *t > 0).ok_or_else(usage)?;
-    Ok(Args { socket, namespace, name, timeout: Duration::from_millis(ms), resources: a.collect() })
+    // After the positionals (no resource name starts with "--"): a helper older than the
+    // option takes it for two resources, asks GetAllocatableResources once more, and works.
+    let dra_devices = match a.next_if_eq("--dra-devices") {
+        Some(_) => Some(PathBuf::from(a.next().ok_or_else(usage)?)),
+        None => None,
+    };
+    Ok(Args { dra_devices, socket, namespace, name, timeout: Duration::from_millis(ms), resources: a.collect() })
 }
 
 fn main() {
@@ -102,16 +116,34 @@ async fn lookup(a: &Args) -> Result<Value, Failure> {
         .await
         .map_err(|e| fail("unavailable", format!("connecting to the kubelet's pod-resources socket {shown}: {e}")))?;
     let get = api::GetPodResourcesRequest { pod_name: a.name.clone(), pod_namespace: a.namespace.clone() };
-    let (devices, via) = match unary::<_, api::GetPodResourcesResponse>(&channel, api::GET, get).await {
-        Ok(r) => (r.pod_resources.as_ref().map(devices::of_pod).unwrap_or_default(), "Get"),
+    let (mut devices, claimed, via) = match unary::<_, api::GetPodResourcesResponse>(&channel, api::GET, get).await {
+        Ok(r) => (
+            r.pod_resources.as_ref().map(devices::of_pod).unwrap_or_default(),
+            dra::of_pods(r.pod_resources.as_ref(), &a.namespace, &a.name),
+            "Get",
+        ),
         Err(s) if no_get(&s) => {
             let r: api::ListPodResourcesResponse =
                 unary(&channel, api::LIST, api::ListPodResourcesRequest {}).await.map_err(|s| refused("List", &s))?;
-            (devices::of_listed(&r.pod_resources, &a.namespace, &a.name), "List")
+            (
+                devices::of_listed(&r.pod_resources, &a.namespace, &a.name),
+                dra::of_pods(&r.pod_resources, &a.namespace, &a.name),
+                "List",
+            )
         }
         Err(s) => return Err(refused("Get", &s)),
     };
+    let resolved = match &a.dra_devices {
+        Some(record) => dra::resolve(&claimed, record, &mut devices),
+        None => dra::Resolved::default(),
+    };
     let mut out = json!({"via": via, "devices": devices});
+    if !resolved.listed.is_empty() {
+        out["dra"] = json!(resolved.listed);
+    }
+    if let Some(why) = resolved.unresolved {
+        out["draUnresolved"] = json!(why);
+    }
     if a.resources.iter().any(|r| devices.get(r).is_none_or(Vec::is_empty)) {
         // Only to name the mistake well: without it the refusal still stands.
         if let Ok(r) = unary::<_, api::AllocatableResourcesResponse>(

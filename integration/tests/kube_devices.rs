@@ -519,3 +519,228 @@ fn a_hot_plug_update_keeps_the_device_info_of_the_device_network_it_keeps() {
     // The kept attachment was not attached again: one ADD of its plugins.
     assert_eq!(calls(&c, &a).iter().filter(|(cmd, _, _)| cmd == "ADD").count(), 1);
 }
+
+// --- Devices of another DRA driver --------------------------------------------------------
+//
+// braid's test DRA driver (`integration/node/dradriver`, started with `scripts/node.sh dradriver
+// node1`) publishes node1's ResourceSlice of `dra.braid.test`: three devices carrying Multus's
+// attributes (`k8s.cni.cncf.io/resourceName` = braid.test/dravf, `k8s.cni.cncf.io/deviceID` =
+// 0000:00:1e.N) and one without them. The scheduler allocates one to a pod's claim, node1's
+// kubelet has the driver prepare it and lists it in PodResources; braid's agent keeps the
+// node's slices in its DRA devices record, from which the ADD takes the device's ID with no
+// API request of its own.
+
+const DRA_DRIVER: &str = "dra.braid.test";
+const DRAVF: &str = "braid.test/dravf";
+const DRA_RECORD: &str = "/var/lib/braid/dra-devices/devices.json";
+
+/// node1's agent's DRA devices record (`Null` while there is none).
+fn dra_record(c: &Cluster) -> Value {
+    c.read_on("node1", DRA_RECORD).and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default()
+}
+
+/// The test DRA driver on node1 (a part of the cluster, started by `node.sh dradriver`, which
+/// applies its DeviceClass; stopped by its PID on drop, the DeviceClass deleted), once node1's
+/// agent's record lists its four devices.
+fn dra_driver(c: &Cluster) -> Defer<impl FnMut() + '_> {
+    c.node_sh(&["dradriver", "node1", "-driver", DRA_DRIVER, "-resource", DRAVF, "-count", "3", "-plain", "1"]);
+    let stop = Defer(move || {
+        c.node_sh(&["stop", "dradriver-node1"]);
+        let _ = c.kubectl(&["delete", "deviceclass", DRA_DRIVER, "--ignore-not-found"]);
+    });
+    wait_recorded(c, 4);
+    stop
+}
+
+/// Waits until node1's record lists `n` devices of the test driver in pool node1.
+fn wait_recorded(c: &Cluster, n: usize) {
+    c.wait(
+        &format!("node1's DRA devices record listing {n} devices of {DRA_DRIVER}"),
+        || dra_record(c)["devices"][DRA_DRIVER]["node1"].as_object().map_or(0, |m| m.len()) == n,
+        || format!("{}\n{}\n{}", dra_record(c), c.agent_log("node1"), c.log("dradriver-node1")),
+    );
+}
+
+/// A ResourceClaimTemplate `vf` of one device of the driver's class with the resource's
+/// attribute, and a pod on node1 whose container names its claim, selecting `networks`.
+fn dra_pod(c: &Cluster, ns: &str, name: &str, networks: &str) {
+    c.apply(
+        &json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "vf", "namespace": ns},
+            "spec": {"spec": {"devices": {"requests": [{"name": "vf", "exactly": {
+                "deviceClassName": DRA_DRIVER,
+                "selectors": [{"cel": {"expression":
+                    format!("device.attributes[\"k8s.cni.cncf.io\"].resourceName == \"{DRAVF}\"")}}]}}]}}}
+        })
+        .to_string(),
+    );
+    // Scheduled (nodeSelector), not bound by nodeName: the kubelet refuses a pod bound to it
+    // whose claims are not allocated yet, and the scheduler allocates them.
+    c.apply(
+        &json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "annotations": {NETWORKS: networks}},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": "node1"}, "terminationGracePeriodSeconds": 0,
+                     "resourceClaims": [{"name": "vf", "resourceClaimTemplateName": "vf"}],
+                     "containers": [{"name": "main", "image": BUSYBOX, "imagePullPolicy": "Never",
+                                     "command": ["sleep", "100000"], "resources": {"claims": [{"name": "vf"}]}}]}
+        })
+        .to_string(),
+    );
+}
+
+/// The pod's claim as the scheduler allocated it: (claim `ns/name`, device name, the device's
+/// `k8s.cni.cncf.io/deviceID` on node1's slice).
+fn dra_allocated(c: &Cluster, ns: &str, pod: &str) -> (String, String, String) {
+    let mut claim = String::new();
+    c.wait(
+        &format!("{ns}/{pod}'s claim allocated"),
+        || {
+            let p = c.get(&["pod", pod, "-n", ns]);
+            claim = p["status"]["resourceClaimStatuses"][0]["resourceClaimName"].as_str().unwrap_or("").to_string();
+            !claim.is_empty()
+                && c.get(&["resourceclaim", &claim, "-n", ns])["status"]["allocation"]["devices"]["results"][0]
+                    ["device"]
+                    .is_string()
+        },
+        || c.describe(ns, pod),
+    );
+    let r = c.get(&["resourceclaim", &claim, "-n", ns])["status"]["allocation"]["devices"]["results"][0].clone();
+    assert_eq!((r["driver"].as_str(), r["pool"].as_str()), (Some(DRA_DRIVER), Some("node1")), "{r}");
+    let device = r["device"].as_str().unwrap().to_string();
+    let slices =
+        c.get(&["resourceslices", "--field-selector", &format!("spec.nodeName=node1,spec.driver={DRA_DRIVER}")]);
+    let id = slices["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["spec"]["devices"].as_array().unwrap().clone())
+        .find(|d| d["name"] == device.as_str())
+        .and_then(|d| d["attributes"]["k8s.cni.cncf.io/deviceID"]["string"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("{device} has no deviceID on node1's slice: {slices}"));
+    (format!("{ns}/{claim}"), device, id)
+}
+
+#[test]
+fn a_device_of_another_dra_driver_gives_its_id_from_the_nodes_record_and_one_not_recorded_is_code_11() {
+    let Some(c) = Cluster::lock(
+        "a_device_of_another_dra_driver_gives_its_id_from_the_nodes_record_and_one_not_recorded_is_code_11",
+    ) else {
+        return;
+    };
+    install_fault_plugin(&c);
+    let mut driver = Some(dra_driver(&c));
+    let ns = "braid-dev5";
+    let (a, b) = logs(ns, "dravf");
+    let rm = || {
+        let _ = c.on_node("node1", "rm", &["-f", &a, &b]);
+    };
+    rm();
+    let _logs = Defer(rm);
+    let _ns = c.namespace(ns);
+    device_nad(&c, ns, "dravf", DRAVF, 127);
+    let net = format!("{ns}-dravf");
+    // The record lists the device without Multus's attributes too (Multus skips it).
+    let plain = &dra_record(&c)["devices"][DRA_DRIVER]["node1"]["plain-0"];
+    assert_eq!(plain, &json!({}), "{}", dra_record(&c));
+
+    let mark = c.agent_requests().len();
+    dra_pod(&c, ns, "one", "dravf");
+    let st = wait_status(&c, ns, "one");
+    let (claim, device, id) = dra_allocated(&c, ns, "one");
+    assert!(id.starts_with("0000:00:1e."), "{device}: {id}");
+    assert!(
+        c.log_all("dradriver-node1").contains(&format!("prepared claim {claim} ")),
+        "the driver prepared {claim}: {}",
+        c.log("dradriver-node1")
+    );
+    // Every plugin of the network was given the device's ID, as for a device plugin's device.
+    let adds = |log: &str| calls(&c, log).into_iter().filter(|(cmd, _, _)| cmd == "ADD").collect::<Vec<_>>();
+    let (add_a, add_b) = (adds(&a), adds(&b));
+    assert_eq!((add_a.len(), add_b.len()), (1, 1), "{add_a:?} {add_b:?}");
+    assert_eq!(add_a[0].1, "net1");
+    assert_given(&add_a[0].2, &id, true, "the capable plugin's ADD");
+    assert_given(&add_b[0].2, &id, false, "the other plugin's ADD");
+    // No device plugin wrote a device-info file for it: the network's own file names it, the
+    // network-status entry has no device-info (unless a delegate wrote one: none here).
+    let entry: Vec<&Value> = st.as_array().unwrap().iter().filter(|e| e["name"] == format!("{ns}/dravf")).collect();
+    assert_eq!(entry.len(), 1, "{st}");
+    assert_eq!(entry[0]["interface"], "net1", "{st}");
+    assert!(entry[0].get("device-info").is_none(), "{st}");
+    let sandbox = sandbox_of(&c, ns, "one");
+    let file = add_a[0].2["runtimeConfig"]["CNIDeviceInfoFile"].as_str().unwrap().to_string();
+    assert_eq!(file, format!("{DEVINFO_CNI}/{net}-{sandbox}_{id}"));
+
+    // No API request for it by braid: node1's agent sent only the pod's network-status and its
+    // AddedInterface Events (eth0, net1) — nothing of the claim, nothing of the slices.
+    c.wait_running(ns, "one");
+    let ours = format!(" in {ns}");
+    let sent = || {
+        let mut v: Vec<String> = c.requests_of("node1", mark).into_iter().filter(|r| r.ends_with(&ours)).collect();
+        v.sort();
+        v
+    };
+    c.wait(
+        "node1's agent's AddedInterface Events",
+        || sent().iter().filter(|r| r.starts_with("create events")).count() >= 2,
+        || format!("{:?}", sent()),
+    );
+    let all = c.requests_of("node1", mark);
+    report(&format!("requests of node1's agent for a pod with another DRA driver's device: {all:?}"));
+    assert_eq!(sent(), [format!("create events{ours}"), format!("create events{ours}"), format!("patch pods{ours}")]);
+    assert!(all.iter().all(|r| !r.contains("resourceclaims") && !r.starts_with("list resourceslices")), "{all:?}");
+
+    // DEL: the same device; nothing of the attachment left.
+    c.ok(&["delete", "pod", "one", "-n", ns, "--wait=true"]);
+    wait_torn_down(&c, &sandbox);
+    let dels: Vec<_> = calls(&c, &a).into_iter().filter(|(cmd, _, _)| cmd == "DEL").collect();
+    assert!(!dels.is_empty(), "{dels:?}");
+    for (_, _, conf) in &dels {
+        assert_given(conf, &id, true, "the capable plugin's DEL");
+    }
+    assert_nothing_left(&c, &sandbox, &[&net]);
+    assert_eq!(c.read_on("node1", &file), None, "DEL removed {file}");
+
+    // A device the record does not hold (the record older than the driver's slice): the pod's
+    // sandbox fails with code 11 naming network, resource, pod and device, nothing attached;
+    // once the agent records the device, the kubelet's next try attaches it.
+    let mut stale = dra_record(&c);
+    stale["devices"].as_object_mut().unwrap().remove(DRA_DRIVER);
+    c.write_on("node1", DRA_RECORD, &stale.to_string());
+    rm();
+    dra_pod(&c, ns, "stale", "dravf");
+    let (claim, device, id) = dra_allocated(&c, ns, "stale");
+    let msg = c.wait_pod_events(ns, "stale", "FailedCreatePodSandBox", 1).join("\n");
+    let names = [
+        format!("network {ns}/dravf names resource {DRAVF}"),
+        format!("pod {ns}/stale"),
+        format!("{DRA_DRIVER}/node1/{device} (claim {claim})"),
+        "not in the node's DRA devices record".to_string(),
+        "try again".to_string(),
+    ];
+    assert!(names.iter().all(|n| msg.contains(n.as_str())), "{msg}");
+    assert_eq!(c.network_status(ns, "stale"), None, "no network-status");
+    let (printed, links) = add_by_hand(&c, ns, "stale", "dravf", "byhandstale");
+    assert_eq!(printed["code"], 11, "{printed}");
+    let m = printed["msg"].as_str().unwrap();
+    assert!(names.iter().all(|n| m.contains(n.as_str())), "{printed}");
+    assert_eq!(links.lines().count(), 1, "only lo in the namespace: {links}");
+    assert_nothing_left(&c, "byhandstale", &[&net]);
+    assert_eq!(c.read_on("node1", &a), None, "no delegate ran");
+    report(&format!("a DRA device not in the record: {m}"));
+    // The driver restarted: its slice deleted and published again, the agent's record anew.
+    drop(driver.take());
+    driver.replace(dra_driver(&c));
+    let st = wait_status(&c, ns, "stale");
+    assert!(st.as_array().unwrap().iter().any(|e| e["name"] == format!("{ns}/dravf")), "{st}");
+    let adds_a = adds(&a);
+    assert_eq!(adds_a.len(), 1, "{adds_a:?}");
+    assert_given(&adds_a[0].2, &id, true, "the retried ADD");
+    let sandbox = sandbox_of(&c, ns, "stale");
+    c.ok(&["delete", "pod", "stale", "-n", ns, "--wait=true"]);
+    wait_torn_down(&c, &sandbox);
+    assert_nothing_left(&c, &sandbox, &[&net]);
+    // The driver stops last (declared before the namespace): the kubelet unprepares the
+    // claims of the namespace's pods through it.
+}

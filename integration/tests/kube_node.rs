@@ -257,6 +257,7 @@ fn the_shipped_rbac_and_admission_policy_are_enforced_by_the_api_server() {
         "events [] [] [create]",
         "network-attachment-definitions.k8s.cni.cncf.io [] [] [get list watch]",
         "pods [] [] [get patch]",
+        "resourceslices.resource.k8s.io [] [] [list watch]",
     ];
     let ours: Vec<&String> = grants.iter().filter(|g| !is_everyones(g)).collect();
     assert_eq!(ours, expected.iter().map(|s| s.to_string()).collect::<Vec<_>>().iter().collect::<Vec<_>>(), "{list}");

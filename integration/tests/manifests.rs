@@ -14,12 +14,13 @@ use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
 /// The node agent's permissions, exactly (issue 27): NADs get/list/watch, pods get/patch, Events
-/// create in the core group — nothing more.
+/// create in the core group, ResourceSlices list/watch (the node's DRA devices record) — nothing more.
 fn agents_rules() -> Value {
     json!([
         {"apiGroups": ["k8s.cni.cncf.io"], "resources": ["network-attachment-definitions"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]},
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list", "watch"]}
     ])
 }
 

@@ -11,6 +11,8 @@
 //!   interface then announced by an `AddedInterface` Event ([`added`]);
 //! - [`hotplug`] (`--hotplug`): this node's pods watched, a running pod's networks brought to
 //!   its `k8s.v1.cni.cncf.io/networks` annotation when it changes;
+//! - [`dra_devices`] (unless `--no-dra-devices`): this node's ResourceSlices watched, their
+//!   devices' Multus attributes kept in the node's DRA devices record for the delegator;
 //! - [`crate::dra`] (`--dra`): this node's networks published as the devices of its
 //!   ResourceSlices ([`crate::dra::slices`]), and the DRA driver's kubelet plugin.
 //!
@@ -21,6 +23,7 @@
 pub mod added;
 pub mod call;
 pub mod claim_status;
+pub mod dra_devices;
 pub mod event;
 pub mod hotplug;
 pub mod nads;
@@ -67,6 +70,8 @@ pub struct Agent {
     pub interface_events: bool,
     /// The DRA driver (`--dra`), when on.
     pub dra: Option<crate::dra::config::Dra>,
+    /// The node's DRA devices record, as the agent reaches it ([`dra_devices`]), when kept.
+    pub dra_devices: Option<PathBuf>,
 }
 
 impl Agent {
@@ -93,6 +98,7 @@ impl Agent {
                 conflist: o.cni_conf_dir.join(&o.conf_file),
             }),
             dra: crate::dra::config::Dra::new(o),
+            dra_devices: o.dra_devices.then(|| o.host(&o.dra_devices_file)),
         })
     }
 }
@@ -177,10 +183,16 @@ pub fn start(agent: Agent, owners: Owners, more: Option<Tasks>) -> Result<Stop, 
                         let _ = more_drained.send(());
                     }
                 };
+                let devices = async {
+                    if let Some(file) = agent.dra_devices.clone() {
+                        dra_devices::run(client.clone(), agent.clone(), file).await;
+                    }
+                };
                 tokio::join!(
                     nads::run(client.clone(), agent.clone(), owners),
                     status::run(client.clone(), agent.clone()),
                     hotplug,
+                    devices,
                     more
                 );
             });

@@ -64,18 +64,26 @@ pub const DEFAULT_SOCKET: &str = "/var/lib/kubelet/pod-resources/kubelet.sock";
 /// How long the kubelet may take to answer by default: Multus's bound (10 s).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Where and how long to ask (`kubernetes.podResourcesSocket`, `kubernetes.podResourcesTimeout`).
+/// Where and how long to ask (`kubernetes.podResourcesSocket`, `kubernetes.podResourcesTimeout`),
+/// and the node's DRA devices record (`kubernetes.draDevicesFile`) the helper matches the pod's
+/// devices of other DRA drivers with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Kubelet {
     /// The kubelet's pod-resources socket.
     pub socket: PathBuf,
     /// The bound on the whole lookup.
     pub timeout: Duration,
+    /// The node agent's record of the node's DRA devices ([`braid_attach::dra_devices`]).
+    pub dra_devices: PathBuf,
 }
 
 impl Default for Kubelet {
     fn default() -> Self {
-        Kubelet { socket: PathBuf::from(DEFAULT_SOCKET), timeout: DEFAULT_TIMEOUT }
+        Kubelet {
+            socket: PathBuf::from(DEFAULT_SOCKET),
+            timeout: DEFAULT_TIMEOUT,
+            dra_devices: PathBuf::from(braid_attach::dra_devices::DEFAULT_FILE),
+        }
     }
 }
 
@@ -91,7 +99,7 @@ pub enum DeviceError {
         resource: String,
     },
     /// The pod has none of the resource, and this node offers it.
-    #[error("network {network} names resource {resource} ({RESOURCE_NAME}), but pod {pod} was allocated no device of it: request it in the pod's resources.limits ({resource}: 1 per selection)")]
+    #[error("network {network} names resource {resource} ({RESOURCE_NAME}), but pod {pod} was allocated no device of it: request it in the pod's resources.limits ({resource}: 1 per selection), or a DRA device of it")]
     NotRequested {
         /// `namespace/name`.
         network: String,
@@ -155,8 +163,9 @@ pub enum DeviceError {
         id: String,
     },
     /// The kubelet could not be asked (socket missing, nobody listening, no answer in time),
-    /// or the helper could not run: retrying can help.
-    #[error("network {network} names resource {resource} ({RESOURCE_NAME}), but the devices of pod {pod} cannot be read from the kubelet: {why}; nothing was attached, try again")]
+    /// the helper could not run, or some of the pod's DRA devices are not in the node's DRA
+    /// devices record (missing, or the agent has not seen them yet): retrying can help.
+    #[error("network {network} names resource {resource} ({RESOURCE_NAME}), but the devices of pod {pod} cannot be read: {why}; nothing was attached, try again")]
     Kubelet {
         /// `namespace/name`.
         network: String,
@@ -189,6 +198,8 @@ pub struct Answer {
     pub allocatable: Option<Vec<String>>,
     /// Which call answered (`Get` or `List`), for the log.
     pub via: String,
+    /// Why some of the pod's DRA devices could not be matched (the helper's `draUnresolved`).
+    pub dra_unresolved: Option<String>,
 }
 
 /// What the selection's device-backed networks get: for each selected delegate (by index in
@@ -200,9 +211,21 @@ pub fn hand_out(selection: &Selection, pod: &str, answer: &Answer) -> Result<Vec
     let named: Vec<(usize, &str)> =
         selection.resources.iter().enumerate().filter_map(|(i, r)| r.as_deref().map(|r| (i, r))).collect();
     let network = |i: usize| selection.networks.get(i).map_or_else(String::new, |n| n.name.clone());
+    // Too few devices while some of the pod's DRA devices are not known yet: that, not the pod.
+    let unresolved = |i: usize, r: &str| {
+        answer.dra_unresolved.clone().map(|why| DeviceError::Kubelet {
+            network: network(i),
+            resource: r.to_string(),
+            pod: pod.to_string(),
+            why,
+        })
+    };
     for (i, r) in &named {
         let ids = answer.devices.get(*r).cloned().unwrap_or_default();
         if ids.is_empty() {
+            if let Some(e) = unresolved(*i, r) {
+                return Err(e);
+            }
             let (network, resource, pod) = (network(*i), r.to_string(), pod.to_string());
             return Err(match &answer.allocatable {
                 Some(known) if !known.iter().any(|k| k == r) => {
@@ -253,6 +276,9 @@ pub fn hand_out(selection: &Selection, pod: &str, answer: &Answer) -> Result<Vec
         }
         let pool = pools.entry(r).or_default();
         if pool.is_empty() {
+            if let Some(e) = unresolved(*i, r) {
+                return Err(e);
+            }
             let ids = answer.devices.get(*r).cloned().unwrap_or_default();
             return Err(DeviceError::TooFew {
                 network: network(*i),
@@ -435,6 +461,8 @@ fn ask_at(path: &Path, kubelet: &Kubelet, ns: &str, name: &str, resources: &[&st
         .arg(ns)
         .arg(name)
         .arg(kubelet.timeout.as_millis().max(1).to_string())
+        .arg("--dra-devices")
+        .arg(&kubelet.dra_devices)
         .args(resources)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -463,7 +491,8 @@ fn ask_at(path: &Path, kubelet: &Kubelet, ns: &str, name: &str, resources: &[&st
     })
 }
 
-/// The helper's stdout: `{"via", "devices", "allocatable"?}` or `{"kind", "msg"}`.
+/// The helper's stdout: `{"via", "devices", "allocatable"?, "dra"?, "draUnresolved"?}` or
+/// `{"kind", "msg"}` (`dra` is for the log only: the helper merged its IDs into `devices`).
 pub fn parse_answer(stdout: &[u8]) -> Result<Answer, String> {
     let v: Value = serde_json::from_slice(stdout).map_err(|e| format!("{HELPER} printed no answer: {e}"))?;
     if let Some(msg) = v.get("msg").and_then(Value::as_str) {
@@ -479,7 +508,12 @@ pub fn parse_answer(stdout: &[u8]) -> Result<Answer, String> {
         .get("allocatable")
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(|r| r.as_str().map(str::to_string)).collect());
-    Ok(Answer { devices, allocatable, via: v.get("via").and_then(Value::as_str).unwrap_or("?").to_string() })
+    Ok(Answer {
+        devices,
+        allocatable,
+        via: v.get("via").and_then(Value::as_str).unwrap_or("?").to_string(),
+        dra_unresolved: v.get("draUnresolved").and_then(Value::as_str).map(str::to_string),
+    })
 }
 
 #[cfg(test)]
@@ -518,6 +552,7 @@ mod tests {
                 .collect(),
             allocatable: allocatable.map(|a| a.iter().map(|r| r.to_string()).collect()),
             via: "Get".into(),
+            dra_unresolved: None,
         }
     }
 
@@ -559,6 +594,15 @@ mod tests {
         let unknown = answer(&[], Some(&["other/x"]));
         let c: CniError = hand_out(&two, "a/p", &unknown).unwrap_err().into();
         assert!(c.msg.contains("which no device plugin on this node offers"), "{}", c.msg);
+        let mut stale = answer(&[(VF, &["0000:00:1f.1"])], None);
+        stale.dra_unresolved = Some("the pod's DRA devices d/n1/vf-0 (claim a/c) are not in the record".into());
+        let c: CniError = hand_out(&two, "a/p", &stale).unwrap_err().into();
+        assert_eq!(c.code, TRY_AGAIN_LATER);
+        assert!(
+            c.msg.contains("network a/two") && c.msg.contains("pod a/p") && c.msg.contains("d/n1/vf-0"),
+            "{}",
+            c.msg
+        );
         let k: CniError =
             DeviceError::Kubelet { network: "a/one".into(), resource: VF.into(), pod: "a/p".into(), why: "x".into() }
                 .into();
@@ -688,6 +732,8 @@ BEGIN { while ((getline l < "/proc/self/status") > 0) if (l ~ /^SigBlk/) { split
             ("List", &vec!["b".to_string(), "a".to_string()], Some(&["r/x".to_string()][..]))
         );
         assert_eq!(parse_answer(br#"{"kind":"timeout","msg":"no answer"}"#).unwrap_err(), "no answer");
+        let a = parse_answer(br#"{"via":"Get","devices":{},"dra":[{"claim":"a/c"}],"draUnresolved":"why"}"#).unwrap();
+        assert_eq!(a.dra_unresolved.as_deref(), Some("why"));
         assert!(parse_answer(b"").unwrap_err().contains("printed no answer"));
     }
 }

@@ -47,8 +47,9 @@ pub struct Config {
     pub status_dir: PathBuf,
     /// `claimsDir`: the node's claim records ([`claims`]).
     pub claims_dir: PathBuf,
-    /// `podResourcesSocket`, `podResourcesTimeout`: where a network that names a resource
-    /// asks the kubelet for the pod's devices ([`devices`]).
+    /// `podResourcesSocket`, `podResourcesTimeout`, `draDevicesFile`: where a network that
+    /// names a resource asks the kubelet for the pod's devices, and the node's DRA devices
+    /// record other DRA drivers' devices are matched with ([`devices`]).
     pub kubelet: devices::Kubelet,
     /// `defaultNetworkNamespace`: where a bare `v1.multus-cni.io/default-network` name
     /// resolves, and whose networks any pod may take as its primary ([`default_network`]).
@@ -86,13 +87,14 @@ impl Config {
                 return Err(SelectionError::Config(format!("globalNamespaces must be a list of namespaces, not {v}")))
             }
         };
-        const KNOWN: [&str; 8] = [
+        const KNOWN: [&str; 9] = [
             "networksDir",
             "globalNamespaces",
             "statusDir",
             "claimsDir",
             "podResourcesSocket",
             "podResourcesTimeout",
+            "draDevicesFile",
             "defaultNetworkNamespace",
             "defaultNetworkPodNamespace",
         ];
@@ -133,7 +135,11 @@ impl Config {
             global_namespaces,
             status_dir: path("statusDir", "/run/braid/network-status")?,
             claims_dir: path("claimsDir", braid_attach::claim_record::DEFAULT_DIR)?,
-            kubelet: devices::Kubelet { socket: path("podResourcesSocket", devices::DEFAULT_SOCKET)?, timeout },
+            kubelet: devices::Kubelet {
+                socket: path("podResourcesSocket", devices::DEFAULT_SOCKET)?,
+                timeout,
+                dra_devices: path("draDevicesFile", braid_attach::dra_devices::DEFAULT_FILE)?,
+            },
             default_network_namespace,
             default_network_pod_namespace,
         }))

@@ -430,7 +430,8 @@ fn the_kubernetes_block() {
             claims_dir: "/var/lib/braid/claims".into(),
             kubelet: devices::Kubelet {
                 socket: "/var/lib/kubelet/pod-resources/kubelet.sock".into(),
-                timeout: std::time::Duration::from_secs(10)
+                timeout: std::time::Duration::from_secs(10),
+                dra_devices: "/var/lib/braid/dra-devices/devices.json".into(),
             },
             default_network_namespace: "kube-system".into(),
             default_network_pod_namespace: false,
@@ -440,11 +441,18 @@ fn the_kubernetes_block() {
         .unwrap()
         .unwrap();
     assert_eq!((c.default_network_namespace.as_str(), c.default_network_pod_namespace), ("nets", true));
-    let c =
-        Config::parse(&conf(json!({"podResourcesSocket": "/k.sock", "podResourcesTimeout": 2.5}))).unwrap().unwrap();
+    let c = Config::parse(&conf(
+        json!({"podResourcesSocket": "/k.sock", "podResourcesTimeout": 2.5, "draDevicesFile": "/d.json"}),
+    ))
+    .unwrap()
+    .unwrap();
     assert_eq!(
         c.kubelet,
-        devices::Kubelet { socket: "/k.sock".into(), timeout: std::time::Duration::from_millis(2500) }
+        devices::Kubelet {
+            socket: "/k.sock".into(),
+            timeout: std::time::Duration::from_millis(2500),
+            dra_devices: "/d.json".into()
+        }
     );
     assert_eq!(Config::parse(&conf(json!({"claimsDir": "/c"}))).unwrap().unwrap().claims_dir, Path::new("/c"));
     let c =
@@ -465,6 +473,7 @@ fn the_kubernetes_block() {
         (json!({"podResourcesTimeout": 0}), "podResourcesTimeout must be a number of seconds above 0"),
         (json!({"podResourcesTimeout": "10"}), "podResourcesTimeout must be a number of seconds above 0"),
         (json!({"claimsDir": ""}), "claimsDir must be a non-empty path"),
+        (json!({"draDevicesFile": 1}), "draDevicesFile must be a non-empty path"),
     ] {
         let e = Config::parse(&conf(bad.clone())).unwrap_err().to_string();
         assert!(e.contains(want), "{bad}: {e}");
