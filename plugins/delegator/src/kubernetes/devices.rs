@@ -205,27 +205,29 @@ pub struct Answer {
 /// What the selection's device-backed networks get: for each selected delegate (by index in
 /// `selection.delegates`) the device ID, or the refusal. Pure: the kubelet's answer is given.
 pub fn hand_out(selection: &Selection, pod: &str, answer: &Answer) -> Result<Vec<(usize, String)>, DeviceError> {
+    // Too few devices while some of the pod's DRA devices are not known yet: that, not the pod.
+    hand_out_known(selection, pod, answer).map_err(|e| match (e, &answer.dra_unresolved) {
+        (
+            DeviceError::Unknown { network, resource, pod, .. }
+            | DeviceError::NotRequested { network, resource, pod }
+            | DeviceError::TooFew { network, resource, pod, .. },
+            Some(why),
+        ) => DeviceError::Kubelet { network, resource, pod, why: why.clone() },
+        (e, _) => e,
+    })
+}
+
+/// [`hand_out`] from the devices the answer names alone.
+fn hand_out_known(selection: &Selection, pod: &str, answer: &Answer) -> Result<Vec<(usize, String)>, DeviceError> {
     let mut out = Vec::new();
     // Resource → the IDs still free, in order.
     let mut pools: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let named: Vec<(usize, &str)> =
         selection.resources.iter().enumerate().filter_map(|(i, r)| r.as_deref().map(|r| (i, r))).collect();
     let network = |i: usize| selection.networks.get(i).map_or_else(String::new, |n| n.name.clone());
-    // Too few devices while some of the pod's DRA devices are not known yet: that, not the pod.
-    let unresolved = |i: usize, r: &str| {
-        answer.dra_unresolved.clone().map(|why| DeviceError::Kubelet {
-            network: network(i),
-            resource: r.to_string(),
-            pod: pod.to_string(),
-            why,
-        })
-    };
     for (i, r) in &named {
         let ids = answer.devices.get(*r).cloned().unwrap_or_default();
         if ids.is_empty() {
-            if let Some(e) = unresolved(*i, r) {
-                return Err(e);
-            }
             let (network, resource, pod) = (network(*i), r.to_string(), pod.to_string());
             return Err(match &answer.allocatable {
                 Some(known) if !known.iter().any(|k| k == r) => {
@@ -276,9 +278,6 @@ pub fn hand_out(selection: &Selection, pod: &str, answer: &Answer) -> Result<Vec
         }
         let pool = pools.entry(r).or_default();
         if pool.is_empty() {
-            if let Some(e) = unresolved(*i, r) {
-                return Err(e);
-            }
             let ids = answer.devices.get(*r).cloned().unwrap_or_default();
             return Err(DeviceError::TooFew {
                 network: network(*i),
