@@ -36,7 +36,7 @@
 #        sudo scripts/bench.sh --node-memory [OUTDIR]  only the memory case (issue 50): 40-pod × 4
 # network bursts under braid, Multus thick at its shipped 50Mi and Multus thick with its daemon's
 # limit raised (BRAID_BENCH_MULTUS_LIMIT_MI, default 256, doubled after any burst that kills or
-# restarts it) until it survives; BRAID_BENCH_NODE_MEMORY_ROUNDS (default 3) and
+# restarts it) until it survives; BRAID_BENCH_NODE_MEMORY_ROUNDS (default 6) and
 # BRAID_BENCH_NODE_MEMORY_PODS (default 40). Writes OUTDIR/node-memory.md, .csv, -budgets.csv, .svg.
 # Runs everything in namespaces it creates; the machine's own network namespace is never touched.
 set -euo pipefail

@@ -90,7 +90,8 @@ pub fn memory(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
         "BRAID_MULTUS_BIN must name the directory scripts/build-multus.sh prints (scripts/bench.sh --node-memory sets it)",
     )?);
     let n = env("BRAID_BENCH_NODE_MEMORY_PODS", 40);
-    let rounds = env("BRAID_BENCH_NODE_MEMORY_ROUNDS", if w.scale < 1.0 { 1 } else { 3 });
+    // Six: the fewest whose median has a 95 % sign-test interval (three gave "unbounded").
+    let rounds = env("BRAID_BENCH_NODE_MEMORY_ROUNDS", if w.scale < 1.0 { 1 } else { 6 });
     let mut limit_mi = env("BRAID_BENCH_MULTUS_LIMIT_MI", 256);
     let ns = c.namespace(NS);
     for k in 1..=4u8 {
