@@ -33,6 +33,11 @@
 # OUTDIR/node-quick.md, .csv, -budgets.csv, .svg. BRAID_BENCH_NODE_QUICK_ROUNDS (default 2),
 # BRAID_BENCH_NODE_QUICK_REPEATS (bursts of each kind per visit, default 3) and
 # BRAID_BENCH_NODE_QUICK_PODS (default 10) change it (bench/README.md).
+#        sudo scripts/bench.sh --node-memory [OUTDIR]  only the memory case (issue 50): 40-pod × 4
+# network bursts under braid, Multus thick at its shipped 50Mi and Multus thick with its daemon's
+# limit raised (BRAID_BENCH_MULTUS_LIMIT_MI, default 256, doubled after any burst that kills or
+# restarts it) until it survives; BRAID_BENCH_NODE_MEMORY_ROUNDS (default 6) and
+# BRAID_BENCH_NODE_MEMORY_PODS (default 40). Writes OUTDIR/node-memory.md, .csv, -budgets.csv, .svg.
 # Runs everything in namespaces it creates; the machine's own network namespace is never touched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -77,6 +82,24 @@ if [ "$out" = "--node" ]; then
     0) echo "== every node budget holds ($dir/node.md)" >&2 ;;
     3) echo "== some node budgets do NOT hold or are unclear (see $dir/node.md)" >&2 ;;
     *) echo "== the node bench failed" >&2 ;;
+  esac
+  exit "$status"
+fi
+if [ "$out" = "--node-memory" ]; then
+  dir="${quick:-docs/bench}"
+  export BRAID_NODE_DIR="${BRAID_NODE_DIR:-/var/lib/braid/bench-node}"
+  BRAID_MULTUS_BIN="$(bash scripts/build-multus.sh | tail -n1)"
+  export BRAID_MULTUS_BIN BRAID_RELEASE_DIR="$bin"
+  status=0
+  began=$SECONDS
+  bash scripts/node.sh up 1 >&2 || status=$?
+  if [ "$status" -eq 0 ]; then "$bin/braid-bench" --out "$dir" --only node-memory || status=$?; fi
+  echo "== the memory case took $((SECONDS - began)) s with its node" >&2
+  bash scripts/node.sh down >&2 || true
+  case "$status" in
+    0) echo "== the memory budget holds ($dir/node-memory.md)" >&2 ;;
+    3) echo "== the memory budget does NOT hold or is unclear (see $dir/node-memory.md)" >&2 ;;
+    *) echo "== the memory bench failed" >&2 ;;
   esac
   exit "$status"
 fi

@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use verdict::Verdict;
 
 /// The cases by the name `--only` selects them with, in the order they run.
-pub const CASES: [&str; 22] = [
+pub const CASES: [&str; 23] = [
     "version",
     "exec-floor",
     "delegator",
@@ -52,12 +52,13 @@ pub const CASES: [&str; 22] = [
     "soak",
     "node",
     "node-quick",
+    "node-memory",
 ];
 
 /// Cases a whole run leaves out: they run only when `--only` names them (`node` needs the
 /// real node of `scripts/node.sh` and Multus built by `scripts/build-multus.sh`, and takes
 /// about 25 minutes a round: `scripts/bench.sh --node`).
-pub const ONLY_WHEN_NAMED: [&str; 2] = ["node", "node-quick"];
+pub const ONLY_WHEN_NAMED: [&str; 3] = ["node", "node-quick", "node-memory"];
 
 fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> Result<bool, String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -161,18 +162,21 @@ fn bench(out: PathBuf, scale: f64, readme: Option<PathBuf>, only: &[String]) -> 
     ) {
         take(node::quick::quick(&w)?);
     }
+    if run("node-memory", "40 × 4 bursts on the real node: braid vs Multus thick at its limit and with it raised") {
+        take(node::surviving::memory(&w)?);
+    }
     if let Ok(raw) = std::env::var("BRAID_BENCH_RAW") {
         let v: Vec<serde_json::Value> =
             samples.iter().map(|s| serde_json::json!({"group": s.group, "name": s.name, "values": s.values})).collect();
         let _ = std::fs::write(raw, serde_json::to_vec(&v).unwrap_or_default());
     }
     let mut machine = report::Machine::read(&w.bins);
-    if only.iter().any(|c| c == "node" || c == "node-quick") {
+    if only.iter().any(|c| c == "node" || c == "node-quick" || c == "node-memory") {
         machine.lines.extend(node::facts(&w));
     }
     // The node case alone writes files of its own (node.md, …), beside a whole run's results.
     let stem = match only {
-        [one] if one == "node" || one == "node-quick" => one.as_str(),
+        [one] if one == "node" || one == "node-quick" || one == "node-memory" => one.as_str(),
         _ => "results",
     };
     report::write_all(&out, stem, &machine, &samples, &verdicts).map_err(|e| format!("{}: {e}", out.display()))?;

@@ -36,6 +36,7 @@
 mod leftovers;
 mod memory;
 pub mod quick;
+pub mod surviving;
 mod trace;
 
 use super::rounds::Shuffle;
