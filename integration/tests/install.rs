@@ -87,10 +87,17 @@ fn manifests_match_the_installer_defaults() {
         assert_eq!(mounted, o.host(&path), "{v}");
         host_paths.push(path);
     }
-    let want: Vec<PathBuf> = ["/opt/cni/bin", "/etc/cni/net.d", "/etc/cni/braid.d", "/var/lib/cni/braid", "/run/braid"]
-        .iter()
-        .map(PathBuf::from)
-        .collect();
+    let want: Vec<PathBuf> = [
+        "/opt/cni/bin",
+        "/etc/cni/net.d",
+        "/etc/cni/braid.d",
+        "/var/lib/cni/braid",
+        "/run/braid",
+        "/var/lib/braid/dra-devices",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
     assert_eq!(host_paths, want);
     for (what, p) in [
         ("--cni-bin-dir", &o.cni_bin_dir),
@@ -98,6 +105,7 @@ fn manifests_match_the_installer_defaults() {
         ("--networks-dir", &o.networks_dir),
         ("--state-dir", &o.state_dir),
         ("--status-dir", &o.status_dir),
+        ("--dra-devices-file", &o.dra_devices_file),
     ] {
         assert!(host_paths.iter().any(|h| p.starts_with(h)), "{what} {} is on no hostPath", p.display());
     }
