@@ -153,19 +153,7 @@ pub fn node(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
         .unwrap_or(if w.scale < 1.0 { 1 } else { 10 })
         .max(rounds);
     let biggest = sizes.iter().copied().max().unwrap_or(0);
-    let ns = c.namespace(NS);
-    for k in 1..=4u8 {
-        c.apply(&nad(&ns.name, k));
-    }
-    // The cluster comes up with braid installed (scripts/node.sh up); a run cut short may have
-    // left Multus in its place.
-    let exists = |ds: &str| c.kubectl(&["get", "daemonset", ds, "-n", "kube-system"]).status.success();
-    if exists("kube-multus-ds") {
-        metaplugin::uninstall(&c, Meta::MultusThick)?;
-    }
-    if !exists("braid-install") {
-        metaplugin::install(&c, Meta::Braid, &multus_bin)?;
-    }
+    let ns = set_up(&c, Some(&multus_bin))?;
     let mut current = Meta::Braid;
     // (set-up, N, k) → the bursts' results, one a round.
     let mut results: BTreeMap<(usize, usize, usize), Vec<Burst>> = BTreeMap::new();
@@ -441,6 +429,29 @@ fn group_names(sizes: &[usize]) -> BTreeMap<(usize, usize), (&'static str, &'sta
         }
     }
     m
+}
+
+/// The node cases' start: the bench namespace made afresh with its NADs `net1`…`net4`, and
+/// Multus gone — the cluster comes up with braid installed (scripts/node.sh up), and a run cut
+/// short may have left Multus in its place. With `braid`, braid is then installed as
+/// `deploy/kubernetes` if it is not (`multus_bin` as `metaplugin::install` reads it); without,
+/// the case installs its own layout.
+fn set_up<'c>(
+    c: &'c Cluster,
+    braid: Option<&std::path::Path>,
+) -> Result<braid_integration::cluster::Namespace<'c>, String> {
+    let ns = c.namespace(NS);
+    for k in 1..=4u8 {
+        c.apply(&nad(&ns.name, k));
+    }
+    let exists = |ds: &str| c.kubectl(&["get", "daemonset", ds, "-n", "kube-system"]).status.success();
+    if exists("kube-multus-ds") {
+        metaplugin::uninstall(c, Meta::MultusThick)?;
+    }
+    if let Some(multus_bin) = braid.filter(|_| !exists("braid-install")) {
+        metaplugin::install(c, Meta::Braid, multus_bin)?;
+    }
+    Ok(ns)
 }
 
 /// NAD `net<k>`: a bridge of its own, no gateway, host-local addresses from 198.18.<40+k>.0/24.

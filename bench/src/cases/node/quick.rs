@@ -23,7 +23,7 @@
 //! agent serves annotation and claim pods, so the claim's price is the claim's alone.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use super::{burst, median, nad, wait_mirrored, warm_up, Burst, Pods, NODE, NS};
+use super::{burst, median, wait_mirrored, warm_up, Burst, Pods, NODE, NS};
 use crate::cases::real_node::repo;
 use crate::cases::rounds::Shuffle;
 use crate::cases::World;
@@ -118,14 +118,7 @@ pub fn quick(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
     let n = env("BRAID_BENCH_NODE_QUICK_PODS", 10);
     let rounds = env("BRAID_BENCH_NODE_QUICK_ROUNDS", if w.scale < 1.0 { 1 } else { 2 });
     let repeats = env("BRAID_BENCH_NODE_QUICK_REPEATS", if w.scale < 1.0 { 1 } else { 3 });
-    let ns = c.namespace(NS);
-    for k in 1..=4u8 {
-        c.apply(&nad(&ns.name, k));
-    }
-    let exists = |ds: &str| c.kubectl(&["get", "daemonset", ds, "-n", "kube-system"]).status.success();
-    if exists("kube-multus-ds") {
-        metaplugin::uninstall(&c, Meta::MultusThick)?;
-    }
+    let ns = super::set_up(&c, None)?;
     install_dra(&c)?;
     c.apply(&template());
     let mut current = Meta::Braid;

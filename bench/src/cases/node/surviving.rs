@@ -10,7 +10,7 @@
 //! peaks over the burst — ≤ ⅒ of the surviving daemon's PSS peak, paired by round.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use super::{burst, median, nad, wait_mirrored, warm_up, Burst, Pods, NS};
+use super::{burst, median, wait_mirrored, warm_up, Burst, Pods};
 use crate::cases::rounds::Shuffle;
 use crate::cases::World;
 use crate::report::say;
@@ -93,17 +93,7 @@ pub fn memory(w: &World) -> Result<(Vec<Sample>, Vec<Verdict>), String> {
     // Six: the fewest whose median has a 95 % sign-test interval (three gave "unbounded").
     let rounds = env("BRAID_BENCH_NODE_MEMORY_ROUNDS", if w.scale < 1.0 { 1 } else { 6 });
     let mut limit_mi = env("BRAID_BENCH_MULTUS_LIMIT_MI", 256);
-    let ns = c.namespace(NS);
-    for k in 1..=4u8 {
-        c.apply(&nad(&ns.name, k));
-    }
-    let exists = |ds: &str| c.kubectl(&["get", "daemonset", ds, "-n", "kube-system"]).status.success();
-    if exists("kube-multus-ds") {
-        metaplugin::uninstall(&c, Meta::MultusThick)?;
-    }
-    if !exists("braid-install") {
-        metaplugin::install(&c, Meta::Braid, &multus_bin)?;
-    }
+    let ns = super::set_up(&c, Some(&multus_bin))?;
     let mut current = Setup::Braid;
     let mut results: [Vec<Burst>; 3] = Default::default();
     // The raised set-up's bursts in which its daemon was killed or restarted, at their limit.
