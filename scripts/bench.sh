@@ -69,60 +69,35 @@ BRAID_CNI_PLUGINS="$(bash scripts/build-cni-plugins.sh | tail -n1)"
 export BRAID_CNI_PLUGINS
 echo "== building release binaries" >&2
 bin="$(bash scripts/build-release.sh | tail -n1)"
-if [ "$out" = "--node" ]; then
-  dir="${quick:-docs/bench}"
-  export BRAID_NODE_DIR="${BRAID_NODE_DIR:-/var/lib/braid/bench-node}"
-  BRAID_MULTUS_BIN="$(bash scripts/build-multus.sh | tail -n1)"
-  export BRAID_MULTUS_BIN BRAID_RELEASE_DIR="$bin"
-  status=0
-  bash scripts/node.sh up 1 >&2 || status=$?
-  if [ "$status" -eq 0 ]; then "$bin/braid-bench" --out "$dir" --only node || status=$?; fi
-  bash scripts/node.sh down >&2 || true
-  case "$status" in
-    0) echo "== every node budget holds ($dir/node.md)" >&2 ;;
-    3) echo "== some node budgets do NOT hold or are unclear (see $dir/node.md)" >&2 ;;
-    *) echo "== the node bench failed" >&2 ;;
-  esac
-  exit "$status"
-fi
-if [ "$out" = "--node-memory" ]; then
-  dir="${quick:-docs/bench}"
-  export BRAID_NODE_DIR="${BRAID_NODE_DIR:-/var/lib/braid/bench-node}"
-  BRAID_MULTUS_BIN="$(bash scripts/build-multus.sh | tail -n1)"
-  export BRAID_MULTUS_BIN BRAID_RELEASE_DIR="$bin"
-  status=0
-  began=$SECONDS
-  bash scripts/node.sh up 1 >&2 || status=$?
-  if [ "$status" -eq 0 ]; then "$bin/braid-bench" --out "$dir" --only node-memory || status=$?; fi
-  echo "== the memory case took $((SECONDS - began)) s with its node" >&2
-  bash scripts/node.sh down >&2 || true
-  case "$status" in
-    0) echo "== the memory budget holds ($dir/node-memory.md)" >&2 ;;
-    3) echo "== the memory budget does NOT hold or is unclear (see $dir/node-memory.md)" >&2 ;;
-    *) echo "== the memory bench failed" >&2 ;;
-  esac
-  exit "$status"
-fi
-if [ "$out" = "--node-quick" ]; then
-  dir="${quick:-docs/bench}"
-  export BRAID_NODE_DIR="${BRAID_NODE_DIR:-/var/lib/braid/bench-node}"
-  export BRAID_RELEASE_DIR="$bin"
-  command -v perf >/dev/null || echo "== no perf: the quick node case's plugin trace (braid's own share) is left out" >&2
-  status=0
-  began=$SECONDS
+# One real-node case alone: a one-node cluster in BRAID_NODE_DIR brought up, the case run, the
+# cluster taken down; the case's exit status (3: a budget not held or unclear).
+node_case() {
+  local case="$1" dir="${quick:-docs/bench}" status=0 began=$SECONDS
+  export BRAID_NODE_DIR="${BRAID_NODE_DIR:-/var/lib/braid/bench-node}" BRAID_RELEASE_DIR="$bin"
   bash scripts/node.sh up 1 >&2 || status=$?
   echo "== cluster up in $((SECONDS - began)) s" >&2
   began=$SECONDS
-  if [ "$status" -eq 0 ]; then "$bin/braid-bench" --out "$dir" --only node-quick || status=$?; fi
-  echo "== the quick node case took $((SECONDS - began)) s" >&2
+  if [ "$status" -eq 0 ]; then "$bin/braid-bench" --out "$dir" --only "$case" || status=$?; fi
+  echo "== the $case case took $((SECONDS - began)) s" >&2
   bash scripts/node.sh down >&2 || true
   case "$status" in
-    0) echo "== every quick node budget holds ($dir/node-quick.md)" >&2 ;;
-    3) echo "== some quick node budgets do NOT hold or are unclear (see $dir/node-quick.md)" >&2 ;;
-    *) echo "== the quick node bench failed" >&2 ;;
+    0) echo "== every $case budget holds ($dir/$case.md)" >&2 ;;
+    3) echo "== some $case budgets do NOT hold or are unclear (see $dir/$case.md)" >&2 ;;
+    *) echo "== the $case bench failed" >&2 ;;
   esac
   exit "$status"
-fi
+}
+case "$out" in
+  --node | --node-memory)
+    BRAID_MULTUS_BIN="$(bash scripts/build-multus.sh | tail -n1)"
+    export BRAID_MULTUS_BIN
+    node_case "${out#--}"
+    ;;
+  --node-quick)
+    command -v perf >/dev/null || echo "== no perf: the quick node case's plugin trace (braid's own share) is left out" >&2
+    node_case node-quick
+    ;;
+esac
 if [ "$out" = "--crash" ]; then
   status=0
   "$bin/braid-bench" --crash "${quick:-500}" || status=$?
