@@ -16,6 +16,9 @@
 //! `element` is an NPWG selection element (the keys of `k8s.v1.cni.cncf.io/networks`' JSON
 //! form); the delegator validates it exactly as an annotation's. `shareID` is the allocation's
 //! (DRAConsumableCapacity: one device shared by many claims) and absent when it has none.
+//! `metadata`, when the driver writes KEP-5304 device metadata (`--dra-device-metadata`), is
+//! the request's metadata file as the node sees it, which the delegator's ADD fills in
+//! ([`crate::device_metadata`]).
 //!
 //! **On disk, durably** (temporary file, fsync, rename, directory fsync: [`write()`]), not under
 //! `/run`: after a node reboot the kubelet's checkpoint says the claim is prepared and never
@@ -68,6 +71,11 @@ pub struct Network {
     pub share_id: Option<String>,
     /// The NPWG selection element the delegator attaches.
     pub element: Map<String, Value>,
+    /// The request's KEP-5304 device metadata file, as the node sees it, when the driver
+    /// writes one ([`crate::device_metadata`]): the delegator fills in the `networkData` of
+    /// this device once it is attached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<String>,
 }
 
 /// A claim prepared for a pod. Written with serde ([`write()`]); read by [`ClaimRecord::parse`]
@@ -122,7 +130,7 @@ impl ClaimRecord {
         for (i, n) in list.iter().enumerate() {
             let at = format!("networks[{i}]");
             let n = object(n, &at)?;
-            only(n, &at, &["request", "driver", "pool", "device", "element", "shareID"], 5)?;
+            only(n, &at, &["request", "driver", "pool", "device", "element", "shareID", "metadata"], 5)?;
             networks.push(Network {
                 request: text(n, &at, "request")?,
                 driver: text(n, &at, "driver")?,
@@ -130,6 +138,7 @@ impl ClaimRecord {
                 device: text(n, &at, "device")?,
                 share_id: n.get("shareID").map(|_| text(n, &at, "shareID")).transpose()?,
                 element: object(&n["element"], &format!("{at}.element"))?.clone(),
+                metadata: n.get("metadata").map(|_| text(n, &at, "metadata")).transpose()?,
             });
         }
         Ok(ClaimRecord { claim, networks })
@@ -357,17 +366,23 @@ mod tests {
                 device: "t-side-1a2b3c4d".into(),
                 share_id: Some("5f0c".into()),
                 element: json!({"name": "side", "interface": "net9"}).as_object().unwrap().clone(),
+                metadata: None,
             }],
         }
     }
 
     #[test]
     fn the_design_documents_json_reads_and_writes_as_is() {
-        let text = r#"{"claim":{"namespace":"t","name":"web-net-x7k2p","uid":"c-1"},"networks":[{"request":"net","driver":"net.braid-cni.io","pool":"node2","device":"t-side-1a2b3c4d","shareID":"s-1","element":{"name":"side","namespace":"t","interface":"net9","ips":["198.18.9.5/24"],"default-route":["198.18.9.1"],"cni-args":{"a":"b"}}},{"request":"other","driver":"net.braid-cni.io","pool":"node2","device":"d","element":{"name":"x"}}]}"#;
+        let text = r#"{"claim":{"namespace":"t","name":"web-net-x7k2p","uid":"c-1"},"networks":[{"request":"net","driver":"net.braid-cni.io","pool":"node2","device":"t-side-1a2b3c4d","shareID":"s-1","element":{"name":"side","namespace":"t","interface":"net9","ips":["198.18.9.5/24"],"default-route":["198.18.9.1"],"cni-args":{"a":"b"}},"metadata":"/var/lib/kubelet/plugins/net.braid-cni.io/dra-device-metadata/t_web-net-x7k2p/net/metadata.json"},{"request":"other","driver":"net.braid-cni.io","pool":"node2","device":"d","element":{"name":"x"}}]}"#;
         let r = ClaimRecord::parse(text.as_bytes()).unwrap();
         assert_eq!(r.claim, Claim { namespace: "t".into(), name: "web-net-x7k2p".into(), uid: "c-1".into() });
         assert_eq!(r.networks[0].share_id.as_deref(), Some("s-1"));
         assert_eq!(r.networks[1].share_id, None);
+        assert_eq!(
+            r.networks[0].metadata.as_deref(),
+            Some("/var/lib/kubelet/plugins/net.braid-cni.io/dra-device-metadata/t_web-net-x7k2p/net/metadata.json")
+        );
+        assert_eq!(r.networks[1].metadata, None);
         assert_eq!(r.networks[0].element["ips"], json!(["198.18.9.5/24"]));
         let back = serde_json::to_value(&r).unwrap();
         assert_eq!(back, serde_json::from_str::<Value>(text).unwrap(), "written back as read, no shareID where none");
@@ -377,6 +392,11 @@ mod tests {
             ("\"uid\":\"c-1\"", "\"uid\":1", "claim.uid must be a string"),
             ("\"shareID\":\"s-1\"", "\"shareID\":null", "networks[0].shareID must be a string"),
             ("\"request\":\"other\",", "", "networks[1]: no \"request\""),
+            (
+                "\"metadata\":\"/var/lib/kubelet/plugins/net.braid-cni.io/dra-device-metadata/t_web-net-x7k2p/net/metadata.json\"",
+                "\"metadata\":7",
+                "networks[0].metadata must be a string",
+            ),
             ("{\"name\":\"x\"}", "[]", "networks[1].element must be an object"),
         ] {
             let bad = text.replacen(from, to, 1);

@@ -45,6 +45,7 @@ pub mod config;
 pub mod deadline;
 pub mod delegate;
 pub mod delegates;
+pub mod device_metadata;
 pub mod dra_devices;
 pub mod forward;
 pub mod ifnames;

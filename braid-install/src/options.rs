@@ -114,6 +114,13 @@ pub struct Options {
     /// How many claims may share one network device at once (`--dra-attachments`, 1024): the
     /// device's consumable capacity `attachments`.
     pub dra_attachments: u64,
+    /// KEP-5304 device metadata (`--dra-device-metadata`, off): each prepared request's file,
+    /// mounted into the containers that use the claim, with its interfaces' `networkData`
+    /// ([`braid_attach::device_metadata`]).
+    pub dra_device_metadata: bool,
+    /// Where the CDI specs that mount the metadata go (`--dra-cdi-dir`, node path,
+    /// `/var/run/cdi`: a directory containerd 2 and CRI-O read by default).
+    pub dra_cdi_dir: PathBuf,
 }
 
 impl Default for Options {
@@ -155,6 +162,8 @@ impl Default for Options {
             kubelet_dir: PathBuf::from("/var/lib/kubelet"),
             dra_claims_dir: PathBuf::from("/var/lib/braid/claims"),
             dra_attachments: 1024,
+            dra_device_metadata: false,
+            dra_cdi_dir: PathBuf::from("/var/run/cdi"),
         }
     }
 }
@@ -236,6 +245,11 @@ mounted ConfigMap, then keeps them current (or exits with --once).
                             (node path)                                 [/var/lib/braid/claims]
   --dra-attachments N       how many claims may share one network at once (the devices'
                             capacity \"attachments\", at least 1)            [1024]
+  --dra-device-metadata     with --dra: KEP-5304 device metadata, a file per claim request
+                            with its interfaces (networkData), mounted into the containers
+                            that use the claim through a CDI spec       [off]
+  --dra-cdi-dir DIR         with --dra-device-metadata: where its CDI specs go (node path;
+                            the container runtime must read it)         [/var/run/cdi]
   --once                    install, write, mirror once, then exit
   --uninstall               remove braid's conflist, binaries and mirrored networks, then exit
   --help, --version
@@ -289,6 +303,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
             "--hotplug" => switch(&mut o, |o| o.hotplug = true)?,
             "--vmtap" => switch(&mut o, |o| o.vmtap = true)?,
             "--dra" => switch(&mut o, |o| o.dra = true)?,
+            "--dra-device-metadata" => switch(&mut o, |o| o.dra_device_metadata = true)?,
             "--default-network-pod-namespace" => switch(&mut o, |o| o.default_network_pod_namespace = true)?,
             "--no-interface-events" => switch(&mut o, |o| o.interface_events = false)?,
             "--no-dra-devices" => switch(&mut o, |o| o.dra_devices = false)?,
@@ -317,7 +332,8 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
             | "--kubelet-dir"
             | "--dra-claims-dir"
             | "--dra-devices-file"
-            | "--dra-attachments" => {
+            | "--dra-attachments"
+            | "--dra-cdi-dir" => {
                 let v = match inline {
                     Some(v) => v,
                     None => it.next().ok_or_else(|| usage(format!("{flag} needs a value")))?,
@@ -338,6 +354,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
                     "--kubelet-dir" => o.kubelet_dir = abs_path(&flag, &v)?,
                     "--dra-claims-dir" => o.dra_claims_dir = abs_path(&flag, &v)?,
                     "--dra-devices-file" => o.dra_devices_file = abs_path(&flag, &v)?,
+                    "--dra-cdi-dir" => o.dra_cdi_dir = abs_path(&flag, &v)?,
                     "--dra-driver-name" => {
                         if !is_driver_name(&v) {
                             return Err(usage(format!(
@@ -427,6 +444,12 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Action, InstallE
         return Err(usage(
             "--dra publishes ResourceSlices and reads ResourceClaims through the API: it needs --kubernetes-api",
         ));
+    }
+    if o.dra_device_metadata && !o.dra {
+        return Err(usage("--dra-device-metadata is the DRA driver's: it needs --dra"));
+    }
+    if o.dra_cdi_dir != Options::default().dra_cdi_dir && !o.dra_device_metadata {
+        return Err(usage("--dra-cdi-dir is where the device metadata's CDI specs go: it needs --dra-device-metadata"));
     }
     if o.kubernetes_api && o.once {
         return Err(usage(
@@ -596,6 +619,12 @@ mod tests {
         let o = run(&["--default-network-namespace=nets", "--default-network-pod-namespace"]).unwrap();
         assert_eq!((o.default_network_namespace.as_str(), o.default_network_pod_namespace), ("nets", true));
         assert!(run(&["--kubernetes-api", "--hotplug"]).unwrap().hotplug);
+        assert!(!d.dra_device_metadata, "device metadata is opt-in");
+        let o = run(&["--kubernetes-api", "--dra", "--dra-device-metadata", "--dra-cdi-dir=/etc/cdi"]).unwrap();
+        assert_eq!((o.dra_device_metadata, o.dra_cdi_dir), (true, PathBuf::from("/etc/cdi")));
+        assert!(run(&["--kubernetes-api", "--dra-device-metadata"]).is_err(), "needs --dra");
+        assert!(run(&["--kubernetes-api", "--dra", "--dra-cdi-dir=/etc/cdi"]).is_err(), "needs the metadata");
+        assert!(run(&["--kubernetes-api", "--dra", "--dra-device-metadata", "--dra-cdi-dir=cdi"]).is_err());
     }
 
     #[test]

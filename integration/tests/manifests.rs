@@ -430,8 +430,9 @@ fn dra_rules() -> Value {
     ])
 }
 
-/// The DRA layout (`deploy/kubernetes-dra`) is the API layout and exactly this more: `--dra`, the
-/// kubelet's plugin dirs and the claims dir mounted where the agent's options look, a
+/// The DRA layout (`deploy/kubernetes-dra`) is the API layout and exactly this more: `--dra` and
+/// `--dra-device-metadata`, the kubelet's plugin dirs, the claims dir and the CDI spec dir
+/// mounted where the agent's options look, a
 /// ClusterRole of its own, two admission policies bound, the DeviceClass — and one driver name
 /// in all of them, the agent's default.
 #[test]
@@ -469,15 +470,18 @@ fn dra_layout_is_the_api_layout_plus_the_driver() {
     );
     assert_eq!(binding["subjects"], json!([{"kind": "ServiceAccount", "name": "braid", "namespace": "kube-system"}]));
 
-    // The DaemonSet: the API layout's arguments plus --dra, which the agent's parser takes.
+    // The DaemonSet: the API layout's arguments plus --dra and --dra-device-metadata, which the
+    // agent's parser takes.
     let (ds, base) = (object(&dra, "DaemonSet", "braid-install"), object(&api, "DaemonSet", "braid-install"));
     let mut args = strings(&container(base)["args"]);
     args.push("--dra");
+    args.push("--dra-device-metadata");
     assert_eq!(strings(&container(ds)["args"]), args);
     let owned: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     let braid_install::Action::Run(o) = braid_install::options::parse(owned).unwrap() else { panic!("not a run") };
     let d = braid_install::dra::config::Dra::new(&o).expect("--dra on");
     assert_eq!(d.driver, driver);
+    let m = d.metadata.clone().expect("--dra-device-metadata on");
     // Each directory the driver uses is a hostPath mount at the node's own path below /host.
     let pod = &ds["spec"]["template"]["spec"];
     let mounts = container(ds)["volumeMounts"].as_array().unwrap();
@@ -486,6 +490,8 @@ fn dra_layout_is_the_api_layout_plus_the_driver() {
         (d.plugin_socket().parent().unwrap().to_path_buf(), o.kubelet_dir.join("plugins").join(driver)),
         (d.claims_dir.clone(), o.dra_claims_dir.clone()),
         (d.cni_bin_dir.clone(), o.cni_bin_dir.clone()),
+        (m.cdi_dir.clone(), o.dra_cdi_dir.clone()),
+        (m.plugin_data_dir.clone(), o.kubelet_dir.join("plugins").join(driver)),
     ] {
         let dir = dir.display().to_string();
         let m = mounts.iter().find(|m| m["mountPath"] == dir.as_str()).unwrap_or_else(|| panic!("{dir} not mounted"));
@@ -493,14 +499,15 @@ fn dra_layout_is_the_api_layout_plus_the_driver() {
         let vol = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == m["name"]).unwrap();
         assert_eq!(vol["hostPath"]["path"], node_dir.display().to_string(), "{vol}");
     }
-    // Otherwise the API layout's DaemonSet: undo --dra and its three mounts.
+    // Otherwise the API layout's DaemonSet: undo the two flags and their four mounts.
     let mut undone = ds.clone();
     let uc = &mut undone["spec"]["template"]["spec"]["containers"][0];
-    uc["args"].as_array_mut().unwrap().pop();
+    let ua = uc["args"].as_array_mut().unwrap();
+    ua.truncate(ua.len() - 2);
     let um = uc["volumeMounts"].as_array_mut().unwrap();
-    um.truncate(um.len() - 3);
+    um.truncate(um.len() - 4);
     let uv = undone["spec"]["template"]["spec"]["volumes"].as_array_mut().unwrap();
-    uv.truncate(uv.len() - 3);
+    uv.truncate(uv.len() - 4);
     assert_eq!(&undone, base);
 
     // The DeviceClass selects the driver's devices, and only those.

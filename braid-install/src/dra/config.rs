@@ -25,6 +25,20 @@ pub struct Dra {
     /// The delegator's `globalNamespaces` (`--global-namespaces`): networks a claim of any
     /// namespace may ask for, as an annotation may select them.
     pub global_namespaces: Vec<String>,
+    /// Where KEP-5304 device metadata goes (`--dra-device-metadata`), `None` without it.
+    pub metadata: Option<Metadata>,
+}
+
+/// The device metadata's directories.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Metadata {
+    /// The plugin's data directory, `<kubeletDir>/plugins/<driver>`, as the agent reaches it.
+    pub plugin_data_dir: PathBuf,
+    /// The same as the node (the container runtime mounting the files, the delegator filling
+    /// them) sees it.
+    pub plugin_data_dir_on_node: PathBuf,
+    /// The CDI spec directory (`--dra-cdi-dir`), as the agent reaches it.
+    pub cdi_dir: PathBuf,
 }
 
 impl Dra {
@@ -38,6 +52,11 @@ impl Dra {
             kubelet_dir_on_node: o.kubelet_dir.clone(),
             claims_dir: o.host(&o.dra_claims_dir),
             global_namespaces: o.global_namespaces.clone(),
+            metadata: o.dra_device_metadata.then(|| Metadata {
+                plugin_data_dir: o.host(&o.kubelet_dir).join("plugins").join(&o.dra_driver_name),
+                plugin_data_dir_on_node: o.kubelet_dir.join("plugins").join(&o.dra_driver_name),
+                cdi_dir: o.host(&o.dra_cdi_dir),
+            }),
         })
     }
 
@@ -77,5 +96,11 @@ mod tests {
         assert_eq!(d.claims_dir, PathBuf::from("/host/var/lib/braid/claims"));
         assert_eq!(d.cni_bin_dir, PathBuf::from("/host/opt/cni/bin"));
         assert_eq!(d.attachments, 1024);
+        assert_eq!(d.metadata, None);
+        let o = Options { dra_device_metadata: true, ..o };
+        let m = Dra::new(&o).unwrap().metadata.unwrap();
+        assert_eq!(m.plugin_data_dir, PathBuf::from("/host/var/lib/kubelet/plugins/net.braid-cni.io"));
+        assert_eq!(m.plugin_data_dir_on_node, PathBuf::from("/var/lib/kubelet/plugins/net.braid-cni.io"));
+        assert_eq!(m.cdi_dir, PathBuf::from("/host/var/run/cdi"));
     }
 }

@@ -322,6 +322,7 @@ pub(crate) fn write_status(
         };
         let (doc, addresses) = status::with_addresses(&atts, &links);
         let claims: Vec<_> = atts.iter().filter_map(|(_, ifname, n)| Some((n.claim.as_ref()?, *ifname))).collect();
+        crate::kubernetes::claims::fill_metadata(&claims, &doc, &addresses)?;
         let record = status::Record {
             claims: &claims,
             pod_uid: report.pod_uid.as_deref(),

@@ -10,6 +10,9 @@
 use super::error::SelectionError;
 use super::Pod;
 use braid_attach::claim_record::{self, Claim, ClaimRecord};
+use braid_attach::device_metadata;
+use cni_types::error::CniError;
+use serde_json::Value;
 use std::path::Path;
 
 /// What the status file's `claims` says of a claim-backed attachment (with its interface):
@@ -28,6 +31,44 @@ pub struct ClaimNetwork {
     pub device: String,
     /// The allocation's `shareID`, when it has one.
     pub share_id: Option<String>,
+    /// Its request's KEP-5304 metadata file, when the driver writes one.
+    pub metadata: Option<String>,
+}
+
+/// Fills each claim-backed attachment's KEP-5304 metadata file with its interface's
+/// `networkData` (`claims`: the attachments with their interfaces; `doc`: the network-status
+/// document, for MACs; `addresses`: each interface's CIDR addresses), before the sandbox's
+/// containers start ([`braid_attach::device_metadata`]). A file that cannot be filled fails
+/// the ADD (code 5, naming the claim): the containers that mount it would find no interface.
+pub fn fill_metadata(claims: &[(&ClaimNetwork, &str)], doc: &Value, addresses: &Value) -> Result<(), CniError> {
+    let mut files: Vec<&str> = claims.iter().filter_map(|(c, _)| c.metadata.as_deref()).collect();
+    files.sort_unstable();
+    files.dedup();
+    for file in files {
+        let mut networks = Vec::new();
+        let mut claim = None;
+        for (c, ifname) in claims.iter().filter(|(c, _)| c.metadata.as_deref() == Some(file)) {
+            let ips: Vec<String> = addresses[*ifname]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str().map(str::to_string))
+                .collect();
+            let mac = doc
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|e| e["interface"].as_str() == Some(*ifname))
+                .and_then(|e| e["mac"].as_str());
+            networks.push((c.pool.as_str(), c.device.as_str(), device_metadata::network_data(ifname, &ips, mac)));
+            claim = Some(&c.claim);
+        }
+        device_metadata::fill(Path::new(file), &networks).map_err(|e| {
+            let c = claim.map(|c| format!("{}/{}", c.namespace, c.name)).unwrap_or_default();
+            CniError::new(cni_types::error::IO_FAILURE, format!("claim {c}: {e}"))
+        })?;
+    }
+    Ok(())
 }
 
 /// The pod's claim records, sorted by claim name; none without `K8S_POD_UID` or with one that is

@@ -360,6 +360,7 @@ pub fn select(k: &Config, conf: &NetConf, args: &str, configured: &[Delegate]) -
             pool: n.pool.clone(),
             device: n.device.clone(),
             share_id: n.share_id.clone(),
+            metadata: n.metadata.clone(),
         });
         d.selector = Some(selector(&network, &e, claim.as_ref().map(|c| claims::key(&c.claim, &c.request)).as_deref()));
         out.delegates.push(d);

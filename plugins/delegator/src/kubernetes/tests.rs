@@ -614,6 +614,7 @@ fn claim(dir: &Path, name: &str, uid: &str, nets: &[(&str, Value)]) {
             device: format!("dev-{request}"),
             share_id: (*request != "noshare").then(|| format!("share-{uid}")),
             element: element.as_object().unwrap().clone(),
+            metadata: None,
         })
         .collect();
     let record =
@@ -773,6 +774,7 @@ fn the_status_file_lists_the_claims_with_their_interfaces() {
         pool: "node2".into(),
         device: "t-side-1a2b3c4d".into(),
         share_id: share.map(str::to_string),
+        metadata: None,
     };
     let (a, b) = (c("u-1", Some("s-1")), c("u-2", None));
     let file = status::file(json!([]), status::Record { claims: &[(&a, "net2"), (&b, "side0")], ..Default::default() });
@@ -786,4 +788,50 @@ fn the_status_file_lists_the_claims_with_their_interfaces() {
         ]})
     );
     assert!(status::file(json!([]), status::Record::default()).get("claims").is_none(), "none: no key");
+}
+
+#[test]
+fn a_claims_device_metadata_gets_each_interfaces_network_data() {
+    use braid_attach::device_metadata as md;
+    let d = Dir::new("metadata");
+    let c = md::ClaimRef { namespace: "t".into(), name: "web-net".into(), uid: "u-1".into(), pod_claim_name: None };
+    let path = md::file(&d.0, "t", "web-net", "net").unwrap();
+    let spec = d.0.join("cdi/spec.json");
+    let devices = vec![
+        md::device("net.braid-cni.io", "node2", "t-side-1", json!({})),
+        md::device("net.braid-cni.io", "node2", "t-storage-2", json!({})),
+    ];
+    md::prepare(&path, &md::document(&c, 1, "net", devices), &spec, &json!({})).unwrap();
+    let net = |device: &str| claims::ClaimNetwork {
+        claim: braid_attach::claim_record::Claim { namespace: "t".into(), name: "web-net".into(), uid: "u-1".into() },
+        request: "net".into(),
+        driver: "net.braid-cni.io".into(),
+        pool: "node2".into(),
+        device: device.into(),
+        share_id: None,
+        metadata: Some(path.to_string_lossy().into_owned()),
+    };
+    let (a, b) = (net("t-side-1"), net("t-storage-2"));
+    let doc = json!([{"name": "t/side", "interface": "side0", "mac": "02:00:00:00:09:05"}, {"name": "t/storage", "interface": "net2"}]);
+    let addresses = json!({"side0": ["198.18.9.5/24"], "net2": ["198.18.10.5/24", "2001:db8::5/64"]});
+    claims::fill_metadata(&[(&a, "side0"), (&b, "net2")], &doc, &addresses).unwrap();
+    let filled: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(filled["metadata"]["generation"], 2);
+    let devs = &filled["requests"][0]["devices"];
+    assert_eq!(
+        devs[0]["networkData"],
+        json!({"interfaceName": "side0", "ips": ["198.18.9.5/24"], "hardwareAddress": "02:00:00:00:09:05"})
+    );
+    assert_eq!(devs[1]["networkData"], json!({"interfaceName": "net2", "ips": ["198.18.10.5/24", "2001:db8::5/64"]}));
+    // A file gone (removed by hand): the ADD fails naming the claim and the file, code 5.
+    std::fs::remove_file(&path).unwrap();
+    let e = claims::fill_metadata(&[(&a, "side0")], &doc, &addresses).unwrap_err();
+    assert_eq!(e.code, 5);
+    assert!(e.msg.contains("claim t/web-net") && e.msg.contains("metadata.json"), "{}", e.msg);
+    // No metadata: nothing to do.
+    claims::fill_metadata(&[(&net_without(&a), "side0")], &doc, &addresses).unwrap();
+}
+
+fn net_without(c: &claims::ClaimNetwork) -> claims::ClaimNetwork {
+    claims::ClaimNetwork { metadata: None, ..c.clone() }
 }
