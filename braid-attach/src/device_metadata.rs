@@ -126,18 +126,16 @@ pub fn file(plugin_data_dir: &Path, namespace: &str, name: &str, request: &str) 
 /// Where the file is in the pod's containers.
 pub fn container_path(driver: &str, claim: &ClaimRef, request: &str) -> String {
     match claim.pod_claim_name.as_deref().filter(|n| !n.is_empty()) {
-        Some(pod_claim) => format!("{CONTAINER_DIR}/resourceclaimtemplates/{pod_claim}/{request}/{driver}-metadata.json"),
+        Some(pod_claim) => {
+            format!("{CONTAINER_DIR}/resourceclaimtemplates/{pod_claim}/{request}/{driver}-metadata.json")
+        }
         None => format!("{CONTAINER_DIR}/resourceclaims/{}/{request}/{driver}-metadata.json", claim.name),
     }
 }
 
 /// `{cdi_dir}/{driver}_metadata_{uid}_{request}.json`.
 pub fn cdi_spec_file(cdi_dir: &Path, driver: &str, uid: &str, request: &str) -> Result<PathBuf, Error> {
-    Ok(cdi_dir.join(format!(
-        "{driver}_metadata_{}_{}.json",
-        part("claim UID", uid)?,
-        part("request", request)?
-    )))
+    Ok(cdi_dir.join(format!("{driver}_metadata_{}_{}.json", part("claim UID", uid)?, part("request", request)?)))
 }
 
 /// The CDI device ID the kubelet passes to the runtime: `{driver}/metadata={uid}_{request}`.
@@ -225,7 +223,11 @@ pub fn prepare(path: &Path, doc: &Value, spec_path: &Path, spec: &Value) -> Resu
     mkdirs(spec_path.parent().unwrap_or(Path::new("/")))?;
     let mut spec_bytes = serde_json::to_vec_pretty(spec).unwrap_or_default();
     spec_bytes.push(b'\n');
-    files::replace(spec_path, &spec_bytes, 0o644).map_err(|e| Error::Io { path: e.path, what: e.step.verb(), source: e.source })
+    files::replace(spec_path, &spec_bytes, 0o644).map_err(|e| Error::Io {
+        path: e.path,
+        what: e.step.verb(),
+        source: e.source,
+    })
 }
 
 /// The file's first object (a reader takes the first version it knows; braid writes one).
@@ -342,7 +344,9 @@ mod tests {
         let pdd = Path::new("/var/lib/kubelet/plugins/net.braid-cni.io");
         assert_eq!(
             file(pdd, "t", "web-net-x7k2p", "net").unwrap(),
-            Path::new("/var/lib/kubelet/plugins/net.braid-cni.io/dra-device-metadata/t_web-net-x7k2p/net/metadata.json")
+            Path::new(
+                "/var/lib/kubelet/plugins/net.braid-cni.io/dra-device-metadata/t_web-net-x7k2p/net/metadata.json"
+            )
         );
         assert_eq!(
             cdi_spec_file(Path::new("/var/run/cdi"), "net.braid-cni.io", "c-1", "net").unwrap(),

@@ -971,3 +971,159 @@ fn a_pod_deleted_mid_add_leaves_no_interface_state_record_or_claim() {
         .collect();
     assert!(alarming.is_empty(), "{alarming:#?}");
 }
+
+/// The pod's network-status file on `node` (`/run/braid/network-status/<ns>_<pod>_<sandbox>.json`).
+fn status_file(c: &Cluster, node: &str, ns: &str, pod: &str) -> Option<Value> {
+    let dir = "/run/braid/network-status";
+    let name = c.files_on(node, dir).into_iter().find(|f| f.starts_with(&format!("{ns}_{pod}_")))?;
+    serde_json::from_str(&c.read_on(node, &format!("{dir}/{name}"))?).ok()
+}
+
+/// braid's agents with `--vmtap` too (the DRA layout's DaemonSet patched) for one test; when
+/// the guard drops, the DRA layout as it was and vmtap's binary gone from every node.
+fn vmtap_on(c: &Cluster) -> Defer<impl FnMut() + '_> {
+    let rollout = ["rollout", "status", "daemonset/braid-install", "-n", "kube-system", "--timeout=240s"];
+    let add = r#"[{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "--vmtap"}]"#;
+    c.ok(&["patch", "daemonset", "braid-install", "-n", "kube-system", "--type=json", "-p", add]);
+    c.ok(&rollout);
+    Defer(move || {
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+        let _ = c.kubectl(&["apply", "-k", &repo.join("deploy/kubernetes-dra").display().to_string()]);
+        let _ = c.kubectl(&rollout);
+        for n in 1..=c.nodes() {
+            let _ = c.on_node(&format!("node{n}"), "rm", &["-f", "/opt/cni/bin/vmtap"]);
+        }
+    })
+}
+
+/// Where KEP-5304 puts the metadata of request `net` of the pod's claim `net` (from a
+/// template) in a container that lists the claim.
+const METADATA_IN_POD: &str =
+    "/var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/net/net/net.braid-cni.io-metadata.json";
+
+#[test]
+fn a_claim_backed_interface_gets_its_tap_and_its_device_metadata_reaches_the_containers_that_use_the_claim() {
+    let Some(c) = Cluster::lock(
+        "a_claim_backed_interface_gets_its_tap_and_its_device_metadata_reaches_the_containers_that_use_the_claim",
+    ) else {
+        return;
+    };
+    assert!(c.nodes() >= 2, "this test needs two nodes (scripts/node.sh up 2)");
+    let _only = plugin_only_on_node2(&c);
+    let _dra = c.dra_layout();
+    let _vmtap = vmtap_on(&c);
+    let ns = c.namespace("braid-dra-vm");
+    nad(&c, &ns.name, "side", ONLY, 140);
+    nad(&c, &ns.name, "both", "bridge", 141);
+    let (side, both) = ("braid-dra-vm/side", "braid-dra-vm/both");
+    c.wait(
+        "the slices offering both networks",
+        || offers(&c, "node2", side) && offers(&c, "node1", both),
+        || format!("{:?} {:?}\n{}", offered(&c, "node1"), offered(&c, "node2"), c.agent_log("node2")),
+    );
+    c.apply(&template(&ns.name, "side", side, json!({"interface": "side0"})));
+    c.apply(&template(&ns.name, "both", both, json!({"interface": "side0"})));
+    // Two containers: `vmm` lists the claim (the KEP's mount is its), `other` does not. One
+    // pod on each node: node2 runs CRI-O, node1 containerd.
+    let pod = |name: &str, template: &str, node: &str| {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns.name},
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "nodeSelector": {"kubernetes.io/hostname": node},
+                "resourceClaims": [{"name": "net", "resourceClaimTemplateName": template}],
+                "containers": [
+                    {"name": "vmm", "image": BUSYBOX, "imagePullPolicy": "Never", "command": ["sleep", "100000"],
+                     "resources": {"claims": [{"name": "net"}]}},
+                    {"name": "other", "image": BUSYBOX, "imagePullPolicy": "Never", "command": ["sleep", "100000"]}
+                ]
+            }
+        })
+        .to_string()
+    };
+    c.apply(&pod("vm2", "side", "node2"));
+    c.apply(&pod("vm1", "both", "node1"));
+    for (name, node, net) in [("vm2", "node2", "198.18.140."), ("vm1", "node1", "198.18.141.")] {
+        c.wait_running(&ns.name, name);
+        let exec = |container: &str, cmd: &[&str]| {
+            let mut a = vec!["exec", "-n", &ns.name, name, "-c", container, "--"];
+            a.extend_from_slice(cmd);
+            c.kubectl(&a)
+        };
+        let text = |container: &str, cmd: &[&str]| {
+            let out = exec(container, cmd);
+            assert!(out.status.success(), "{name}/{container} {cmd:?}: {out:?}");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+
+        // vmtap handed the claim's interface to the VM like the cluster network's: a tap each
+        // (tap0 for eth0, tap1 for side0), each joined to its interface by tc.
+        for tap in ["tap0", "tap1"] {
+            text("vmm", &["cat", &format!("/sys/class/net/{tap}/tun_flags")]);
+        }
+        let st = status_file(&c, node, &ns.name, name).unwrap_or_else(|| panic!("no status file of {name} on {node}"));
+        let netns = st["sandbox"]["netns"].as_str().unwrap_or_else(|| panic!("no sandbox in {st}")).to_string();
+        let filters =
+            c.on_node(node, "nsenter", &[&format!("--net={netns}"), "tc", "filter", "show", "dev", "side0", "ingress"]);
+        let filters = String::from_utf8_lossy(&filters.stdout).into_owned();
+        assert!(filters.contains("mirred") && filters.contains("tap1"), "side0 is not redirected to tap1: {filters}");
+
+        // The metadata, in the container that lists the claim: the claim's device with the
+        // interface's name, address and MAC, written by the ADD before the containers started.
+        let addr = text("vmm", &["ip", "-o", "-4", "addr", "show", "dev", "side0"]);
+        let ip = addr.split_whitespace().skip_while(|w| *w != "inet").nth(1).unwrap_or_default().to_string();
+        assert!(ip.starts_with(net), "{name}: {addr}");
+        let mac = text("vmm", &["cat", "/sys/class/net/side0/address"]).trim().to_string();
+        let md: Value = serde_json::from_str(&text("vmm", &["cat", METADATA_IN_POD]))
+            .unwrap_or_else(|e| panic!("{name}: the metadata is not JSON: {e}"));
+        let claim = claim_of(&c, &ns.name, name).unwrap();
+        assert_eq!(md["apiVersion"], "metadata.resource.k8s.io/v1alpha1", "{md}");
+        assert_eq!(md["kind"], "DeviceMetadata", "{md}");
+        assert_eq!(md["metadata"]["name"], claim["metadata"]["name"], "{md}");
+        assert_eq!(md["metadata"]["uid"], claim["metadata"]["uid"], "{md}");
+        assert_eq!(md["metadata"]["generation"], 2, "prepared, then filled by the ADD: {md}");
+        assert_eq!(md["podClaimName"], "net", "{md}");
+        let allocated = &claim["status"]["allocation"]["devices"]["results"][0];
+        let d = &md["requests"][0]["devices"][0];
+        assert_eq!(md["requests"][0]["name"], "net", "{md}");
+        assert_eq!(
+            (&d["driver"], &d["pool"], &d["name"]),
+            (&json!(DRIVER), &json!(node), &allocated["device"]),
+            "{md}"
+        );
+        assert_eq!(d["attributes"]["network"], json!({"string": if node == "node2" { side } else { both }}), "{md}");
+        assert_eq!(
+            d["networkData"],
+            json!({"interfaceName": "side0", "ips": [ip], "hardwareAddress": mac}),
+            "{name}: {md}"
+        );
+        // Read-only, and only where the claim is listed.
+        assert!(!exec("vmm", &["sh", "-c", &format!("echo x >> {METADATA_IN_POD}")]).status.success(), "writable");
+        assert!(!exec("other", &["cat", METADATA_IN_POD]).status.success(), "{name}/other sees the metadata");
+    }
+
+    // On the node: the file and its CDI spec while the claim is prepared; neither once its pod
+    // is gone (NodeUnprepareResources).
+    let claim = claim_of(&c, &ns.name, "vm2").unwrap();
+    let (claim_name, uid) = (claim["metadata"]["name"].as_str().unwrap(), claim["metadata"]["uid"].as_str().unwrap());
+    let dir = format!("/var/lib/kubelet/plugins/{DRIVER}/dra-device-metadata");
+    assert!(
+        c.files_on("node2", &dir).contains(&format!("{}_{claim_name}/net/metadata.json", ns.name)),
+        "{:?}",
+        c.files_on("node2", &dir)
+    );
+    let spec = format!("{DRIVER}_metadata_{uid}_net.json");
+    assert!(c.files_on("node2", "/var/run/cdi").contains(&spec), "{:?}", c.files_on("node2", "/var/run/cdi"));
+    c.ok(&["delete", "pod", "vm2", "vm1", "-n", &ns.name, "--wait=true"]);
+    for node in ["node1", "node2"] {
+        c.wait(
+            "the metadata and its CDI spec removed",
+            || {
+                c.files_on(node, &dir).is_empty()
+                    && c.files_on(node, "/var/run/cdi").iter().all(|f| !f.starts_with(DRIVER))
+            },
+            || format!("{:?} {:?}\n{}", c.files_on(node, &dir), c.files_on(node, "/var/run/cdi"), c.agent_log(node)),
+        );
+    }
+}

@@ -136,7 +136,11 @@ impl Preparer {
                 .collect();
             // The allocation's request, a prioritized list's subrequest included (the Go
             // helper's `requestRef`); the file is the base request's.
-            let full = p.devices.iter().find(|d| super::plan::base_request(&d.request) == request).map_or(request, |d| d.request.as_str());
+            let full = p
+                .devices
+                .iter()
+                .find(|d| super::plan::base_request(&d.request) == request)
+                .map_or(request, |d| d.request.as_str());
             let doc = metadata::document(&c, 1, full, devices);
             let file = metadata::file(&m.plugin_data_dir, &c.namespace, &c.name, request).map_err(fail)?;
             let on_node = metadata::file(&m.plugin_data_dir_on_node, &c.namespace, &c.name, request).map_err(fail)?;
@@ -188,9 +192,8 @@ impl Preparer {
                 uid: claim.uid.clone(),
                 pod_claim_name: None,
             };
-            metadata::remove_claim(&m.plugin_data_dir, &m.cdi_dir, &self.dra.driver, &c).map_err(|e| {
-                format!("claim {}/{}: removing its device metadata: {e}", claim.namespace, claim.name)
-            })?;
+            metadata::remove_claim(&m.plugin_data_dir, &m.cdi_dir, &self.dra.driver, &c)
+                .map_err(|e| format!("claim {}/{}: removing its device metadata: {e}", claim.namespace, claim.name))?;
         }
         claim_record::remove_claim(&self.dra.claims_dir, &claim.uid)
             .map_err(|e| format!("claim {}/{}: removing its records: {e}", claim.namespace, claim.name))?;
