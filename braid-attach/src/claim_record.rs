@@ -337,23 +337,10 @@ mod tests {
     use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
 
-    struct Dir(PathBuf);
+    use crate::test_dir::Dir;
 
-    impl Dir {
-        fn new(tag: &str) -> Dir {
-            static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-            let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Dir(std::env::temp_dir().join(format!("braid-claims-{tag}-{}-{n}", std::process::id())))
-        }
-        fn claims(&self) -> PathBuf {
-            self.0.join("var/claims")
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
+    fn claims_of(d: &Dir) -> PathBuf {
+        d.0.join("var/claims")
     }
 
     fn record(name: &str, uid: &str) -> ClaimRecord {
@@ -433,7 +420,7 @@ mod tests {
     #[test]
     fn written_records_read_back_sorted_by_claim_name_with_their_modes() {
         let d = Dir::new("rw");
-        let claims = d.claims();
+        let claims = claims_of(&d);
         assert_eq!(read_pod(&claims, "pod-1").unwrap(), Vec::new(), "no directory: no claims");
         for (name, uid) in [("zeta", "c-1"), ("alpha", "c-2"), ("mid", "c-3")] {
             write(&claims, "pod-1", &record(name, uid)).unwrap();
@@ -464,7 +451,7 @@ mod tests {
     #[test]
     fn a_malformed_record_is_an_error_naming_its_file() {
         let d = Dir::new("bad");
-        let claims = d.claims();
+        let claims = claims_of(&d);
         write(&claims, "pod-1", &record("a", "c-1")).unwrap();
         let bad = claims.join("pod-1/c-2.json");
         for body in ["{", r#"{"claim":{"namespace":"t","name":"b","uid":"c-2"}}"#, "[]"] {
@@ -492,7 +479,7 @@ mod tests {
     #[test]
     fn removing_a_claim_removes_it_for_every_pod_and_the_pod_directories_it_empties() {
         let d = Dir::new("rm");
-        let claims = d.claims();
+        let claims = claims_of(&d);
         assert_eq!(remove_claim(&claims, "c-1").unwrap(), Vec::<String>::new(), "no claims dir: nothing to do");
         write(&claims, "pod-1", &record("shared", "c-1")).unwrap();
         write(&claims, "pod-2", &record("shared", "c-1")).unwrap();

@@ -312,23 +312,8 @@ pub fn string_attributes<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
+    use crate::test_dir::Dir;
     use std::os::unix::fs::MetadataExt;
-
-    struct Dir(PathBuf);
-
-    impl Dir {
-        fn new(tag: &str) -> Dir {
-            static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-            let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Dir(std::env::temp_dir().join(format!("braid-metadata-{tag}-{}-{n}", std::process::id())))
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
 
     fn claim(template: Option<&str>) -> ClaimRef {
         ClaimRef {
@@ -371,7 +356,7 @@ mod tests {
 
     #[test]
     fn prepared_then_filled_in_place_then_removed() {
-        let d = Dir::new("fill");
+        let d = Dir::new("metadata-fill");
         let pdd = d.0.join("plugins/net.braid-cni.io");
         let cdi = d.0.join("cdi");
         let c = claim(Some("net"));

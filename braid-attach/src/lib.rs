@@ -56,6 +56,8 @@ pub mod sandbox;
 pub mod state;
 pub mod status;
 pub mod teardown;
+#[cfg(test)]
+mod test_dir;
 pub mod update;
 
 pub use attach::Attacher;
