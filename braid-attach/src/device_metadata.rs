@@ -230,14 +230,16 @@ pub fn prepare(path: &Path, doc: &Value, spec_path: &Path, spec: &Value) -> Resu
     })
 }
 
-/// The file's first object (a reader takes the first version it knows; braid writes one).
+/// The file's first object (a reader takes the first version it knows). braid writes one
+/// object on one line, so its first line is read (not a stream deserializer: the delegator
+/// reads this file, and every generic instantiation counts against its 1.2 MB size budget).
 fn read_first(path: &Path) -> Result<Value, Error> {
     let bytes = files::read_regular(path, MAX_FILE, files::Links::Refuse).map_err(io(path, "reading"))?;
-    let first = serde_json::Deserializer::from_slice(&bytes).into_iter::<Value>().next();
-    match first {
-        Some(Ok(v)) if v.is_object() => Ok(v),
-        Some(Err(e)) => Err(Error::Malformed { path: path.to_path_buf(), why: e.to_string() }),
-        _ => Err(Error::Malformed { path: path.to_path_buf(), why: "no object".into() }),
+    let line = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
+    match serde_json::from_slice::<Value>(line) {
+        Ok(v) if v.is_object() => Ok(v),
+        Ok(_) => Err(Error::Malformed { path: path.to_path_buf(), why: "not an object".into() }),
+        Err(e) => Err(Error::Malformed { path: path.to_path_buf(), why: e.to_string() }),
     }
 }
 
