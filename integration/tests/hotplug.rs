@@ -162,6 +162,7 @@ fn claim_record(p: &Pod) -> braid_attach::claim_record::ClaimRecord {
         device: format!("braid-hot-{request}-1a2b3c4d"),
         share_id: Some(format!("share-{request}")),
         element: element.as_object().unwrap().clone(),
+        metadata: None,
     };
     let record = ClaimRecord {
         claim: Claim { namespace: "braid-hot".into(), name: "web-net".into(), uid: "claim-1".into() },
