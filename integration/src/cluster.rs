@@ -93,6 +93,17 @@ impl Cluster {
         self.ok(&["apply", "-k", &layout]);
         self.ok(&rollout);
         Defer(move || {
+            // A test's claim pods are deleted before this guard drops (its namespace's guard
+            // comes later, so drops first), but the kubelet unprepares their claims after the pod
+            // object is gone: the DRA agents stay until every node's claim records are (bounded;
+            // a test that left one is the next one's finding, not a hang here).
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while Instant::now() < deadline
+                && (1..=self.nodes())
+                    .any(|n| !self.files_on(&format!("node{n}"), braid_attach::claim_record::DEFAULT_DIR).is_empty())
+            {
+                std::thread::sleep(Duration::from_millis(500));
+            }
             let _ = self.kubectl(&["apply", "-k", &repo.join("deploy/kubernetes").display().to_string()]);
             let _ = self.kubectl(&rollout);
             for name in &added {
