@@ -34,7 +34,7 @@
 //! Unprepare removes the claim's files ([`remove_claim`]).
 
 use cni_runtime::files;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -304,12 +304,6 @@ pub fn remove_claim(plugin_data_dir: &Path, cdi_dir: &Path, driver: &str, claim:
     Ok(())
 }
 
-/// `attributes` as the API spells a device's (`{"network": {"string": "t/side"}}`) from string
-/// pairs.
-pub fn string_attributes<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Value {
-    Value::Object(pairs.into_iter().map(|(k, v)| (k.to_string(), json!({"string": v}))).collect::<Map<_, _>>())
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -364,7 +358,7 @@ mod tests {
         let c = claim(Some("net"));
         let path = file(&pdd, &c.namespace, &c.name, "net").unwrap();
         let spec_path = cdi_spec_file(&cdi, "net.braid-cni.io", &c.uid, "net").unwrap();
-        let attrs = string_attributes([("network", "t/side"), ("type", "macvlan")]);
+        let attrs = json!({"network": {"string": "t/side"}, "type": {"string": "macvlan"}});
         let doc = document(&c, 1, "net", vec![device("net.braid-cni.io", "node2", "t-side-1a2b3c4d", attrs)]);
         let spec = cdi_spec("net.braid-cni.io", &c, "net", &path);
         prepare(&path, &doc, &spec_path, &spec).unwrap();

@@ -65,10 +65,9 @@ pub fn apply(claim: &[&ClaimEntry], doc: &Value, interfaces: &[Added], now: &str
                 .find(|a| a.interface == c.interface)
                 .map(|a| a.addresses.clone())
                 .unwrap_or_default();
-            let mut network = json!({"interfaceName": c.interface, "ips": ips});
-            if let Some(mac) = entry.and_then(|e| e.get("mac")).and_then(Value::as_str).filter(|m| !m.is_empty()) {
-                network["hardwareAddress"] = mac.into();
-            }
+            // The same `networkData` the delegator writes into the claim's device metadata.
+            let mac = entry.and_then(|e| e.get("mac")).and_then(Value::as_str);
+            let network = braid_attach::device_metadata::network_data(&c.interface, &ips, mac);
             let mut d = json!({
                 "driver": c.driver,
                 "pool": c.pool,
